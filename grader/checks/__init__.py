@@ -1,0 +1,7 @@
+"""Checks the notebooks call after each exercise: one module per lesson.
+
+A check takes the learner's function, tries it on cases and on known mistakes,
+and raises AssertionError with a message that names the mistake. It prints a
+one-line confirmation on success and never writes to stderr. The exact answers
+live only in the instructor notebooks' hidden tests.
+"""

@@ -1,0 +1,349 @@
+"""Checks for lesson 01 (crossover): FLOPs, bytes, intensity, timing, crossover, roofline."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import timeit
+from typing import Callable
+
+import torch
+
+from grader.checks._common import call, close, fail, is_number, passed, require_callable
+
+
+# --- counting work --------------------------------------------------------------------------
+
+
+def check_matmul_flops(matmul_flops: Callable[[int], int]) -> None:
+    """matmul_flops(n): 2 FLOPs per multiply-add, n multiply-adds per output, n² outputs."""
+    require_callable(matmul_flops, "matmul_flops")
+    n = 4
+    got = call(matmul_flops, n)
+    if not is_number(got):
+        fail(f"matmul_flops({n}) returned {got!r} ({type(got).__name__}); return a plain int count of FLOPs.")
+    if got == n**3:
+        fail(
+            f"matmul_flops({n}) returned {got} = n³: that counts each multiply-add once. "
+            "A multiply-add is two floating-point operations (a multiply and an add)."
+        )
+    if got in (n**2, 2 * n**2):
+        fail(
+            f"matmul_flops({n}) returned {got}, which grows like n²: that is the number of outputs. "
+            "Each of the n² outputs is a dot product of length n."
+        )
+    if got == n * n * (2 * n - 1):
+        fail(
+            f"matmul_flops({n}) returned {got} = n²(2n−1): you counted n−1 additions per output. "
+            "The course's convention counts every multiply-add as 2 FLOPs."
+        )
+    if isinstance(got, float) or not float(got).is_integer():
+        fail(f"matmul_flops({n}) returned {got!r}; FLOP counts are whole numbers, return an int.")
+    small, big = call(matmul_flops, 16), call(matmul_flops, 32)
+    if not small or big / small != 8:
+        fail(
+            f"matmul_flops(32) / matmul_flops(16) = {big}/{small}: doubling n must multiply "
+            "the work by 8 (n³ multiply-adds)."
+        )
+    if call(matmul_flops, 1) != 2:
+        fail(f"matmul_flops(1) returned {call(matmul_flops, 1)}; a 1×1 product is one multiply-add.")
+    passed("matmul_flops")
+
+
+def check_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None:
+    """matmul_bytes(n, dtype): read A and B once, write C once, at the dtype's size."""
+    require_callable(matmul_bytes, "matmul_bytes")
+    n = 8
+    got = call(matmul_bytes, n, torch.float32)
+    if not is_number(got):
+        fail(f"matmul_bytes({n}, torch.float32) returned {got!r}; return a plain int number of bytes.")
+    if got == 3 * n * n:
+        fail(
+            f"matmul_bytes({n}, torch.float32) returned {got} = 3n²: that counts elements, not bytes. "
+            "Multiply by the bytes per element (dtype.itemsize: 4 for float32)."
+        )
+    if got == 2 * n * n * 4:
+        fail(
+            f"matmul_bytes({n}, torch.float32) returned {got} = 2n²×4: you counted reading A and B "
+            "but not writing C. C is n×n too and has to go to memory."
+        )
+    if got == 4 * n * n * 4:
+        fail(
+            f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: C is written once, not read "
+            "and written; count A, B and C once each."
+        )
+    half = call(matmul_bytes, n, torch.float16)
+    if half == got:
+        fail(
+            f"matmul_bytes gives {got} bytes for both float32 and float16: the dtype was ignored. "
+            "float16 takes 2 bytes per element, float32 takes 4."
+        )
+    if got != 2 * half or call(matmul_bytes, n, torch.float64) != 2 * got:
+        fail("matmul_bytes must be proportional to the element size: float16 : float32 : float64 = 2 : 4 : 8 bytes.")
+    if call(matmul_bytes, 2 * n, torch.float32) != 4 * got:
+        fail("Doubling n should multiply the bytes by 4: three n×n matrices grow as n².")
+    passed("matmul_bytes")
+
+
+def check_intensity(intensity: Callable[[float, float], float]) -> None:
+    """intensity(flops, nbytes) = flops / nbytes, as a float."""
+    require_callable(intensity, "intensity")
+    got = call(intensity, 200, 100)
+    if is_number(got) and close(float(got), 0.5):
+        fail("intensity(200 FLOPs, 100 bytes) returned 0.5: that is bytes per FLOP. Intensity is FLOPs divided by bytes.")
+    if not is_number(got) or not close(float(got), 2.0):
+        fail(f"intensity(200, 100) returned {got!r}; expected FLOPs per byte, a float.")
+    frac = call(intensity, 10, 4)
+    if frac == 2:
+        fail("intensity(10, 4) returned 2: integer division (//) threw away the fraction. Use /.")
+    if not close(float(frac), 2.5):
+        fail(f"intensity(10, 4) returned {frac!r}; 10 FLOPs over 4 bytes is 2.5 FLOP/byte.")
+    passed("intensity")
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+
+class VirtualDevice:
+    """A simulated asynchronous device with its own clock, for checking timers without a GPU.
+
+    `launch()` queues `work_seconds(call_index)` of work and returns after a few
+    microseconds, as a CUDA launch does; `sync()` advances the clock to when the
+    queue drains; `clock()` reads it. While `patched_clocks()` is active, every
+    clock a learner might read (time.perf_counter, time.time, time.monotonic, their
+    _ns forms, timeit.default_timer) reads this device's clock instead.
+    """
+
+    LAUNCH_SECONDS = 5e-6  # what Python pays to ask
+
+    def __init__(self, work_seconds: Callable[[int], float]):
+        self.work_seconds = work_seconds
+        self.now = 1000.0
+        self.queue_end = self.now
+        self.calls = 0
+        self.events: list[str] = []
+        self.durations: list[float] = []
+
+    def launch(self) -> None:
+        self.now += self.LAUNCH_SECONDS
+        work = self.work_seconds(self.calls)
+        self.durations.append(work)
+        self.queue_end = max(self.now, self.queue_end) + work
+        self.calls += 1
+        self.events.append("call")
+
+    def sync(self) -> None:
+        self.now = max(self.now, self.queue_end)
+        self.events.append("sync")
+
+    def clock(self) -> float:
+        self.events.append("clock")
+        return self.now
+
+    def clock_ns(self) -> int:
+        return int(self.clock() * 1e9)
+
+    def patched_clocks(self, *namespaces: dict):
+        """Context manager: every clock function, including names bound in `namespaces`, reads this device."""
+        device = self
+        originals = {
+            (time, "perf_counter"): device.clock,
+            (time, "time"): device.clock,
+            (time, "monotonic"): device.clock,
+            (time, "process_time"): device.clock,
+            (time, "perf_counter_ns"): device.clock_ns,
+            (time, "time_ns"): device.clock_ns,
+            (time, "monotonic_ns"): device.clock_ns,
+            (timeit, "default_timer"): device.clock,
+        }
+
+        class _Patch:
+            def __enter__(self_inner):
+                self_inner.saved = []
+                real = {getattr(mod, attr): fake for (mod, attr), fake in originals.items()}
+                for (mod, attr), fake in originals.items():
+                    self_inner.saved.append((mod, attr, getattr(mod, attr)))
+                    setattr(mod, attr, fake)
+                self_inner.saved_ns = []
+                for ns in namespaces:
+                    for key, value in list(ns.items()):
+                        try:
+                            fake = real.get(value)
+                        except TypeError:  # unhashable value in the namespace
+                            continue
+                        if fake is not None:
+                            self_inner.saved_ns.append((ns, key, value))
+                            ns[key] = fake
+                return device
+
+            def __exit__(self_inner, *exc):
+                for mod, attr, value in self_inner.saved:
+                    setattr(mod, attr, value)
+                for ns, key, value in self_inner.saved_ns:
+                    ns[key] = value
+                return False
+
+        return _Patch()
+
+
+def _timer_case(time_op: Callable, warmup: int, repeats: int) -> tuple[float, VirtualDevice, float, float]:
+    """Run the learner's time_op on a virtual device: a slow first call, then 1 ms calls, one 30 ms hiccup."""
+
+    def work(i: int) -> float:
+        if i == 0:
+            return 0.050  # first call pays for setup
+        if i == warmup + 1:
+            return 0.030  # a hiccup during the timed calls
+        return 0.001
+
+    device = VirtualDevice(work)
+    with device.patched_clocks(getattr(time_op, "__globals__", {})):
+        got = call(time_op, device.launch, device.sync, warmup, repeats,
+                   label=f"time_op(fn, sync, warmup={warmup}, repeats={repeats})")
+    timed = [VirtualDevice.LAUNCH_SECONDS + device.work_seconds(i) for i in range(warmup, warmup + repeats)]
+    return got, device, statistics.median(timed), statistics.fmean(timed)
+
+
+def check_time_op(time_op: Callable) -> None:
+    """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
+    require_callable(time_op, "time_op")
+    for warmup, repeats in ((3, 5), (1, 8)):
+        got, device, median, mean = _timer_case(time_op, warmup, repeats)
+        if not is_number(got):
+            fail(f"time_op returned {got!r} ({type(got).__name__}); return the median seconds per call as a float.")
+        got = float(got)
+        if device.calls != warmup + repeats:
+            fail(
+                f"time_op called fn {device.calls} times for warmup={warmup}, repeats={repeats}; "
+                f"it should call it exactly {warmup + repeats} times ({warmup} untimed, then {repeats} timed)."
+            )
+        if "clock" not in device.events:
+            fail("time_op never read time.perf_counter() (or another clock from the time module); read the clock around each timed call.")
+        first_clock = device.events.index("clock")
+        if device.events[:first_clock].count("call") < warmup:
+            fail(
+                f"time_op started the clock after only {device.events[:first_clock].count('call')} call(s), "
+                f"but warmup={warmup}: call fn warmup times before timing anything. "
+                "The first call pays for setup (allocation, kernel selection) and is not what you want to measure."
+            )
+        if "sync" not in device.events:
+            fail(
+                f"your timer returned {got * 1e6:.0f} µs for work that takes {median * 1e3:.1f} ms on this (simulated) "
+                "GPU: it never called sync(). GPU work is queued asynchronously, so without synchronizing you time "
+                "how fast Python can ask, not how fast the device answers."
+            )
+        if got < 0.5 * median:
+            fail(
+                f"your timer returned {got * 1e6:.0f} µs for work that takes {median * 1e3:.1f} ms on this (simulated) "
+                "GPU: faster than the work allows. Did you synchronize before reading the clock? "
+                "Call fn(), then sync(), then read the clock."
+            )
+        if close(got, mean, rel=0.02) and not close(mean, median, rel=0.02):
+            fail(
+                f"time_op returned {got * 1e3:.2f} ms, the mean; one slow call (a 30 ms hiccup) pulled it up. "
+                f"Return the median ({median * 1e3:.2f} ms): it ignores rare slow calls."
+            )
+        if close(got, median * repeats, rel=0.05) or close(got, mean * repeats, rel=0.05):
+            fail(f"time_op returned {got:.4f} s, the total over {repeats} calls; return seconds per call (the median).")
+        if close(got, median * 1000, rel=0.05):
+            fail(f"time_op returned {got:.3f}, which is milliseconds; return seconds.")
+        if not close(got, median, rel=0.05):
+            fail(
+                f"time_op returned {got * 1e3:.3f} ms; the median of the timed calls was {median * 1e3:.3f} ms. "
+                "Time each call on its own (clock, fn, sync, clock) and take the median of those."
+            )
+    passed("time_op")
+
+
+# --- crossover ------------------------------------------------------------------------------
+
+
+def check_crossover_size(crossover_size: Callable) -> None:
+    """crossover_size: the smallest size from which the GPU stays faster; None if it never does."""
+    require_callable(crossover_size, "crossover_size")
+    sizes = [64, 128, 256, 512, 1024, 2048]
+    cpu = [1e-5, 4e-5, 3e-4, 2e-3, 1.6e-2, 0.13]
+    simple = [3e-5, 6e-5, 1e-4, 3e-4, 1e-3, 6e-3]  # GPU wins from 256 on
+    got = call(crossover_size, sizes, cpu, simple)
+    if got == 2:
+        fail("crossover_size returned 2, an index into sizes; return the size itself (here 256).")
+    if got != 256:
+        fail(
+            f"crossover_size returned {got!r} where the CPU is faster at 64 and 128 and the GPU at 256 and above; "
+            "expected the size 256."
+        )
+    flip = [3e-5, 3e-5, 4e-4, 3e-4, 1e-3, 6e-3]  # GPU wins at 128, loses at 256, wins from 512
+    got = call(crossover_size, sizes, cpu, flip)
+    if got == 128:
+        fail(
+            "crossover_size returned 128, the first size where the GPU wins, but the CPU is faster again at 256. "
+            "The crossover is the smallest size where the GPU wins there and at every larger size (here 512)."
+        )
+    if got != 512:
+        fail(f"crossover_size returned {got!r} when the GPU wins at 128, loses at 256 and wins from 512 on; expected 512.")
+    never = [c * 2 for c in cpu]
+    got = call(crossover_size, sizes, cpu, never)
+    if got is not None:
+        fail(f"crossover_size returned {got!r} when the GPU is never faster; return None.")
+    tie = [c * 2 for c in cpu[:5]] + [cpu[5]]  # slower everywhere, equal at the largest size
+    got = call(crossover_size, sizes, cpu, tie)
+    if got is not None:
+        fail(f"crossover_size returned {got!r} when the GPU only ties at 2048; a tie is not faster, return None.")
+    always = [c / 2 for c in cpu]
+    got = call(crossover_size, sizes, cpu, always)
+    if got != 64:
+        fail(f"crossover_size returned {got!r} when the GPU is faster at every size; expected the smallest size, 64.")
+    passed("crossover_size")
+
+
+# --- roofline -------------------------------------------------------------------------------
+
+_PEAK, _BW = 100e12, 2e12  # a made-up chip: 100 TFLOP/s, 2 TB/s, balance 50 FLOP/byte
+
+
+def check_attainable_flops(attainable_flops: Callable[[float, float, float], float]) -> None:
+    """attainable = min(peak, intensity × bandwidth)."""
+    require_callable(attainable_flops, "attainable_flops")
+    low = call(attainable_flops, 10.0, _PEAK, _BW)
+    high = call(attainable_flops, 1000.0, _PEAK, _BW)
+    if not is_number(low) or not is_number(high):
+        fail(f"attainable_flops returned {low!r}; return FLOP/s as a float.")
+    if close(float(high), 1000.0 * _BW):
+        fail(
+            "attainable_flops(1000 FLOP/byte) on a 100 TFLOP/s, 2 TB/s chip returned 2000 TFLOP/s, above the chip's "
+            "peak: no operation beats peak. Take the smaller of peak and intensity × bandwidth (min, not max)."
+        )
+    if close(float(low), _PEAK):
+        fail(
+            "attainable_flops(10 FLOP/byte) returned the chip's full peak: at 10 FLOP/byte the memory can feed only "
+            "10 × 2 TB/s = 20 TFLOP/s. A memory-bound operation is capped by intensity × bandwidth."
+        )
+    if not close(float(low), 10.0 * _BW) or not close(float(high), _PEAK):
+        fail(
+            f"attainable_flops gave {low:.3g} and {high:.3g} FLOP/s at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s "
+            "chip; the roofline is min(peak, intensity × bandwidth)."
+        )
+    passed("attainable_flops")
+
+
+def check_bound(bound: Callable[[float, float, float], str]) -> None:
+    """bound: "memory" below the balance point peak/bandwidth, "compute" above it."""
+    require_callable(bound, "bound")
+    low, high = call(bound, 10.0, _PEAK, _BW), call(bound, 1000.0, _PEAK, _BW)
+    if low not in ("memory", "compute") or high not in ("memory", "compute"):
+        fail(f"bound returned {low!r} and {high!r}; return exactly the string 'memory' or 'compute'.")
+    if low == "compute" and high == "memory":
+        fail(
+            "bound says 10 FLOP/byte is compute-bound and 1000 FLOP/byte memory-bound: the comparison is reversed. "
+            "Below the balance point (peak / bandwidth) the memory cannot keep the arithmetic busy."
+        )
+    if low == high == "compute":
+        fail(
+            "bound called 10 FLOP/byte compute-bound on a chip whose balance point is 100e12 / 2e12 = 50 FLOP/byte. "
+            "Compare intensity with peak / bandwidth (not bandwidth / peak)."
+        )
+    if low == high == "memory":
+        fail("bound called 1000 FLOP/byte memory-bound on a chip that balances at 50 FLOP/byte; compare with peak / bandwidth.")
+    if call(bound, 49.0, _PEAK, _BW) != "memory" or call(bound, 51.0, _PEAK, _BW) != "compute":
+        fail("bound must switch from 'memory' to 'compute' at the balance point peak / bandwidth (50 FLOP/byte here).")
+    passed("bound")

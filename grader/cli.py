@@ -1,0 +1,141 @@
+"""One command for the course: release, run, autograde, doctor.
+
+    python -m grader release                 # notebooks/ from solutions/
+    python -m grader run --device cuda -p sizes "[256, 1024, 4096]"
+    python -m grader autograde SUBMISSIONS --out grades/
+    python -m grader doctor                  # what the course will use here
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+
+def _parse_value(text: str):
+    """A parameter value as papermill would take it: JSON/YAML-ish literals, else the string."""
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _root(args) -> Path:
+    from grader.course import find_root
+
+    return find_root(Path(args.root) if args.root else None)
+
+
+def cmd_release(args) -> int:
+    from grader.course import release
+
+    root = _root(args)
+    for path in release(root, Path(args.out) if args.out else None, args.lesson or None):
+        print(f"released {path.relative_to(root) if path.is_relative_to(root) else path}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from grader.course import run
+
+    params = {name: _parse_value(value) for name, value in args.parameter}
+    if args.device:
+        params["device"] = args.device
+    results = run(_root(args), args.lesson or None, params, Path(args.out) if args.out else None, student=args.student)
+    failed = [r for r in results if r[2] != "ok"]
+    return 1 if failed and not args.student else 0
+
+
+def cmd_autograde(args) -> int:
+    from grader.course import autograde
+
+    path = autograde(_root(args), Path(args.submissions), Path(args.out), args.lesson or None)
+    print(f"grades: {path}")
+    return 0
+
+
+def doctor_lines() -> list[str]:
+    """What the course will use on this machine, and what is missing."""
+    lines = [f"python      {sys.version.split()[0]} ({sys.executable})", f"platform    {platform.platform()}"]
+    missing = []
+    try:
+        import torch
+
+        from grader import device
+
+        cuda = torch.version.cuda or "none (CPU-only build)"
+        lines.append(f"torch       {torch.__version__}, CUDA build: {cuda}")
+        lines.append(f"devices     {', '.join(device.available())}; the lessons will use {device.pick_device('auto')}")
+        lines.append(f"threads     torch uses {torch.get_num_threads()} of {device.cpu_threads()} cores")
+        chosen = device.pick_device("auto")
+        lines.append(f"            {device.describe(chosen)}")
+    except ImportError as exc:
+        missing.append(f"torch ({exc})")
+    for module in ("jupyterlab", "nbgrader", "papermill", "ipywidgets", "matplotlib", "pandas", "nbclient"):
+        try:
+            mod = importlib.import_module(module)
+            lines.append(f"{module:<11} {getattr(mod, '__version__', '?')}")
+        except ImportError:
+            missing.append(module)
+    try:
+        from grader.specs import data_dir, load_chips
+
+        lines.append(f"data        {data_dir()} ({len(load_chips())} chips)")
+    except (FileNotFoundError, OSError) as exc:
+        missing.append(f"data/ ({exc})")
+    for tool, why in (("bwrap", "sandboxed autograde"), ("chromium", "the browser test")):
+        found = shutil.which(tool)
+        lines.append(f"{tool:<11} {found or 'not found'} ({why})")
+    lines.append("missing     " + (", ".join(missing) if missing else "nothing"))
+    return lines
+
+
+def cmd_doctor(args) -> int:
+    lines = doctor_lines()
+    print("\n".join(lines))
+    return 1 if not lines[-1].endswith("nothing") else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-course", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", help="the course checkout (default: found from the current folder)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("release", help="generate notebooks/ (student versions) from solutions/ with nbgrader")
+    p.add_argument("lesson", nargs="*", help="lesson ids, e.g. 01_crossover (default: all)")
+    p.add_argument("--out", help="release folder (default: notebooks/)")
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("run", help="execute lessons with papermill")
+    p.add_argument("lesson", nargs="*", help="lesson ids (default: all)")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="set a parameter of the lessons' parameters cell, e.g. -p repeats 11")
+    p.add_argument("--device", help="auto, cpu, cuda, cuda:1 or mps (default: the lesson's own, auto)")
+    p.add_argument("--out", help="folder for executed notebooks (default: runs/)")
+    p.add_argument("--student", action="store_true", help="run the student versions from notebooks/ instead")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("autograde", help="grade SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb with nbgrader")
+    p.add_argument("submissions", help="folder of submissions")
+    p.add_argument("--out", default="grades", help="output folder: course/, grades.csv (default: grades/)")
+    p.add_argument("--lesson", action="append", help="grade only this lesson (repeatable)")
+    p.set_defaults(func=cmd_autograde)
+
+    p = sub.add_parser("doctor", help="print what the course will use here and what is missing")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"gpu-course {args.command}: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,128 @@
+"""Which device the course runs on, how to wait for it, and what is in its memory.
+
+One place for CUDA, Apple's MPS and the CPU. Lessons call `pick_device` once and
+pass the device around; nothing else in the course asks torch which backend is up.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+def available() -> list[str]:
+    """Device types usable here, best first ("cuda", "mps", "cpu")."""
+    found = []
+    if torch.cuda.is_available():
+        found.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    found.append("cpu")
+    return found
+
+
+def pick_device(prefer: str = "auto") -> torch.device:
+    """The device to use: `prefer` if it is usable, or the best one here for "auto"."""
+    prefer = (prefer or "auto").lower()
+    usable = available()
+    if prefer == "auto":
+        return torch.device(usable[0])
+    kind = prefer.split(":")[0]
+    if kind not in usable:
+        raise RuntimeError(
+            f"device {prefer!r} was asked for but this machine has only {usable}. "
+            "Use device='auto' to take the best one available."
+        )
+    return torch.device(prefer)
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Block until all work queued on `device` has finished (a no-op on the CPU)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def sync_fn(device: torch.device | str) -> Callable[[], None]:
+    """A zero-argument synchronize for `device`, the shape `time_op` takes."""
+    device = torch.device(device)
+    return lambda: synchronize(device)
+
+
+def is_async(device: torch.device | str) -> bool:
+    """True where launching work returns before the work is done (CUDA, MPS)."""
+    return torch.device(device).type in ("cuda", "mps")
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """What the allocator reports, in bytes; None where this backend cannot tell."""
+
+    allocated: int | None
+    reserved: int | None
+    peak_allocated: int | None
+    total: int | None
+
+
+def memory(device: torch.device | str) -> MemoryFigures:
+    """Allocated, reserved, peak and total memory of `device` from torch's allocator."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return MemoryFigures(
+            allocated=torch.cuda.memory_allocated(device),
+            reserved=torch.cuda.memory_reserved(device),
+            peak_allocated=torch.cuda.max_memory_allocated(device),
+            total=torch.cuda.get_device_properties(device).total_memory,
+        )
+    if device.type == "mps":
+        # torch.mps documents current_allocated_memory and driver_allocated_memory;
+        # it keeps no peak counter, and the total is the machine's unified memory.
+        total = getattr(torch.mps, "recommended_max_memory", lambda: None)()
+        return MemoryFigures(
+            allocated=torch.mps.current_allocated_memory(),
+            reserved=torch.mps.driver_allocated_memory(),
+            peak_allocated=None,
+            total=total,
+        )
+    return MemoryFigures(allocated=None, reserved=None, peak_allocated=None, total=None)
+
+
+def reset_peak(device: torch.device | str) -> None:
+    """Start a new peak-memory measurement where the backend keeps one (CUDA)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def name(device: torch.device | str) -> str:
+    """A human name for the device: the GPU's model, or the CPU's."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "mps":
+        return f"Apple GPU (MPS) on {platform.machine()}"
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def describe(device: torch.device | str) -> str:
+    """One line saying what the lesson will run on, for the top of every notebook."""
+    device = torch.device(device)
+    line = f"device: {device} ({name(device)}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    if device.type == "cpu":
+        line += ". No GPU here: GPU figures below are recorded runs or models from data/, labelled as such."
+    return line
+
+
+def cpu_threads() -> int:
+    """How many cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1

@@ -1,0 +1,98 @@
+"""Plot functions: each takes data and returns a matplotlib Figure (nothing is shown or saved).
+
+Figures are built with matplotlib.figure.Figure, not pyplot, so they appear
+exactly once, where the notebook displays them, and never leak between cells.
+Labels say where each series came from: measured here, recorded, or modelled.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+# How a series was obtained decides how it is drawn: measured solid, recorded dashed, modelled dotted.
+_STYLE = {"measured": "-", "recorded": "--", "model": ":"}
+
+
+def _series_style(label: str) -> str:
+    low = label.lower()
+    if "model" in low:
+        return _STYLE["model"]
+    if "recorded" in low:
+        return _STYLE["recorded"]
+    return _STYLE["measured"]
+
+
+def time_vs_size(sizes: Sequence[int], seconds: Mapping[str, Sequence[float]], title: str = "") -> Figure:
+    """Log-log seconds per call against problem size, one line per series."""
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, values in seconds.items():
+        ax.loglog(sizes[: len(values)], values, _series_style(label), marker="o", label=label)
+    ax.set_xlabel("matrix size n (n×n @ n×n)")
+    ax.set_ylabel("seconds per call")
+    ax.set_title(title or "Time against size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def rate_vs_size(sizes: Sequence[int], flops_per_second: Mapping[str, Sequence[float]], title: str = "") -> Figure:
+    """GFLOP/s against problem size, one line per series (log x, log y)."""
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, values in flops_per_second.items():
+        ax.loglog(sizes[: len(values)], np.asarray(values) / 1e9, _series_style(label), marker="o", label=label)
+    ax.set_xlabel("matrix size n")
+    ax.set_ylabel("GFLOP/s achieved")
+    ax.set_title(title or "Throughput against size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def roofline(
+    machines: Sequence[tuple[str, float, float]],
+    points: Sequence[tuple[str, float]],
+    attainable: Callable[[float, float, float], float],
+    title: str = "",
+) -> Figure:
+    """Rooflines for (label, peak FLOP/s, bandwidth bytes/s) machines, with (label, intensity) points.
+
+    `attainable(intensity, peak, bandwidth)` draws the roof; lessons pass the
+    learner's own function, so the plot is only as right as their code.
+    """
+    fig = Figure(figsize=(7, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    intensities = np.logspace(-2, 4, 200)
+    colors = [f"C{i}" for i in range(10)]
+    for i, (label, peak, bandwidth) in enumerate(machines):
+        color = colors[i % len(colors)]
+        roof = [attainable(float(x), peak, bandwidth) for x in intensities]
+        ax.loglog(intensities, np.asarray(roof) / 1e9, _series_style(label), color=color, label=label)
+        for point_label, x in points:
+            y = attainable(float(x), peak, bandwidth) / 1e9
+            ax.plot([x], [y], "o", color=color, markersize=5)
+            if i == 0:
+                ax.annotate(point_label, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=8)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("attainable GFLOP/s")
+    ax.set_title(title or "Roofline: attainable = min(peak, intensity × bandwidth)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def bars(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str = "", log: bool = False) -> Figure:
+    """A plain labelled bar chart."""
+    fig = Figure(figsize=(6.5, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    ax.bar(labels, values, color=[f"C{i % 10}" for i in range(len(labels))])
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=20)
+    return fig

@@ -1,0 +1,15 @@
+"""nbgrader settings: solutions/ is the instructor source, notebooks/ the student release."""
+
+c = get_config()  # noqa: F821  (nbgrader injects get_config)
+
+c.CourseDirectory.course_id = "why-slow-will-it-fit"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.submitted_directory = "course/submitted"
+c.CourseDirectory.autograded_directory = "course/autograded"
+c.CourseDirectory.feedback_directory = "course/feedback"
+c.CourseDirectory.db_url = "sqlite:///course/gradebook.db"
+
+# Student code must not hang the grader: a cell gets this many seconds.
+c.ExecutePreprocessor.timeout = 300
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -1,0 +1,52 @@
+"""Edit a lesson as plain Python: convert between a notebook and jupytext's percent format.
+
+    python scripts/lesson_source.py to-py solutions/01_crossover/01_crossover.ipynb /tmp/01.py
+    python scripts/lesson_source.py to-ipynb /tmp/01.py solutions/01_crossover/01_crossover.ipynb
+
+Cell metadata (nbgrader's, tags) travels in the `# %%` header lines. The
+notebook written is normalised the way the repository stores notebooks: no
+outputs, no execution counts, no jupytext metadata, the python3 kernelspec.
+Then run `python -m grader release` to regenerate the student version.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import jupytext
+import nbformat
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Strip outputs, counts and editor metadata; keep nbgrader metadata and tags."""
+    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    for cell in nb.cells:
+        keep = {k: v for k, v in cell.metadata.items() if k in ("nbgrader", "tags", "slideshow")}
+        cell.metadata = keep
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    # Stable ids (the cell's position), so regenerating an unchanged lesson changes nothing.
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i:03d}"
+    return nb
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] not in ("to-py", "to-ipynb"):
+        print(__doc__)
+        return 2
+    verb, src, dest = argv
+    if verb == "to-py":
+        jupytext.write(jupytext.read(src), dest, fmt="py:percent")
+    else:
+        nb = jupytext.read(src, fmt="py:percent")
+        nb.nbformat, nb.nbformat_minor = 4, 5
+        nbformat.write(normalise(nb), dest)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

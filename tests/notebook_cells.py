@@ -1,0 +1,50 @@
+"""Pull a lesson's exercise and check cells out of its notebooks, to run them outside Jupyter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebook(lesson: str, student: bool) -> nbformat.NotebookNode:
+    folder = "notebooks" if student else "solutions"
+    return nbformat.read(str(ROOT / folder / lesson / f"{lesson}.ipynb"), as_version=4)
+
+
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def solution_cells(lesson: str, student: bool = False) -> dict[str, str]:
+    """grade_id -> source of every exercise (solution) cell; stubs when student=True."""
+    return {
+        _nbgrader(c)["grade_id"]: c.source
+        for c in _notebook(lesson, student).cells
+        if c.cell_type == "code" and _nbgrader(c).get("solution")
+    }
+
+
+def check_cells(lesson: str) -> dict[str, str]:
+    """grade_id -> source of every graded check cell, hidden tests included (from solutions/)."""
+    return {
+        _nbgrader(c)["grade_id"]: c.source
+        for c in _notebook(lesson, student=False).cells
+        if c.cell_type == "code" and _nbgrader(c).get("grade")
+    }
+
+
+def namespace(lesson: str, student: bool = False) -> dict:
+    """A fresh namespace holding every exercise cell's definitions (the reference or the stubs)."""
+    ns: dict = {"__name__": "__lesson__"}
+    for source in solution_cells(lesson, student).values():
+        exec(compile(source, f"<{lesson} exercise>", "exec"), ns)
+    return ns
+
+
+def run_check(lesson: str, grade_id: str, ns: dict) -> None:
+    """Execute one check cell in `ns`, as nbgrader would after the learner's cells."""
+    source = check_cells(lesson)[grade_id]
+    exec(compile(source, f"<{lesson} {grade_id}>", "exec"), ns)

@@ -1,0 +1,58 @@
+"""Every check passes the reference solution, fails the blank stub, and fails each mutant by name."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+
+from conftest import ROOT, lesson_ids
+from notebook_cells import check_cells, namespace, run_check
+
+MUTANT_MODULES = sorted(p.stem for p in (ROOT / "tests" / "mutants").glob("lesson*.py"))
+
+
+def _load(module: str):
+    return importlib.import_module(f"mutants.{module}")
+
+
+def _cases():
+    for module in MUTANT_MODULES:
+        mod = _load(module)
+        for grade_id, mutants in mod.MUTANTS.items():
+            for name, source, pattern in mutants:
+                yield pytest.param(mod.LESSON, grade_id, source, pattern, id=f"{mod.LESSON}:{grade_id}:{name}")
+
+
+def _all_checks():
+    for lesson in lesson_ids():
+        for grade_id in check_cells(lesson):
+            yield pytest.param(lesson, grade_id, id=f"{lesson}:{grade_id}")
+
+
+@pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
+def test_reference_solution_passes(lesson, grade_id):
+    run_check(lesson, grade_id, namespace(lesson))
+
+
+@pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
+def test_blank_stub_fails(lesson, grade_id):
+    with pytest.raises((NotImplementedError, AssertionError)):
+        run_check(lesson, grade_id, namespace(lesson, student=True))
+
+
+@pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
+def test_every_check_has_two_mutants(lesson, grade_id):
+    found = [m for module in MUTANT_MODULES if _load(module).LESSON == lesson for m in _load(module).MUTANTS.get(grade_id, [])]
+    assert len(found) >= 2, f"{lesson}:{grade_id} has {len(found)} mutants; every check needs at least two"
+
+
+@pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_cases()))
+def test_mutant_fails_with_its_message(lesson, grade_id, source, pattern):
+    ns = namespace(lesson)
+    exec(compile(source, "<mutant>", "exec"), ns)
+    with pytest.raises(AssertionError) as caught:
+        run_check(lesson, grade_id, ns)
+    message = str(caught.value)
+    assert re.search(pattern, message), f"the check failed, but its message does not name the mistake:\n{message}"

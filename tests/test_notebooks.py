@@ -1,0 +1,86 @@
+"""The notebooks as stored: release in sync, clean, and running top to bottom under papermill."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import ROOT, lesson_ids, read_notebook
+from grader.course import release, run
+
+LESSONS = lesson_ids()
+
+
+def test_there_are_lessons():
+    assert LESSONS and LESSONS[0] == "01_crossover"
+
+
+@pytest.mark.parametrize("folder", ["solutions", "notebooks"])
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_stored_without_outputs(folder, lesson):
+    nb = read_notebook(ROOT / folder / lesson / f"{lesson}.ipynb")
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{folder}/{lesson} cell {i} has stored outputs"
+            assert cell.execution_count is None, f"{folder}/{lesson} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_one_parameters_cell_near_the_top(lesson):
+    nb = read_notebook(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and tagged[0] <= 3, f"{lesson}: want one parameters cell near the top, found {tagged}"
+    assert "device =" in nb.cells[tagged[0]].source
+
+
+def test_release_matches_notebooks(tmp_path):
+    written = release(ROOT, tmp_path)
+    assert len(written) == len(LESSONS)
+    for lesson in LESSONS:
+        fresh = json.loads((tmp_path / lesson / f"{lesson}.ipynb").read_text())
+        stored = json.loads((ROOT / "notebooks" / lesson / f"{lesson}.ipynb").read_text())
+        assert fresh == stored, f"notebooks/{lesson} differs from a fresh release: run `python -m grader release`"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_student_release_holds_no_answers(lesson):
+    text = (ROOT / "notebooks" / lesson / f"{lesson}.ipynb").read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "HIDDEN TESTS"):
+        assert marker not in text, f"notebooks/{lesson} contains {marker!r}"
+    solution = read_notebook(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    for cell in solution.cells:
+        if "### BEGIN HIDDEN TESTS" in cell.source:
+            hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+            for line in hidden.strip().splitlines():
+                if line.strip().startswith("assert"):
+                    assert line.strip() not in text, f"a hidden test leaked into notebooks/{lesson}: {line.strip()}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solution_runs_under_papermill(lesson, tmp_path):
+    results = run(ROOT, [lesson], {}, tmp_path, log=lambda line: None)
+    assert results[0][2] == "ok", results[0][2]
+    executed = read_notebook(tmp_path / f"{lesson}.ipynb")
+    images = sum(1 for c in executed.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {}))
+    assert images >= 1, f"{lesson} ran but showed no figure"
+    for cell in executed.cells:
+        for out in cell.get("outputs", []):
+            assert out.get("name") != "stderr" or "WARNING" in out.get("text", ""), f"{lesson} wrote to stderr: {out.get('text')}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_student_notebook_fails_only_at_exercises(lesson):
+    nb = read_notebook(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT / "notebooks" / lesson)}}).execute()
+    errors = [(i, o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              for o in c.outputs if o.output_type == "error"]
+    assert errors, f"{lesson}: the blank student notebook raised nothing; are the exercises stubs?"
+    wrong = [e for e in errors if e[1] != "NotImplementedError"]
+    assert not wrong, f"{lesson}: student notebook failed with something other than NotImplementedError: {wrong}"
+    graded = [i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    failed_cells = {i for i, _, _ in errors}
+    assert set(graded) <= failed_cells, f"{lesson}: check cells {sorted(set(graded) - failed_cells)} passed on blank stubs"
