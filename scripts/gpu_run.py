@@ -1,0 +1,205 @@
+"""Record a GPU run: every CUDA-only path the course has, and every lesson with GPU parameters.
+
+On a machine with an NVIDIA GPU, from the course checkout:
+
+    .venv/bin/python scripts/gpu_run.py            # writes data/recorded/<device>-<date>.json
+
+The JSON holds the measured figures and their provenance (device, driver, CUDA,
+torch, date, command). Lessons show these figures, labelled "recorded", when
+they run where there is no GPU. Commit the file; never edit its numbers.
+
+`--allow-cpu --out DIR` runs the same code paths that do not need CUDA, so the
+script itself can be tested anywhere; it refuses to write a CPU run into
+data/recorded/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grader import device as dev  # noqa: E402
+from grader import timing  # noqa: E402
+
+SIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+QUICK_SIZES = [32, 64, 128, 256]
+# Parameters each lesson runs with on a GPU: bigger problems than the CPU defaults.
+GPU_PARAMETERS = {
+    "01_crossover": {"sizes": SIZES, "large_n": 4096, "repeats": 11},
+}
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version from nvidia-smi, if it is there."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def provenance(device: torch.device) -> dict:
+    """Where and how these figures were measured."""
+    return {
+        "device": dev.name(device),
+        "device_type": device.type,
+        "driver": driver_version(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "measured_by": "scripts/gpu_run.py",
+    }
+
+
+def matmul_figures(device: torch.device, sizes: list[int]) -> dict:
+    """Lesson 01: matmul seconds per size (synchronized), the unsynchronized illusion, launch cost."""
+    sync = dev.sync_fn(device)
+    seconds = {}
+    for n in sizes:
+        a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+        seconds[str(n)] = timing.measure(lambda: a @ b, sync, warmup=3, repeats=11).median
+    big = sizes[-1]
+    a, b = torch.randn(big, big, device=device), torch.randn(big, big, device=device)
+    unsynced = timing.unsynchronized(lambda: a @ b, repeats=11).median
+    sync()
+    tiny = torch.ones(1, device=device)
+    layer = torch.nn.Linear(1024, 1024, device=device)
+    batches = {}
+    with torch.no_grad():
+        for batch in (1, 8, 64):
+            x = torch.randn(batch, 1024, device=device)
+            batches[str(batch)] = timing.measure(lambda: layer(x), sync, warmup=5, repeats=21).median
+    return {
+        "matmul_seconds": seconds,
+        "matmul_unsynchronized_seconds": {str(big): unsynced},
+        "tiny_op_seconds": timing.measure(lambda: tiny + 1, sync, warmup=10, repeats=51).median,
+        "linear_1024_batch_seconds": batches,
+    }
+
+
+def transfer_figures(device: torch.device, iterations: int = 200) -> dict:
+    """Lesson 02: the three-way benchmark (CPU only, copy every iteration, data resident)."""
+    sync = dev.sync_fn(device)
+    x_cpu = torch.randn(100, 100)
+
+    def cpu_only():
+        for _ in range(iterations):
+            x_cpu @ x_cpu
+
+    def copy_every_iteration():
+        for _ in range(iterations):
+            x = x_cpu.to(device)
+            (x @ x).cpu()
+
+    x_dev = x_cpu.to(device)
+
+    def resident():
+        for _ in range(iterations):
+            x_dev @ x_dev
+
+    return {
+        "iterations": iterations,
+        "shape": [100, 100],
+        "cpu_only_seconds": timing.measure(cpu_only, sync, warmup=1, repeats=5).median,
+        "copy_every_iteration_seconds": timing.measure(copy_every_iteration, sync, warmup=1, repeats=5).median,
+        "resident_seconds": timing.measure(resident, sync, warmup=1, repeats=5).median,
+    }
+
+
+def cuda_only_figures() -> dict:
+    """The paths only CUDA has: events, sync debug mode, allocator, pinned copies, autocast, GradScaler."""
+    from grader import gpu
+
+    device = gpu.require_cuda()
+    loss = torch.ones((), device=device)
+    figures = {
+        "sync_debug_item_calls_in_10_steps": gpu.sync_debug_count(lambda: [loss.item() for _ in range(10)]),
+        "sync_debug_resident_loop": gpu.sync_debug_count(lambda: [loss * 2 for _ in range(10)]),
+        "copy_64MiB_seconds": gpu.pinned_copy_seconds(64 * 2**20),
+        "autocast_matmul_4096_seconds": {
+            "fp32": gpu.event_seconds(lambda: torch.randn(4096, 4096, device=device) @ torch.randn(4096, 4096, device=device)),
+            "fp16": gpu.autocast_matmul_seconds(4096, torch.float16),
+            "bf16": gpu.autocast_matmul_seconds(4096, torch.bfloat16),
+        },
+        "grad_scaler_scales": gpu.grad_scaler_steps(),
+    }
+    torch.cuda.reset_peak_memory_stats(device)
+    block = torch.empty(2**28, dtype=torch.float32, device=device)  # 1 GiB
+    held = gpu.allocator_figures()
+    del block
+    freed = gpu.allocator_figures()
+    torch.cuda.empty_cache()
+    emptied = gpu.allocator_figures()
+    figures["allocator_1GiB"] = {"while_held": held, "after_del": freed, "after_empty_cache": emptied}
+    return figures
+
+
+def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
+    """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
+    from grader.course import lessons, run
+
+    results = {}
+    for lesson in lessons(ROOT):
+        params = {"device": str(device)}
+        if quick:
+            params["demo"] = True
+        elif device.type == "cuda":
+            params.update(GPU_PARAMETERS.get(lesson, {}))
+        for name, seconds, status in run(ROOT, [lesson], params, out_dir):
+            results[name] = {"seconds": round(seconds, 2), "status": status, "parameters": params}
+    return results
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", help="folder for the JSON (default: data/recorded/)")
+    parser.add_argument("--allow-cpu", action="store_true", help="run without CUDA (to test this script)")
+    parser.add_argument("--quick", action="store_true", help="small sizes and demo lessons")
+    parser.add_argument("--no-lessons", action="store_true", help="skip running the lessons")
+    args = parser.parse_args(argv)
+
+    device = dev.pick_device("auto")
+    if device.type != "cuda" and not args.allow_cpu:
+        print(f"no CUDA GPU here ({device}); use --allow-cpu --out DIR to test the script", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else ROOT / "data" / "recorded"
+    if device.type != "cuda" and out.resolve() == (ROOT / "data" / "recorded").resolve():
+        print("refusing to record a run without CUDA into data/recorded/", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    record = {"provenance": provenance(device), "figures": {}, "lessons": {}}
+    record["figures"].update(matmul_figures(device, QUICK_SIZES if args.quick else SIZES))
+    record["figures"]["transfers"] = transfer_figures(device, iterations=20 if args.quick else 200)
+    if device.type == "cuda":
+        record["figures"]["cuda"] = cuda_only_figures()
+    if not args.no_lessons:
+        record["lessons"] = run_lessons(device, out / "runs", args.quick)
+    record["provenance"]["wall_seconds"] = round(time.perf_counter() - start, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{slug(record['provenance']['device'])}-{record['provenance']['date']}.json"
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"recorded {path} in {record['provenance']['wall_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

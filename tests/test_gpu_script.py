@@ -1,0 +1,66 @@
+"""The GPU script and the recorded-run path, tested without a GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, read_notebook
+from grader import gpu
+from grader.course import run
+
+SCRIPT = ROOT / "scripts" / "gpu_run.py"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("call", [
+    lambda: gpu.require_cuda(),
+    lambda: gpu.event_seconds(lambda: None),
+    lambda: gpu.sync_debug_count(lambda: None),
+    lambda: gpu.allocator_figures(),
+])
+def test_cuda_only_code_refuses_clearly(call):
+    with pytest.raises(RuntimeError, match="NVIDIA GPU"):
+        call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_script_never_records_a_cpu_run_as_gpu_data():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--no-lessons"], capture_output=True, text=True)
+    assert out.returncode == 2 and "no CUDA" in out.stderr
+    out = subprocess.run([sys.executable, str(SCRIPT), "--allow-cpu", "--no-lessons"], capture_output=True, text=True)
+    assert out.returncode == 2 and "refusing" in out.stderr
+
+
+def test_script_writes_figures_with_provenance(tmp_path):
+    subprocess.run([sys.executable, str(SCRIPT), "--allow-cpu", "--quick", "--no-lessons", "--out", str(tmp_path)],
+                   check=True, capture_output=True, text=True)
+    record = json.loads(next(tmp_path.glob("*.json")).read_text())
+    for key in ("device", "driver", "cuda", "torch", "date", "command"):
+        assert key in record["provenance"]
+    assert record["provenance"]["device_type"] in ("cpu", "cuda", "mps")
+    assert set(record["figures"]["matmul_seconds"]) == {"32", "64", "128", "256"}
+    assert all(v > 0 for v in record["figures"]["matmul_seconds"].values())
+    assert {"cpu_only_seconds", "copy_every_iteration_seconds", "resident_seconds"} <= set(record["figures"]["transfers"])
+
+
+def test_lesson01_shows_a_recorded_run_labelled_as_such(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data, ignore=shutil.ignore_patterns("recorded"))
+    (data / "recorded").mkdir()
+    fixture = {  # a test fixture, not a measurement: it lives only in this temporary folder
+        "provenance": {"device": "TEST-FIXTURE-GPU", "torch": "0.0", "date": "2000-01-01", "driver": "0", "cuda": "0",
+                       "command": "tests/test_gpu_script.py"},
+        "figures": {"matmul_seconds": {str(n): 1e-5 * (1 + n / 256) ** 3 for n in [32, 64, 128, 256, 512, 1024]}},
+    }
+    (data / "recorded" / "fixture.json").write_text(json.dumps(fixture))
+    monkeypatch.setenv("GRADER_DATA", str(data))
+    results = run(ROOT, ["01_crossover"], {"device": "cpu"}, tmp_path / "out", log=lambda line: None)
+    assert results[0][2] == "ok", results[0][2]
+    text = json.dumps(read_notebook(tmp_path / "out" / "01_crossover.ipynb"))
+    assert "recorded: TEST-FIXTURE-GPU" in text
