@@ -2,6 +2,7 @@
 
     python scripts/lesson_source.py to-py solutions/01_crossover/01_crossover.ipynb /tmp/01.py
     python scripts/lesson_source.py to-ipynb /tmp/01.py solutions/01_crossover/01_crossover.ipynb
+    python scripts/lesson_source.py slides solutions/*/*.ipynb     # re-mark slides in place
 
 Cell metadata (nbgrader's, tags) travels in the `# %%` header lines. The
 notebook written is normalised the way the repository stores notebooks: no
@@ -19,8 +20,18 @@ import nbformat
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
+def mark_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Presenter slides (jupyterlab-rise): every markdown cell that opens with a # or ## heading starts one."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith(("# ", "## ")):
+            cell.metadata["slideshow"] = {"slide_type": "slide"}
+        else:
+            cell.metadata.pop("slideshow", None)
+    return nb
+
+
 def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Strip outputs, counts and editor metadata; keep nbgrader metadata and tags."""
+    """Strip outputs, counts and editor metadata; keep nbgrader metadata and tags; mark slides."""
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
     for cell in nb.cells:
         keep = {k: v for k, v in cell.metadata.items() if k in ("nbgrader", "tags", "slideshow")}
@@ -28,6 +39,7 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
+    mark_slides(nb)
     # Stable ids (the cell's position), so regenerating an unchanged lesson changes nothing.
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{i:03d}"
@@ -35,6 +47,10 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "slides":
+        for path in argv[1:]:
+            nbformat.write(mark_slides(nbformat.read(path, as_version=4)), path)
+        return 0
     if len(argv) != 3 or argv[0] not in ("to-py", "to-ipynb"):
         print(__doc__)
         return 2

@@ -191,3 +191,22 @@ def test_finished_notebook_shows_figures_and_a_live_widget(lab, browser, lesson)
     box.screenshot(path=str(ARTIFACTS / f"{lesson}-widget.png"))
     page.screenshot(path=str(ARTIFACTS / f"{lesson}-done.png"), full_page=False)
     page.close()
+
+
+@pytest.mark.parametrize("lesson", lesson_ids())
+def test_presenter_slides_render_with_maths(lab, browser, lesson):
+    """jupyterlab-rise turns the notebook into slides, one per section heading, with the maths typeset."""
+    nb = nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), as_version=4)
+    headings = [c for c in nb.cells if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "slide"]
+    has_maths = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{lab}/rise/{lesson}/{lesson}.ipynb?token={TOKEN}", wait_until="domcontentloaded")
+    page.locator(".reveal .slides > section").first.wait_for(timeout=60_000)
+    assert page.locator(".reveal .slides > section").count() == len(headings) >= 3
+    if has_maths:
+        page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(500)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{lesson}-slides.png"))
+    page.close()

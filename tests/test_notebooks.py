@@ -84,3 +84,10 @@ def test_student_notebook_fails_only_at_exercises(lesson):
     graded = [i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
     failed_cells = {i for i, _, _ in errors}
     assert set(graded) <= failed_cells, f"{lesson}: check cells {sorted(set(graded) - failed_cells)} passed on blank stubs"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_demo_mode_runs(lesson, tmp_path):
+    """Presenter mode: the instructor notebook with demo=True runs top to bottom (its time is reported, not asserted)."""
+    results = run(ROOT, [lesson], {"demo": True}, tmp_path, log=lambda line: None)
+    assert results[0][2] == "ok", results[0][2]
