@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-## make lab: open the course in JupyterLab (student notebooks)
+## make lab: open the course in JupyterLab, in your own copy of the notebooks (my-work/)
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/python -m grader workspace my-work
+	$(BIN)/jupyter lab my-work/
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)

@@ -41,6 +41,15 @@ def cmd_release(args) -> int:
     return 0
 
 
+def cmd_workspace(args) -> int:
+    from grader.course import workspace
+
+    target = Path(args.folder)
+    copied = workspace(_root(args), target)
+    print(f"{target}: " + (f"added {', '.join(copied)}" if copied else "every lesson is already there; nothing overwritten"))
+    return 0
+
+
 def cmd_run(args) -> int:
     from grader.course import run
 
@@ -111,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("lesson", nargs="*", help="lesson ids, e.g. 01_crossover (default: all)")
     p.add_argument("--out", help="release folder (default: notebooks/)")
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("workspace", help="copy the student notebooks into your own folder (never overwrites)")
+    p.add_argument("folder", nargs="?", default="my-work", help="default: my-work/")
+    p.set_defaults(func=cmd_workspace)
 
     p = sub.add_parser("run", help="execute lessons with papermill")
     p.add_argument("lesson", nargs="*", help="lesson ids (default: all)")

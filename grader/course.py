@@ -97,6 +97,24 @@ def _tmpdir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=f"gpu-course-{prefix}")
 
 
+# --- a learner's workspace -------------------------------------------------------------------
+
+
+def workspace(root: Path, target: Path) -> list[str]:
+    """Copy each student notebook folder into `target` unless it is already there; returns the lessons copied.
+
+    Learners work in their own copies, so their answers never collide with the
+    release in notebooks/ (which `git pull` and the tests expect untouched).
+    """
+    copied = []
+    target.mkdir(parents=True, exist_ok=True)
+    for lesson in lessons(root):
+        if not (target / lesson).exists():
+            shutil.copytree(root / "notebooks" / lesson, target / lesson)
+            copied.append(lesson)
+    return copied
+
+
 # --- run --------------------------------------------------------------------------------------
 
 

@@ -154,3 +154,13 @@ def test_no_code_runs_on_import():
     env = dict(os.environ)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "ok" and out.stderr == ""
+
+
+def test_workspace_copies_once_and_never_overwrites(tmp_path):
+    from grader.course import lessons, workspace
+
+    assert workspace(ROOT, tmp_path / "mine") == lessons(ROOT)
+    notebook = tmp_path / "mine" / "01_crossover" / "01_crossover.ipynb"
+    notebook.write_text("my answers")
+    assert workspace(ROOT, tmp_path / "mine") == []
+    assert notebook.read_text() == "my answers"

@@ -78,3 +78,11 @@ def test_wheel_has_data_and_no_answers(tmp_path):
         text = wheel.read(name).decode("utf-8", "replace")
         leaked = [line for line in hidden if line in text]
         assert not leaked, f"{name} holds hidden tests: {leaked[:2]}"
+    # Installed from the wheel alone (no checkout anywhere on the path), grader finds its data inside itself.
+    site = tmp_path / "site"
+    wheel.extractall(site)
+    code = "from grader.specs import data_dir, load_chips; print(data_dir()); print(len(load_chips()))"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}"],
+                         cwd=tmp_path, capture_output=True, text=True, check=True)
+    found, count = out.stdout.split()
+    assert found == str(site / "grader" / "data") and int(count) > 5
