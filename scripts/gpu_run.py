@@ -77,6 +77,9 @@ def matmul_figures(device: torch.device, sizes: list[int]) -> dict:
     a, b = torch.randn(big, big, device=device), torch.randn(big, big, device=device)
     unsynced = timing.unsynchronized(lambda: a @ b, repeats=11).median
     sync()
+    fresh = big - 1  # a shape nothing has used yet: the first call pays for setup
+    c, d = torch.randn(fresh, fresh, device=device), torch.randn(fresh, fresh, device=device)
+    cold = timing.measure(lambda: c @ d, sync, warmup=0, repeats=6).samples
     tiny = torch.ones(1, device=device)
     layer = torch.nn.Linear(1024, 1024, device=device)
     batches = {}
@@ -87,6 +90,7 @@ def matmul_figures(device: torch.device, sizes: list[int]) -> dict:
     return {
         "matmul_seconds": seconds,
         "matmul_unsynchronized_seconds": {str(big): unsynced},
+        "first_call": {"n": fresh, "first_seconds": cold[0], "median_seconds": timing.Timing(cold[1:]).median},
         "tiny_op_seconds": timing.measure(lambda: tiny + 1, sync, warmup=10, repeats=51).median,
         "linear_1024_batch_seconds": batches,
     }

@@ -56,7 +56,11 @@ def test_lesson01_shows_a_recorded_run_labelled_as_such(tmp_path, monkeypatch):
     fixture = {  # a test fixture, not a measurement: it lives only in this temporary folder
         "provenance": {"device": "TEST-FIXTURE-GPU", "torch": "0.0", "date": "2000-01-01", "driver": "0", "cuda": "0",
                        "command": "tests/test_gpu_script.py"},
-        "figures": {"matmul_seconds": {str(n): 1e-5 * (1 + n / 256) ** 3 for n in [32, 64, 128, 256, 512, 1024]}},
+        "figures": {
+            "matmul_seconds": {str(n): 1e-5 * (1 + n / 256) ** 3 for n in [32, 64, 128, 256, 512, 1024]},
+            "matmul_unsynchronized_seconds": {"1024": 2e-5},
+            "first_call": {"n": 1023, "first_seconds": 0.5, "median_seconds": 0.001},
+        },
     }
     (data / "recorded" / "fixture.json").write_text(json.dumps(fixture))
     monkeypatch.setenv("GRADER_DATA", str(data))
@@ -64,3 +68,4 @@ def test_lesson01_shows_a_recorded_run_labelled_as_such(tmp_path, monkeypatch):
     assert results[0][2] == "ok", results[0][2]
     text = json.dumps(read_notebook(tmp_path / "out" / "01_crossover.ipynb"))
     assert "recorded: TEST-FIXTURE-GPU" in text
+    assert "too fast" in text and "first call of a fresh 1023" in text
