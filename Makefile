@@ -26,7 +26,7 @@ lab: $(STAMP)
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 ## make release: regenerate notebooks/ from solutions/ with nbgrader
 release: $(STAMP)

@@ -30,7 +30,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 TOKEN = "course-browser-test"
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
+    pytest.mark.xdist_group("browser"),  # one JupyterLab server and one browser for all of them
+]
 
 
 def _free_port() -> int:

@@ -10,6 +10,8 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.course import autograde, read_csv
 
+pytestmark = pytest.mark.xdist_group("pipeline-01")  # the graded class is built once, on one worker
+
 
 def _with_exercise(source_nb, grade_id: str, new_source: str):
     nb = nbformat.read(str(source_nb), as_version=4)
