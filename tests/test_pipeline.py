@@ -9,15 +9,7 @@ import pytest
 
 from conftest import ROOT, lesson_ids
 from grader.course import autograde, read_csv
-
-
-def _with_exercise(source_nb, grade_id: str, new_source: str):
-    nb = nbformat.read(str(source_nb), as_version=4)
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
-            cell.source = new_source
-            return nb
-    raise KeyError(grade_id)
+from notebook_cells import with_exercise
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +20,7 @@ def graded(tmp_path_factory):
     for student, source in (("alice", "solutions"), ("bob", "notebooks")):
         (subs / student / lesson).mkdir(parents=True)
         shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", subs / student / lesson)
-    carol = _with_exercise(
+    carol = with_exercise(
         ROOT / "notebooks" / lesson / f"{lesson}.ipynb",
         "time_op",
         "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
