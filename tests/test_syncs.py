@@ -14,6 +14,7 @@ from grader import plots, specs, widgets
 from grader.checks import lesson02
 from grader.graph_memory import SavedTensors, graph_nodes
 from grader.syncs import SyncCounter, modelled_seconds, summary
+from mutants.lesson02 import loop_source
 
 
 def _counted(code: str) -> SyncCounter:
@@ -118,18 +119,11 @@ def test_work_on_the_device_is_not_flagged(code):
 
 
 def _train(model, batches, device, steps, read_each_step):
-    model = model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
-    for step in range(steps):
-        x, y = batches[step % len(batches)]
-        x, y = x.to(device), y.to(device)
-        loss = F.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item() if read_each_step else loss.detach())
-    return losses if read_each_step else torch.stack(losses).tolist()
+    """The lesson's loop as learner code: .item() every step, or one read at the end."""
+    source = loop_source("losses.append(loss.item())", ret="losses") if read_each_step else loop_source("losses.append(loss.detach())")
+    ns: dict = {}
+    exec(compile(source, "<learner>", "exec"), ns)
+    return ns["train_fixed"](model, batches, device, steps)
 
 
 def test_adamw_internal_reads_are_not_counted_one_read_at_the_end_is():

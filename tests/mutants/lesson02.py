@@ -6,7 +6,7 @@ _ANSWERS = {"a": True, "b": False, "c": True, "d": False, "e": True, "f": True,
             "g": False, "h": False, "i": True, "j": False, "k": True, "l": True}
 
 
-def _loop(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)") -> str:
+def loop_source(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)") -> str:
     """train_fixed with one line of the step (and the batch move, and the return) replaced."""
     return f"""
 import torch
@@ -45,19 +45,19 @@ MUTANTS = {
         ("a label missing", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k != 'h'}}", r"missing \['h'\]"),
     ],
     "train_fixed_check": [
-        (".item() every step", _loop("losses.append(loss.item())", ret="losses"), r"calls \.item\(\) once per step: 16 reads for 16 steps"),
-        ("float(loss) every step", _loop("losses.append(float(loss))", ret="losses"), r"calls float\(\) on a tensor once per step"),
-        ("prints the loss every step", _loop("losses.append(loss.detach()); print(f'step {step}: {loss:.4f}')"),
+        (".item() every step", loop_source("losses.append(loss.item())", ret="losses"), r"calls \.item\(\) once per step: 16 reads for 16 steps"),
+        ("float(loss) every step", loop_source("losses.append(float(loss))", ret="losses"), r"calls float\(\) on a tensor once per step"),
+        ("prints the loss every step", loop_source("losses.append(loss.detach()); print(f'step {step}: {loss:.4f}')"),
          r"formats a tensor in an f-string .* once per step"),
-        ("print(loss) every step", _loop("losses.append(loss.detach()); print(loss)"), r"prints a tensor once per step"),
-        ("if on the loss every step", _loop("losses.append(loss.detach())\n        if loss > 1e6: break"), r"tests a tensor in an `if`"),
-        ("batch moved twice", _loop("losses.append(loss.detach())", move="x, y = x.to(device), y.to(device); x = batches[step % len(batches)][0].to(device)"),
+        ("print(loss) every step", loop_source("losses.append(loss.detach()); print(loss)"), r"prints a tensor once per step"),
+        ("if on the loss every step", loop_source("losses.append(loss.detach())\n        if loss > 1e6: break"), r"tests a tensor in an `if`"),
+        ("batch moved twice", loop_source("losses.append(loss.detach())", move="x, y = x.to(device), y.to(device); x = batches[step % len(batches)][0].to(device)"),
          r"moved to the device more than once per step"),
-        ("whole batch moved twice", _loop("losses.append(loss.detach())", move="x, y = x.to(device), y.to(device); x, y = batches[step % len(batches)]; x, y = x.to(device), y.to(device)"),
+        ("whole batch moved twice", loop_source("losses.append(loss.detach())", move="x, y = x.to(device), y.to(device); x, y = batches[step % len(batches)]; x, y = x.to(device), y.to(device)"),
          r"moved to the device twice per step"),
-        ("returns tensors", _loop("losses.append(loss.detach())", ret="losses"), r"list of tensors"),
-        ("never moves the batch", _loop("losses.append(loss.detach())", move="pass"), r"never moves the batches"),
-        ("reads every step with .cpu()", _loop("losses.append(loss.detach().cpu())", ret="torch.stack(losses).tolist()"), r"calls \.cpu\(\) once per step"),
-        ("different loss", _loop("losses.append(loss.detach())", ret="(torch.stack(losses) * 2).tolist()"), r"losses differ from the buggy loop's"),
+        ("returns tensors", loop_source("losses.append(loss.detach())", ret="losses"), r"list of tensors"),
+        ("never moves the batch", loop_source("losses.append(loss.detach())", move="pass"), r"never moves the batches"),
+        ("reads every step with .cpu()", loop_source("losses.append(loss.detach().cpu())", ret="torch.stack(losses).tolist()"), r"calls \.cpu\(\) once per step"),
+        ("different loss", loop_source("losses.append(loss.detach())", ret="(torch.stack(losses) * 2).tolist()"), r"losses differ from the buggy loop's"),
     ],
 }
