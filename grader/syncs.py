@@ -166,14 +166,6 @@ class SyncCounter(TorchFunctionMode):
             return _storage(t) in self._resident
         return t.device.type != "cpu"
 
-    def place(self, *things: torch.Tensor | torch.nn.Module) -> None:
-        """Declare tensors (or a model's parameters and buffers) to be on the device already."""
-        for thing in things:
-            tensors = list(thing.parameters()) + list(thing.buffers()) if isinstance(thing, torch.nn.Module) else [thing]
-            for t in tensors:
-                if self.pretend:
-                    self._resident.add(_storage(t))
-
     # --- the mode ------------------------------------------------------------------------------
 
     def _record(self, kind: str, op: str, nbytes: int, blocking: bool = True) -> None:
