@@ -211,3 +211,20 @@ def test_transfer_explorer_redraws_on_change():
     before = verdict.value
     controls.children[1].value = 24  # a bigger batch
     assert verdict.value != before and "MiB" in verdict.value
+
+
+def test_adamw_item_on_a_device_step_counter_is_library_not_learner():
+    # AdamW reads its step counter with .item() (torch/optim/optimizer.py); even with that counter
+    # on the device, the read is attributed to torch's frame and left out.
+    model = lesson02.make_model()
+    with SyncCounter() as counter:
+        model.to(counter.device)
+        opt = torch.optim.AdamW(model.parameters())
+        model(torch.randn(2, lesson02.FEATURES).to(counter.device)).sum().backward()
+        opt.step()
+        for state in opt.state.values():
+            state["step"] = state["step"].to(counter.device)
+            assert counter.on_device(state["step"])
+        counter.events.clear()
+        opt.step()
+    assert counter.events == []
