@@ -96,3 +96,46 @@ def bars(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=20)
     return fig
+
+
+def lines(
+    x: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    log: bool = False,
+) -> Figure:
+    """One line per series against a shared x (log-log when `log`), styled by where each came from."""
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, values in series.items():
+        ax.plot(x[: len(values)], values, _series_style(label), marker="o", label=label)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def grouped_bars(
+    groups: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: str, title: str = "", log: bool = False
+) -> Figure:
+    """Bars for each group (x), one bar per series side by side, e.g. loop versions × chips."""
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(series), 1)
+    for i, (label, values) in enumerate(series.items()):
+        xs = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
+        ax.bar(xs, values, width, label=label, color=f"C{i % 10}")
+    ax.set_xticks(np.arange(len(groups)), groups)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig

@@ -54,3 +54,45 @@ def roofline_explorer(
         control.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox([chip_box, dtype_box, size]), verdict, out])
+
+
+def transfer_explorer(chips: Sequence[Chip], transfer_seconds: Callable[[float, float, float], float],
+                      latency: float) -> widgets.Widget:
+    """Pick a chip, a batch size and reads per step; see the modelled host-link time per step against device memory.
+
+    `transfer_seconds(nbytes, bandwidth, latency)` is the learner's cost model; only chips with a
+    host link and a memory bandwidth in data/chips.csv are offered.
+    """
+    usable = [c for c in chips if c.host_link_bandwidth and c.bandwidth]
+    chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(usable)], description="chip")
+    size = widgets.IntSlider(value=20, min=10, max=30, description="log2 bytes")
+    reads = widgets.IntSlider(value=1, min=0, max=16, description="reads/step")
+    verdict = widgets.HTML()
+    out = widgets.Output()
+
+    def redraw(*_):
+        chip = usable[chip_box.value]
+        nbytes = 2 ** size.value
+        copy = transfer_seconds(nbytes, chip.host_link_bandwidth, latency)
+        waits = reads.value * transfer_seconds(4, chip.host_link_bandwidth, latency)
+        on_device = nbytes / chip.bandwidth
+        verdict.value = (
+            f"<b>{nbytes / 2**20:.3g} MiB batch</b> on {chip.name} (model): copy over {chip.host_link} "
+            f"{copy * 1e6:.1f} µs, {reads.value} read(s) {waits * 1e6:.1f} µs, "
+            f"reading it once from device memory {on_device * 1e6:.2f} µs"
+        )
+        fig = plots.bars(
+            ["copy batch in (model)", "reads back (model)", "device memory read (model)"],
+            [copy, waits, on_device],
+            "seconds per step",
+            title=f"{chip.name}: host link vs device memory (model from data/)",
+            log=True,
+        )
+        out.clear_output(wait=True)
+        with out:
+            display(fig)
+
+    for control in (chip_box, size, reads):
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([chip_box, size, reads]), verdict, out])

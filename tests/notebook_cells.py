@@ -48,3 +48,13 @@ def run_check(lesson: str, grade_id: str, ns: dict) -> None:
     """Execute one check cell in `ns`, as nbgrader would after the learner's cells."""
     source = check_cells(lesson)[grade_id]
     exec(compile(source, f"<{lesson} {grade_id}>", "exec"), ns)
+
+
+def with_exercise(source_nb: Path, grade_id: str, new_source: str) -> nbformat.NotebookNode:
+    """The notebook at `source_nb` with the exercise cell `grade_id` replaced by `new_source` (a learner's answer)."""
+    nb = nbformat.read(str(source_nb), as_version=4)
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source = new_source
+            return nb
+    raise KeyError(grade_id)

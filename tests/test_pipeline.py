@@ -9,17 +9,9 @@ import pytest
 
 from conftest import ROOT, lesson_ids
 from grader.course import autograde, read_csv
+from notebook_cells import with_exercise
 
 pytestmark = pytest.mark.xdist_group("pipeline-01")  # the graded class is built once, on one worker
-
-
-def _with_exercise(source_nb, grade_id: str, new_source: str):
-    nb = nbformat.read(str(source_nb), as_version=4)
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
-            cell.source = new_source
-            return nb
-    raise KeyError(grade_id)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +22,7 @@ def graded(tmp_path_factory):
     for student, source in (("alice", "solutions"), ("bob", "notebooks")):
         (subs / student / lesson).mkdir(parents=True)
         shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", subs / student / lesson)
-    carol = _with_exercise(
+    carol = with_exercise(
         ROOT / "notebooks" / lesson / f"{lesson}.ipynb",
         "time_op",
         "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"

@@ -1,0 +1,382 @@
+"""Count where a loop makes the host wait for the device, and the bytes it copies to the device.
+
+`SyncCounter` is a TorchFunctionMode: inside `with SyncCounter() as counter:` every torch call
+passes through it, so it sees `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `print(t)`,
+f-strings, `float()`/`int()`/`bool()` of a tensor, `nonzero` and boolean-mask indexing (reads
+from the device: the host waits), and `.to(device)`/`.cuda()`/`copy_` (copies to the device,
+with their bytes). A TorchDispatchMode alone would miss `.cpu()`, `.tolist()` and `print`,
+which never reach the dispatcher as operators.
+
+Only the learner's own lines count. Each event is attributed to the frame that called into
+torch; frames in torch itself, in site-packages, in the standard library or in this package
+are library internals (AdamW's own `.item()` on its step counter, for example) and are left out.
+
+Any device: on a machine without the accelerator the counter *pretends*. The loop is given
+`counter.device` (say `cuda`); every tensor still lives on the CPU, but the counter remembers
+which storages would be on the device, so a CPU run counts the same events a GPU run would.
+`cuda_sync_warnings` is the CUDA-only cross-check, built on torch.cuda.set_sync_debug_mode.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import sysconfig
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from grader import device as dev
+
+# Reads: torch function name -> how the lesson names it. Each makes the host wait for the device.
+READS = {
+    "item": ".item()",
+    "__float__": "float()",
+    "__int__": "int()",
+    "__index__": "int()",
+    "__bool__": "bool() (an `if` on a tensor)",
+    "__repr__": "print()",
+    "__format__": "f-string",
+    "tolist": ".tolist()",
+    "numpy": ".numpy()",
+    "__array__": "numpy.asarray()",
+    "cpu": ".cpu()",
+    "nonzero": "nonzero()",
+    "argwhere": "nonzero()",
+    "masked_select": "boolean mask",
+    "unique": "unique()",
+}
+MASK = "boolean mask"
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
+# Frames that only pass a call on to the mode (Python wrappers in torch); skipped to find the caller.
+_PASSING = tuple(os.path.join(_TORCH, name) for name in ("overrides.py", "_tensor.py", "_tensor_str.py"))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One read from the device or copy to it, made by the learner's code."""
+
+    kind: str  # "read" (device -> host, the host waits) or "copy" (host -> device)
+    op: str  # ".item()", "float()", ".to(device)", ...
+    nbytes: int  # bytes crossing the host link
+    blocking: bool  # True when the host waits for it: every read, and a copy unless pinned + non_blocking
+    where: str  # "file:line"
+    line: str  # that line's source, stripped
+
+
+def _is_library(filename: str) -> bool:
+    """True for torch, installed packages, the standard library and the course package itself."""
+    path = os.path.abspath(filename)
+    return (
+        path.startswith((_TORCH, _PACKAGE, _STDLIB))
+        or "site-packages" in path
+        or "dist-packages" in path
+    )
+
+
+def _caller():
+    """The frame that called into torch (skipping this module and torch's passing-on wrappers)."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code.co_filename.startswith(_PASSING)):
+        frame = frame.f_back
+    return frame
+
+
+def _tensors(args: Any, kwargs: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten((args, kwargs))
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # tensors without storage (meta, some subclasses)
+        return None
+
+
+class SyncCounter(TorchFunctionMode):
+    """Context manager that records every device read and host-to-device copy the learner's code makes.
+
+    `device`: the accelerator the loop is meant for ("cuda", "mps"); None takes the best one
+    here, or a pretend "cuda" when there is none. Run the loop with `counter.device`.
+    """
+
+    def __init__(self, device: str | torch.device | None = None):
+        super().__init__()
+        if device is None:
+            best = dev.pick_device("auto")
+            device = best if best.type != "cpu" else "cuda"
+        self.device = torch.device(device)
+        self.pretend = self.device.type != "cpu" and self.device.type not in dev.available()
+        self.events: list[Event] = []
+        self._resident: set[int] = set()  # storages on the (pretend) device
+        self._pinned: set[int] = set()  # storages in (pretend) pinned host memory
+
+    # --- what the learner asks ----------------------------------------------------------------
+
+    @property
+    def reads(self) -> int:
+        """Device-to-host reads: each one makes the host wait."""
+        return sum(e.kind == "read" for e in self.events)
+
+    @property
+    def copies(self) -> int:
+        """Host-to-device copies."""
+        return sum(e.kind == "copy" for e in self.events)
+
+    @property
+    def bytes_copied(self) -> int:
+        """Bytes copied host to device."""
+        return sum(e.nbytes for e in self.events if e.kind == "copy")
+
+    @property
+    def sync_points(self) -> int:
+        """Places the host waits: every read, and every blocking copy."""
+        return sum(e.blocking for e in self.events)
+
+    def by_op(self, kind: str | None = None) -> Counter:
+        """How many events of each op (".item()": 10, ...), optionally of one kind."""
+        return Counter(e.op for e in self.events if kind in (None, e.kind))
+
+    def table(self) -> list[dict]:
+        """One row per (kind, op, line): how often it happened and the bytes it moved."""
+        rows: dict[tuple, dict] = {}
+        for e in self.events:
+            row = rows.setdefault(
+                (e.kind, e.op, e.where),
+                {"kind": e.kind, "op": e.op, "line": e.line, "where": e.where, "count": 0, "nbytes": 0,
+                 "blocking": e.blocking},
+            )
+            row["count"] += 1
+            row["nbytes"] += e.nbytes
+        return list(rows.values())
+
+    def on_device(self, t: torch.Tensor) -> bool:
+        """True when `t` is (or, pretending, would be) in device memory."""
+        if self.pretend:
+            return _storage(t) in self._resident
+        return t.device.type != "cpu"
+
+    # --- the mode ------------------------------------------------------------------------------
+
+    def _record(self, kind: str, op: str, nbytes: int, blocking: bool = True) -> None:
+        frame = _caller()
+        if frame is None or _is_library(frame.f_code.co_filename):
+            return
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        line = linecache.getline(filename, lineno, frame.f_globals).strip()
+        self.events.append(Event(kind, op, int(nbytes), blocking, f"{os.path.basename(filename)}:{lineno}", line))
+
+    def _is_target(self, value: Any) -> bool:
+        """True for a device (or device string) that names the pretend device."""
+        if isinstance(value, torch.device):
+            return value.type == self.device.type
+        return isinstance(value, str) and value.split(":")[0] == self.device.type
+
+    def _rewrite(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
+        """Pretending: replace the pretend device by the CPU; say whether it was named."""
+        named = False
+
+        def swap(value):
+            nonlocal named
+            if self._is_target(value):
+                named = True
+                return torch.device("cpu")
+            return value
+
+        return tuple(swap(a) for a in args), {k: swap(v) for k, v in kwargs.items()}, named
+
+    def _pinned_here(self, t: torch.Tensor) -> bool:
+        return _storage(t) in self._pinned if self.pretend else t.is_pinned()
+
+    def _copy_in(self, t: torch.Tensor, op: str, non_blocking: bool) -> None:
+        self._record("copy", op, t.nbytes, blocking=not (non_blocking and self._pinned_here(t)))
+
+    def _mark(self, out: Any, resident: bool) -> None:
+        leaves, _ = tree_flatten(out)
+        for t in leaves:
+            if isinstance(t, torch.Tensor):
+                ptr = _storage(t)
+                if ptr is not None:
+                    (self._resident.add if resident else self._resident.discard)(ptr)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.device:  # naming a device is not moving anything; keep the pretend device's name
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        named = False
+        if self.pretend:
+            if name in ("pin_memory", "is_pinned"):
+                return self._pretend_pinning(name, args[0])
+            args, kwargs, named = self._rewrite(args, kwargs)
+        inputs = _tensors(args, kwargs)
+        this = args[0] if args and isinstance(args[0], torch.Tensor) else None
+
+        if name == "to" and this is not None:
+            return self._to(func, this, args, kwargs, named)
+        if name == "cuda" and this is not None:
+            return self._to_device(func, this, args, kwargs, ".cuda()", bool(kwargs.get("non_blocking", False)))
+        if name == "copy_" and len(inputs) >= 2:
+            dst, src = args[0], args[1]
+            if self.on_device(dst) and not self.on_device(src):
+                self._copy_in(src, ".copy_()", bool(kwargs.get("non_blocking", False)))
+            elif self.on_device(src) and not self.on_device(dst):
+                self._record("read", ".copy_() to the host", src.nbytes)
+            return func(*args, **kwargs)
+
+        if name in READS and this is not None and self.on_device(this):
+            nbytes = 8 if name in ("nonzero", "argwhere", "unique", "masked_select") else this.nbytes
+            self._record("read", READS[name], nbytes)
+            if name == "cpu":
+                out = func(*args, **kwargs)
+                return out.clone() if self.pretend else out  # a new host tensor, as on a GPU
+        elif name == "where" and len(args) == 1 and kwargs == {} and this is not None and self.on_device(this):
+            self._record("read", "nonzero()", 8)
+        elif name == "__getitem__" and this is not None and self._has_mask(args[1:]) and any(
+            self.on_device(t) for t in inputs
+        ):
+            self._record("read", MASK, 8)
+
+        out = func(*args, **kwargs)
+        if self.pretend:
+            self._mark(out, named or any(self.on_device(t) for t in inputs))
+        return out
+
+    @staticmethod
+    def _has_mask(index: tuple) -> bool:
+        leaves, _ = tree_flatten(list(index))
+        return any(isinstance(x, torch.Tensor) and x.dtype in (torch.bool, torch.uint8) for x in leaves)
+
+    def _pretend_pinning(self, name: str, t: torch.Tensor):
+        """Pretending: pin_memory returns a copy the counter treats as pinned; is_pinned asks the counter."""
+        if name == "is_pinned":
+            return _storage(t) in self._pinned
+        with torch._C.DisableTorchFunction():
+            out = t.clone()
+        self._pinned.add(_storage(out))
+        return out
+
+    def _to(self, func, this, args, kwargs, named):
+        """Tensor.to: a copy to the device, a read back to the host, or neither (dtype only)."""
+        parsed = {k: v for k, v in kwargs.items() if k != "copy"}  # _parse_to refuses copy=
+        target, _, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **parsed)
+        if target is None:
+            out = func(*args, **kwargs)
+            if self.pretend:
+                self._mark(out, self.on_device(this))
+            return out
+        to_device = named if self.pretend else target.type != "cpu"
+        if to_device:
+            return self._to_device(func, this, args, kwargs, ".to(device)", non_blocking)
+        if self.on_device(this):
+            self._record("read", ".to('cpu')", this.nbytes, blocking=not non_blocking)
+            out = func(*args, **kwargs)
+            if self.pretend:
+                out = out.clone()
+                self._mark(out, False)
+            return out
+        return func(*args, **kwargs)
+
+    def _to_device(self, func, this, args, kwargs, op, non_blocking):
+        """A move to the device: counted (with its bytes) unless the tensor is there already."""
+        if self.on_device(this):
+            if not self.pretend:
+                return func(*args, **kwargs)
+            out = this.to(*args[1:], **{k: v for k, v in kwargs.items() if k != "non_blocking"}) if op != ".cuda()" else this
+            self._mark(out, True)
+            return out
+        self._copy_in(this, op, non_blocking)
+        if not self.pretend:
+            return func(*args, **kwargs)
+        out = this.to(*args[1:], **kwargs) if op != ".cuda()" else this
+        if _storage(out) == _storage(this):
+            out = out.clone()  # a device copy is a new storage; the host tensor stays on the host
+        self._mark(out, True)
+        return out
+
+
+def summary(counter: SyncCounter, steps: int) -> dict:
+    """One row for a loop version: reads, copies, bytes and sync points, in total and per step."""
+    return {
+        "reads": counter.reads,
+        "copies": counter.copies,
+        "bytes copied": counter.bytes_copied,
+        "sync points": counter.sync_points,
+        "reads per step": counter.reads / steps,
+        "bytes per step": counter.bytes_copied / steps,
+    }
+
+
+def modelled_seconds(
+    counter: SyncCounter,
+    transfer_seconds: Callable[[float, float, float], float],
+    link_bandwidth: float,
+    latency: float,
+) -> float:
+    """Model: seconds the loop spends on the host link; each read and each blocking copy pays the latency.
+
+    Non-blocking copies from pinned memory overlap compute, so they add only their latency.
+    """
+    total = 0.0
+    for e in counter.events:
+        if e.kind == "copy" and not e.blocking:
+            total += latency  # the copy itself runs beside the compute
+        else:
+            total += transfer_seconds(e.nbytes, link_bandwidth, latency)
+    return total
+
+
+def cuda_sync_warnings(fn: Callable[[], object]) -> list[str]:
+    """CUDA only: run `fn` under torch.cuda.set_sync_debug_mode("warn"); one message per synchronizing call."""
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+
+
+def three_way_benchmark(n: int, iters: int, device: torch.device | str, repeats: int = 3) -> dict[str, float]:
+    """GPU only: seconds for `iters` n×n matmuls on the CPU, on the device copying every iteration, and resident.
+
+    The copying version moves the input to the device and the result back each iteration,
+    as a loop that keeps its data on the host does; the resident one copies once, before the clock.
+    """
+    from grader.timing import measure
+
+    device = torch.device(device)
+    sync = dev.sync_fn(device)
+    x_host = torch.randn(n, n)
+    x_device = x_host.to(device)
+
+    def cpu_only():
+        for _ in range(iters):
+            x_host @ x_host
+
+    def copying():
+        for _ in range(iters):
+            x = x_host.to(device)
+            (x @ x).cpu()
+
+    def resident():
+        for _ in range(iters):
+            x_device @ x_device
+
+    return {
+        "CPU only": measure(cpu_only, lambda: None, warmup=1, repeats=repeats).median,
+        "GPU, copying every iteration": measure(copying, sync, warmup=1, repeats=repeats).median,
+        "GPU, data resident": measure(resident, sync, warmup=1, repeats=repeats).median,
+    }
