@@ -139,3 +139,50 @@ def grouped_bars(
     ax.set_title(title)
     ax.legend(fontsize=8)
     return fig
+
+
+def memory_stack(
+    stacks: Sequence[tuple[str, Mapping[str, float]]],
+    chips: Sequence[tuple[str, float]] = (),
+    title: str = "",
+) -> Figure:
+    """Stacked bars of bytes by term (one bar per (label, {term: bytes})), chip memory as horizontal lines, in GiB.
+
+    A term whose name contains "model" is hatched, so a modelled figure never looks measured.
+    """
+    fig = Figure(figsize=(7, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    terms = list(dict.fromkeys(term for _, stack in stacks for term in stack))
+    bottoms = np.zeros(len(stacks))
+    xs = np.arange(len(stacks))
+    for i, term in enumerate(terms):
+        heights = np.array([stack.get(term, 0.0) for _, stack in stacks]) / 2**30
+        ax.bar(xs, heights, bottom=bottoms, color=f"C{i % 10}", label=term,
+               hatch="//" if "model" in term.lower() else None, edgecolor="white")
+        bottoms += heights
+    for j, (name, nbytes) in enumerate(chips):
+        ax.axhline(nbytes / 2**30, linestyle="--", color=f"C{(j + len(terms)) % 10}", linewidth=1)
+        ax.annotate(f"{name} ({nbytes / 2**30:.0f} GiB)", (len(stacks) - 0.5, nbytes / 2**30), fontsize=7,
+                    ha="right", va="bottom")
+    ax.set_xticks(xs, [label for label, _ in stacks])
+    ax.tick_params(axis="x", labelrotation=10)
+    ax.set_ylabel("GiB")
+    ax.set_title(title or "What is in memory during training")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def bytes_vs(xs: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, title: str = "") -> Figure:
+    """MiB against a size (batch or sequence length), one line per series; linear axes, so a line looks straight."""
+    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for label, values in series.items():
+        ax.plot(xs[: len(values)], np.asarray(values) / 2**20, _series_style(label), marker="o", label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("MiB saved for backward")
+    ax.set_title(title)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

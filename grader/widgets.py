@@ -96,3 +96,65 @@ def transfer_explorer(chips: Sequence[Chip], transfer_seconds: Callable[[float, 
         control.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox([chip_box, size, reads]), verdict, out])
+
+
+def will_it_fit(
+    models: Sequence[dict],
+    chips: Sequence[Chip],
+    training_bytes: Callable[[int, str, str], int],
+    max_batch: Callable[[int, int, int], int],
+    activation_bytes_of: Callable[[dict, int, int, str, bool], int],
+) -> widgets.Widget:
+    """Pick a model shape, precision, optimizer, batch, sequence, checkpointing and GPUs; see the four terms.
+
+    `training_bytes` and `max_batch` are the learner's; `activation_bytes_of(row, batch, seq,
+    precision, checkpointing)` is the activation model (drawn hatched and labelled "model").
+    The optimizer state is sharded across the GPUs (ZeRO stage 1); everything else is per GPU.
+    """
+    from grader.memory import training_terms
+
+    model_box = widgets.Dropdown(options=[(m["model"], i) for i, m in enumerate(models)], description="model")
+    precision = widgets.Dropdown(options=["mixed", "fp32"], value="mixed", description="precision")
+    optimizer = widgets.Dropdown(options=["adam", "momentum", "sgd"], value="adam", description="optimizer")
+    batch = widgets.IntSlider(value=8, min=1, max=256, description="batch")
+    seq = widgets.Dropdown(options=[256, 512, 1024, 2048, 4096], value=1024, description="seq len")
+    ckpt = widgets.Checkbox(value=False, description="checkpointing")
+    gpus = widgets.Dropdown(options=[1, 2, 4, 8, 16, 64], value=1, description="GPUs (shard opt.)")
+    chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(chips)], description="chip")
+    verdict = widgets.HTML()
+    out = widgets.Output()
+
+    def redraw(*_):
+        row, chip = models[model_box.value], chips[chip_box.value]
+        n = row["n_params"]
+        terms = training_terms(precision.value, optimizer.value)
+        weights = int(terms["parameters"] * n)
+        grads = int(terms["gradients"] * n)
+        opt_state = (training_bytes(n, precision.value, optimizer.value) - weights - grads) / gpus.value
+        one = activation_bytes_of(row, 1, seq.value, precision.value, ckpt.value)
+        two = activation_bytes_of(row, 2, seq.value, precision.value, ckpt.value)
+        per_sample, act_fixed = two - one, 2 * one - two  # the model is a line in batch
+        acts = act_fixed + per_sample * batch.value
+        fixed = int(weights + grads + opt_state + act_fixed)
+        fits = max_batch(int(chip.memory_bytes), fixed, per_sample)
+        stack = {"parameters": weights, "gradients": grads,
+                 f"optimizer state (/{gpus.value} GPUs)" if gpus.value > 1 else "optimizer state": opt_state,
+                 "activations (model)": acts}
+        total = sum(stack.values())
+        verdict.value = (
+            f"<b>{row['model']}</b>, {precision.value}, {optimizer.value}, batch {batch.value} × {seq.value} tokens: "
+            f"<b>{total / 2**30:.1f} GiB</b> per GPU; {chip.name} has {chip.memory_bytes / 2**30:.0f} GiB → "
+            f"<b>{'fits' if total <= chip.memory_bytes else 'does not fit'}</b>. Largest batch that fits: "
+            f"<b>{fits}</b> (activations {per_sample / 2**20:.0f} MiB per sample, a model)."
+        )
+        fig = plots.memory_stack([(row["model"], stack)], [(f"{chip.name} (datasheet)", chip.memory_bytes)],
+                                 "Will it fit? (activations: model)")
+        out.clear_output(wait=True)
+        with out:
+            display(fig)
+
+    for control in (model_box, precision, optimizer, batch, seq, ckpt, gpus, chip_box):
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([model_box, chip_box, precision, optimizer]),
+                         widgets.HBox([batch, seq, ckpt, gpus]), verdict, out])

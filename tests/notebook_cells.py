@@ -51,10 +51,23 @@ def run_check(lesson: str, grade_id: str, ns: dict) -> None:
 
 
 def with_exercise(source_nb: Path, grade_id: str, new_source: str) -> nbformat.NotebookNode:
-    """The notebook at `source_nb` with the exercise cell `grade_id` replaced by `new_source` (a learner's answer)."""
+    """The notebook at `source_nb` with the exercise cell `grade_id` replaced by `new_source`."""
     nb = nbformat.read(str(source_nb), as_version=4)
     for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+        if _nbgrader(cell).get("grade_id") == grade_id:
             cell.source = new_source
             return nb
     raise KeyError(grade_id)
+
+
+def three_submissions(folder: Path, lesson: str, grade_id: str, mistake: str) -> Path:
+    """alice hands in the reference, bob the blank release, carol the release with `mistake` in exercise `grade_id`."""
+    import shutil
+
+    for student, source in (("alice", "solutions"), ("bob", "notebooks")):
+        (folder / student / lesson).mkdir(parents=True)
+        shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", folder / student / lesson)
+    carol = with_exercise(ROOT / "notebooks" / lesson / f"{lesson}.ipynb", grade_id, mistake)
+    (folder / "carol" / lesson).mkdir(parents=True)
+    nbformat.write(carol, str(folder / "carol" / lesson / f"{lesson}.ipynb"))
+    return folder

@@ -1,0 +1,180 @@
+"""Mutants for lesson 04 (memory): the mistakes learners make counting what is in memory."""
+
+LESSON = "04_memory"
+
+_STATE_HEAD = """
+import torch
+def state_bytes(model, optimizer):
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+"""
+
+_HOOK_HEAD = """
+import torch
+def activation_bytes(model, batch):
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+"""
+
+MUTANTS = {
+    "state_bytes_check": [
+        (
+            "elements counted instead of bytes",
+            """
+import torch
+def state_bytes(model, optimizer):
+    return {"parameters": sum(p.numel() for p in model.parameters()),
+            "gradients": sum(p.grad.numel() for p in model.parameters() if p.grad is not None),
+            "optimizer": sum(v.numel() for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v))}
+""",
+            r"counts elements, not bytes",
+        ),
+        (
+            "optimizer state forgotten",
+            _STATE_HEAD + """
+    return {"parameters": params, "gradients": grads, "optimizer": 0}
+""",
+            r"0 bytes of optimizer state after AdamW took a step",
+        ),
+        (
+            "optimizer state assumed (2 moments per parameter), not read",
+            _STATE_HEAD + """
+    return {"parameters": params, "gradients": grads, "optimizer": 2 * params}
+""",
+            r"before any step\(\)",
+        ),
+        (
+            "a gradient for every parameter, frozen ones too",
+            """
+import torch
+def state_bytes(model, optimizer):
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    state = sum(v.numel() * v.element_size() for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v))
+    return {"parameters": params, "gradients": params, "optimizer": state}
+""",
+            r"frozen layer whose \.grad is None",
+        ),
+        (
+            "only one Adam moment",
+            _STATE_HEAD + """
+    state = sum(s["exp_avg"].numel() * s["exp_avg"].element_size() for s in optimizer.state.values())
+    return {"parameters": params, "gradients": grads, "optimizer": state}
+""",
+            r"only one of AdamW's two moments",
+        ),
+    ],
+    "training_bytes_check": [
+        (
+            "12 bytes per parameter for mixed precision: fp32 master copy forgotten",
+            """
+def training_bytes(n, precision, optimizer):
+    moments = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    return n * (8 + 4 * moments) if precision == "fp32" else n * (4 + 4 * moments)
+""",
+            r"master copy of the weights is missing",
+        ),
+        (
+            "copies counted instead of bytes",
+            """
+def training_bytes(n, precision, optimizer):
+    return n * (2 + {"sgd": 0, "momentum": 1, "adam": 2}[optimizer])
+""",
+            r"counts tensors .*not bytes",
+        ),
+        (
+            "optimizer state forgotten",
+            """
+def training_bytes(n, precision, optimizer):
+    return n * (8 if precision == "fp32" else 4)
+""",
+            r"no optimizer state",
+        ),
+        (
+            "everything 16-bit in mixed precision",
+            """
+def training_bytes(n, precision, optimizer):
+    per = 8 + 4 * {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    return n * per if precision == "fp32" else n * per // 2
+""",
+            r"made everything 16-bit",
+        ),
+        (
+            "parameters x 2 bytes",
+            "def training_bytes(n, precision, optimizer): return 2 * n if precision == 'mixed' else 4 * n",
+            r"weights alone",
+        ),
+    ],
+    "activation_bytes_check": [
+        (
+            "parameters counted as activations",
+            """
+import torch
+def activation_bytes(model, batch):
+    saved = {}
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(batch)
+    return sum(saved.values())
+""",
+            r"Parameters are not\s+activations",
+        ),
+        (
+            "shared storages counted once per save",
+            _HOOK_HEAD + """
+    total = [0]
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            total[0] += t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(batch)
+    return total[0]
+""",
+            r"counted more than once",
+        ),
+        (
+            "elements counted instead of bytes",
+            _HOOK_HEAD + """
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            saved[t.untyped_storage().data_ptr()] = t.numel()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(batch)
+    return sum(saved.values())
+""",
+            r"counts elements, not bytes",
+        ),
+        (
+            "measured under no_grad: nothing saved",
+            _HOOK_HEAD + """
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.no_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(batch)
+    return sum(v for k, v in saved.items() if k not in params)
+""",
+            r"returned 0",
+        ),
+    ],
+    "max_batch_check": [
+        ("ignores the fixed bytes", "def max_batch(m, fixed, per): return m // per", r"ignores the fixed bytes"),
+        ("negative when nothing fits", "def max_batch(m, fixed, per): return (m - fixed) // per", r"never a negative batch"),
+        ("rounds up", "import math\ndef max_batch(m, fixed, per): return max(0, math.ceil((m - fixed) / per))", r"Round down"),
+        ("float division", "def max_batch(m, fixed, per): return max(0, (m - fixed) / per)", r"return an int"),
+        (
+            "strict less-than: an exact fit refused",
+            """
+def max_batch(m, fixed, per):
+    b = 0
+    while fixed + (b + 1) * per < m:
+        b += 1
+    return b
+""",
+            r"fits exactly",
+        ),
+    ],
+}
