@@ -1,7 +1,8 @@
-"""Pull a lesson's exercise and check cells out of its notebooks, to run them outside Jupyter."""
+"""Pull a lesson's exercise and check cells out of its notebooks, and build submissions from them, to test outside Jupyter."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -48,3 +49,24 @@ def run_check(lesson: str, grade_id: str, ns: dict) -> None:
     """Execute one check cell in `ns`, as nbgrader would after the learner's cells."""
     source = check_cells(lesson)[grade_id]
     exec(compile(source, f"<{lesson} {grade_id}>", "exec"), ns)
+
+
+def with_exercise(notebook_path: Path, grade_id: str, new_source: str) -> nbformat.NotebookNode:
+    """The notebook at `notebook_path` with the exercise cell `grade_id` replaced by `new_source` (a learner's answer)."""
+    nb = nbformat.read(str(notebook_path), as_version=4)
+    for cell in nb.cells:
+        if _nbgrader(cell).get("grade_id") == grade_id:
+            cell.source = new_source
+            return nb
+    raise KeyError(grade_id)
+
+
+def three_submissions(folder: Path, lesson: str, grade_id: str, carol_source: str) -> Path:
+    """alice submits the reference solution, bob the blank release, carol the release with one exercise answered."""
+    for student, source in (("alice", "solutions"), ("bob", "notebooks")):
+        (folder / student / lesson).mkdir(parents=True)
+        shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", folder / student / lesson)
+    carol = with_exercise(ROOT / "notebooks" / lesson / f"{lesson}.ipynb", grade_id, carol_source)
+    (folder / "carol" / lesson).mkdir(parents=True)
+    nbformat.write(carol, str(folder / "carol" / lesson / f"{lesson}.ipynb"))
+    return folder

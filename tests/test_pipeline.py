@@ -2,42 +2,25 @@
 
 from __future__ import annotations
 
-import shutil
-
-import nbformat
 import pytest
 
 from conftest import ROOT, lesson_ids
 from grader.course import autograde, read_csv
-
-
-def _with_exercise(source_nb, grade_id: str, new_source: str):
-    nb = nbformat.read(str(source_nb), as_version=4)
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
-            cell.source = new_source
-            return nb
-    raise KeyError(grade_id)
+from notebook_cells import three_submissions
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """alice submits the reference solution, bob the blank release, carol a timer that never synchronizes."""
-    subs = tmp_path_factory.mktemp("submissions")
-    lesson = "01_crossover"
-    for student, source in (("alice", "solutions"), ("bob", "notebooks")):
-        (subs / student / lesson).mkdir(parents=True)
-        shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", subs / student / lesson)
-    carol = _with_exercise(
-        ROOT / "notebooks" / lesson / f"{lesson}.ipynb",
+    subs = three_submissions(
+        tmp_path_factory.mktemp("submissions"),
+        "01_crossover",
         "time_op",
         "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
         "    for _ in range(warmup):\n        fn()\n    out = []\n    for _ in range(repeats):\n"
         "        t = time.perf_counter()\n        fn()\n        out.append(time.perf_counter() - t)\n"
         "    return statistics.median(out)\n",
     )
-    (subs / "carol" / lesson).mkdir(parents=True)
-    nbformat.write(carol, str(subs / "carol" / lesson / f"{lesson}.ipynb"))
     out = tmp_path_factory.mktemp("grades")
     csv_path = autograde(ROOT, subs, out, log=lambda line: None)
     return out, read_csv(csv_path)
