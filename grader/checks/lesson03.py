@@ -70,21 +70,27 @@ def _tf32_problem(x: float, stored: float, mantissa: int) -> str | None:
 # --- decode ---------------------------------------------------------------------------------
 
 
+def _fields(decode: Callable, x: float, fmt: str) -> tuple[int, int, int]:
+    """The learner's decode(x, fmt), required to be three ints."""
+    got = call(decode, x, fmt, label=f"decode({x!r}, {fmt!r})")
+    if not isinstance(got, (tuple, list)) or len(got) != 3 or not all(_is_int(v) for v in got):
+        fail(f"decode({x!r}, {fmt!r}) returned {got!r}; return a tuple of three ints (sign, exponent, mantissa).")
+    return tuple(int(v) for v in got)
+
+
 def check_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
     """decode(x, fmt): the raw (sign, exponent, mantissa) fields of x stored in fmt."""
     require_callable(decode, "decode")
-    got = call(decode, 1.0, "fp32")
-    if not isinstance(got, (tuple, list)) or len(got) != 3 or not all(_is_int(v) for v in got):
-        fail(f"decode(1.0, 'fp32') returned {got!r}; return a tuple of three ints (sign, exponent, mantissa).")
-    if tuple(got)[1] == 0:
+    got = _fields(decode, 1.0, "fp32")
+    if got[1] == 0:
         fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰ is stored with the biased exponent 0 + 127 = 127. "
              "Return the raw stored field, not exponent − bias.")
-    if tuple(got)[2] == 2**23:
+    if got[2] == 2**23:
         fail("decode(1.0, 'fp32') put the hidden leading 1 into the mantissa: return the 23 stored bits only.")
     for fmt in ("fp32", "fp16", "bf16"):
         e_bits, m_bits = _WIDTHS[fmt]
         for x in _EDGE:
-            got = tuple(call(decode, x, fmt, label=f"decode({x!r}, {fmt!r})"))
+            got = _fields(decode, x, fmt)
             want = _split(_reference_bits(x, fmt), e_bits, m_bits)
             if math.isnan(x):
                 if got[1] != 2**e_bits - 1 or got[2] == 0:
@@ -109,8 +115,8 @@ def check_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
             )
     tf32 = FORMATS["tf32"]
     for x in _EDGE:
-        got = tuple(call(decode, x, "tf32", label=f"decode({x!r}, 'tf32')"))
-        if not all(_is_int(v) for v in got) or not (0 <= got[1] < 256 and 0 <= got[2] < 1024):
+        got = _fields(decode, x, "tf32")
+        if not (got[0] in (0, 1) and 0 <= got[1] < 256 and 0 <= got[2] < 1024):
             fail(f"decode({x!r}, 'tf32') returned {got}: tf32 fields are 1 sign bit, 8 exponent bits, 10 mantissa bits.")
         stored = value_of(*got, tf32)
         problem = _tf32_problem(x, stored, got[2])
@@ -370,8 +376,11 @@ def check_loss_scaler(LossScaler: type) -> None:
     ):
         want = gradscaler_trace(flags, **settings)
         mine = call(LossScaler, label=f"LossScaler({settings})", **settings)
-        if float(mine.scale) != settings["init_scale"]:
-            fail(f"LossScaler(init_scale={settings['init_scale']}).scale is {mine.scale!r}; start at init_scale.")
+        if not callable(getattr(mine, "update", None)):
+            fail("LossScaler has no update(found_inf) method; add one that returns True when the step is applied.")
+        if not is_number(getattr(mine, "scale", None)) or float(mine.scale) != settings["init_scale"]:
+            fail(f"LossScaler(init_scale={settings['init_scale']}).scale is {getattr(mine, 'scale', 'missing')!r}; "
+                 "keep the current scale in self.scale, starting at init_scale.")
         good_run = 0
         for i, (found_inf, (applied, scale)) in enumerate(zip(flags, want)):
             before = float(mine.scale)
@@ -381,6 +390,8 @@ def check_loss_scaler(LossScaler: type) -> None:
                 if found_inf:
                     fail(f"update(found_inf=True) returned {got!r} {where}: skip the step on overflow, return False.")
                 fail(f"update(found_inf=False) returned {got!r} {where}: a step without overflow is applied, return True.")
+            if not is_number(getattr(mine, "scale", None)):
+                fail(f"after update() your LossScaler's scale is {getattr(mine, 'scale', 'missing')!r}; keep a number in self.scale.")
             mine_scale = float(mine.scale)
             if mine_scale != scale:
                 if found_inf and mine_scale >= before:
