@@ -323,8 +323,8 @@ def check_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> Non
                 "At step/eps the spacing between numbers equals the step; the sum stops once the step is at most "
                 "half the spacing, because a + step then rounds back to a (round to nearest, ties to even)."
             )
-        if dtype != torch.float32 and close(got, _running_sum_stall_fp32_formula(step)):
-            fail(f"{label} returned {got:g}, float32's answer: use the eps of the dtype you were given.")
+        if close(got, float(call(stall_point, torch.float32, step))):
+            fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
         fail(f"{label} returned {got:g}; adding {step} in {dtype} over and over stops growing at {want:g}.")
     for step in (1.0, 2.0**-10):  # too long to run in fp32: check that it stalls there and not just below
         got = float(call(stall_point, torch.float32, step))
@@ -333,11 +333,6 @@ def check_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> Non
         if s + step != s or below + step == below:
             fail(f"stall_point(torch.float32, {step}) returned {got:g}; in float32 the sum stops growing elsewhere.")
     passed("stall_point")
-
-
-def _running_sum_stall_fp32_formula(step: float) -> float:
-    """Where the sum would stall with float32's eps (the answer of a learner who ignored dtype)."""
-    return 2.0 ** math.ceil(math.log2(2 * step / torch.finfo(torch.float32).eps))
 
 
 # --- the scaler -----------------------------------------------------------------------------
