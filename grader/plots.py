@@ -98,7 +98,7 @@ def bars(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str
     return fig
 
 
-def lines(
+def series_vs_x(
     x: Sequence[float],
     series: Mapping[str, Sequence[float]],
     xlabel: str,
@@ -185,4 +185,69 @@ def bytes_vs(xs: Sequence[float], series: Mapping[str, Sequence[float]], xlabel:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+    return fig
+
+
+def lines(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    logx: bool = False,
+    logy: bool = False,
+    hlines: Mapping[str, float] | None = None,
+) -> Figure:
+    """One line per (label -> (xs, ys)) series, with optional labelled horizontal reference lines."""
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, (xs, ys) in series.items():
+        ax.plot(xs, ys, _series_style(label), label=label)
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, color="0.35", linestyle=":", linewidth=1)
+        ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), textcoords="offset points",
+                    xytext=(0, 3), fontsize=8, color="0.25")
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def format_ranges(
+    formats: Sequence[tuple[str, float, float, float]],
+    magnitudes: Sequence[float] | None = None,
+    magnitudes_label: str = "",
+    title: str = "",
+) -> Figure:
+    """Each (name, smallest subnormal, smallest normal, max) format as a bar on a log10 axis, values drawn over it.
+
+    Regions: flushed to zero (below half the smallest subnormal), subnormal, normal, overflow (above max).
+    `magnitudes` (absolute values, e.g. gradients) are drawn as a histogram over the bars.
+    """
+    fig = Figure(figsize=(8, 1.2 + 0.55 * len(formats)), layout="constrained")
+    ax = fig.add_subplot()
+    lo, hi = -50.0, 42.0  # log10 span of the axis
+    colours = {"zero": "#bbbbbb", "subnormal": "#fdae61", "normal": "#66bd63", "overflow": "#d73027"}
+    for row, (name, subnormal, normal, biggest) in enumerate(formats):
+        edges = [lo, np.log10(subnormal / 2), np.log10(normal), np.log10(biggest), hi]
+        for (start, stop), region in zip(zip(edges[:-1], edges[1:]), colours):
+            ax.barh(row, stop - start, left=start, height=0.6, color=colours[region],
+                    label=region if row == 0 else None)
+    ax.set_yticks(range(len(formats)), [f[0] for f in formats])
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("log10 |value|")
+    if magnitudes is not None:
+        values = np.asarray(magnitudes, dtype=float)
+        values = values[(values > 0) & np.isfinite(values)]
+        top = ax.twinx()
+        top.hist(np.log10(values), bins=80, color="black", alpha=0.55, label=magnitudes_label or "values")
+        top.set_ylabel("count")
+        top.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8, ncols=4)
+    ax.set_title(title or "Where each format can hold a number")
     return fig

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import ipywidgets as widgets
 from IPython.display import display
 
-from grader import plots
+from grader import floats, plots
 from grader.specs import Chip
 
 
@@ -158,3 +158,24 @@ def will_it_fit(
     redraw()
     return widgets.VBox([widgets.HBox([model_box, chip_box, precision, optimizer]),
                          widgets.HBox([batch, seq, ckpt, gpus]), verdict, out])
+
+
+def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: str = "0.1") -> widgets.Widget:
+    """Type a number; see its sign, exponent and mantissa bits in every format, the stored value and its error.
+
+    `decode(x, fmt)` is the learner's function (fp32, tf32, fp16, bf16); fp8 is read by grader.floats.
+    """
+    box = widgets.Text(value=value, description="number", continuous_update=False)
+    table = widgets.HTML()
+
+    def redraw(*_):
+        try:
+            x = float(box.value)
+        except ValueError:
+            table.value = f"<p>{box.value!r} is not a number (try 0.1, -3e-8, 65504, inf, nan)</p>"
+            return
+        table.value = floats.fields_html(x, {**floats.FORMATS, **floats.FP8}, decode)
+
+    box.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([box, table])

@@ -1,7 +1,8 @@
-"""Pull a lesson's exercise and check cells out of its notebooks, to run them outside Jupyter."""
+"""Pull a lesson's exercise and check cells out of its notebooks, and build submissions from them, to test outside Jupyter."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -62,8 +63,6 @@ def with_exercise(source_nb: Path, grade_id: str, new_source: str) -> nbformat.N
 
 def three_submissions(folder: Path, lesson: str, grade_id: str, mistake: str) -> Path:
     """alice hands in the reference, bob the blank release, carol the release with `mistake` in exercise `grade_id`."""
-    import shutil
-
     for student, source in (("alice", "solutions"), ("bob", "notebooks")):
         (folder / student / lesson).mkdir(parents=True)
         shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", folder / student / lesson)

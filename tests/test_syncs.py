@@ -201,7 +201,7 @@ def test_graph_nodes_grow_with_kept_training_losses():
 
 
 def test_lesson02_plots_return_figures():
-    assert isinstance(plots.lines([1, 2, 4], {"a (model)": [1, 2, 3], "b": [2, 3, 4]}, "x", "y", log=True), Figure)
+    assert isinstance(plots.series_vs_x([1, 2, 4], {"a (model)": [1, 2, 3], "b": [2, 3, 4]}, "x", "y", log=True), Figure)
     assert isinstance(plots.grouped_bars(["p", "q"], {"s (model)": [1, 2], "t": [3, 4]}, "y"), Figure)
 
 
