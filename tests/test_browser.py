@@ -143,6 +143,20 @@ def _open(page, base: str, path: str) -> int:
     return page.evaluate(_WAIT_READY)
 
 
+def _change_first_control(box) -> None:
+    """Change the widget's first control as a person would: pick another option, or type a new number."""
+    dropdown = box.locator(".widget-dropdown select")
+    if dropdown.count():
+        options = dropdown.first.locator("option")
+        assert options.count() >= 2, "the widget's dropdown has a single option"
+        dropdown.first.select_option(index=options.count() - 1)
+        return
+    text = box.locator(".widget-text input")
+    assert text.count(), "the widget has neither a dropdown nor a text box to change"
+    text.first.fill("65504")
+    text.first.press("Enter")
+
+
 def _errors(cells) -> list[tuple[int, str, str]]:
     return [(c["i"], o.get("ename"), o.get("evalue")) for c in cells for o in c["outputs"] if o.get("output_type") == "error"]
 
@@ -176,16 +190,13 @@ def test_finished_notebook_shows_figures_and_a_live_widget(lab, browser, lesson)
     images = page.locator(".jp-OutputArea-output img")
     images.first.wait_for(timeout=30_000)
     assert images.count() >= 1, "no figure appeared"
-    widget = page.locator(".jp-OutputArea-output .widget-dropdown select").first
-    widget.wait_for(timeout=30_000)
-    widget.scroll_into_view_if_needed()
     box = page.locator(".jp-OutputArea-output .widget-vbox").first
+    box.wait_for(timeout=30_000)
+    box.scroll_into_view_if_needed()
     before = box.inner_text()
     figure = box.locator("img").first
     figure_before = figure.get_attribute("src") if figure.count() else None
-    options = widget.locator("option")
-    assert options.count() >= 2, "the widget's dropdown has a single option"
-    widget.select_option(index=options.count() - 1)
+    _change_first_control(box)
     page.wait_for_function("([el, before]) => el.innerText !== before", arg=[box.element_handle(), before], timeout=30_000)
     if figure_before is not None:  # the widget's figure is redrawn too, not only its text
         page.wait_for_function("([el, src]) => { const img = el.querySelector('img'); return img && img.src !== src; }",
