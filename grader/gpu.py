@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import statistics
 import warnings
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+from grader import device as dev
+from grader.timing import measure
 
 
 def require_cuda() -> torch.device:
@@ -38,19 +42,24 @@ def event_seconds(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) 
     return statistics.median(samples)
 
 
-def sync_debug_count(fn: Callable[[], object]) -> int:
-    """How many synchronizing CUDA calls `fn` makes, as torch.cuda.set_sync_debug_mode("warn") reports them."""
+def sync_warnings(fn: Callable[[], object]) -> list[str]:
+    """Run `fn` under torch.cuda.set_sync_debug_mode("warn"); one message per synchronizing CUDA call."""
     require_cuda()
     previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
             fn()
-            torch.cuda.synchronize()
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
-    return sum(1 for w in caught if "synchroniz" in str(w.message).lower())
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    torch.cuda.synchronize()
+    return [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+
+
+def sync_debug_count(fn: Callable[[], object]) -> int:
+    """How many synchronizing CUDA calls `fn` makes, as torch.cuda.set_sync_debug_mode("warn") reports them."""
+    return len(sync_warnings(fn))
 
 
 def allocator_figures() -> dict[str, int]:
@@ -106,3 +115,58 @@ def grad_scaler_steps(steps: int = 20) -> list[float]:
         scaler.update()
         scales.append(float(scaler.get_scale()))
     return scales
+
+
+def three_way_benchmark(n: int, iters: int, device: torch.device | str, repeats: int = 3) -> dict[str, float]:
+    """Accelerator only (CUDA or MPS): seconds for `iters` n×n matmuls on the CPU, on the device copying every iteration, and resident.
+
+    The copying version moves the input to the device and the result back each iteration,
+    as a loop that keeps its data on the host does; the resident one copies once, before the clock.
+    """
+    device = torch.device(device)
+    sync = dev.sync_fn(device)
+    x_host = torch.randn(n, n)
+    x_device = x_host.to(device)
+
+    def cpu_only():
+        for _ in range(iters):
+            x_host @ x_host
+
+    def copying():
+        for _ in range(iters):
+            x = x_host.to(device)
+            (x @ x).cpu()
+
+    def resident():
+        for _ in range(iters):
+            x_device @ x_device
+
+    return {
+        "CPU only": measure(cpu_only, lambda: None, warmup=1, repeats=repeats).median,
+        "GPU, copying every iteration": measure(copying, sync, warmup=1, repeats=repeats).median,
+        "GPU, data resident": measure(resident, sync, warmup=1, repeats=repeats).median,
+    }
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """Allocator figures around one training step, bytes."""
+
+    allocated_before: int
+    peak_allocated: int
+    allocated_after: int
+    reserved_after: int
+    reserved_after_empty_cache: int
+
+
+def cuda_step_figures(step: Callable[[], object], device: torch.device | str) -> StepFigures:
+    """CUDA only: run `step()` once and read allocated, peak and reserved from torch's allocator."""
+    device = torch.device(device)
+    dev.synchronize(device)
+    dev.reset_peak(device)
+    before = dev.memory(device).allocated
+    step()
+    dev.synchronize(device)
+    after = dev.memory(device)
+    torch.cuda.empty_cache()
+    return StepFigures(before, after.peak_allocated, after.allocated, after.reserved, dev.memory(device).reserved)

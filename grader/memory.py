@@ -6,7 +6,7 @@ Instruments (they measure, on any device):
   every tensor autograd keeps for backward; each storage counted once, parameters left out.
 - `probe_bytes_per_parameter`: trains a tiny layer one step in fp32 or mixed precision and
   reads bytes per parameter off its tensors; the training-memory model is built from it.
-- `cuda_step_figures`: on CUDA only, allocated, reserved and peak from torch's allocator.
+- allocated, reserved and peak from torch's allocator around a step: grader.gpu.cuda_step_figures (CUDA only).
 
 Models (they predict, labelled as such wherever they are drawn):
 - `training_terms`: bytes per parameter of weights, gradients and optimizer state.
@@ -19,13 +19,11 @@ learner's to write; the widget takes them as arguments and draws with them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 import torch
 from torch import nn
 
-from grader import device as dev
 from grader.transformer import Shape
 
 PRECISIONS = ("fp32", "mixed")
@@ -224,30 +222,3 @@ def shape_from_row(row: dict, dropout: float = 0.0, seq: int | None = None) -> S
     """A `Shape` from a data/models.csv row (dropout off: large models train without it)."""
     return Shape(n_layers=row["n_layers"], d_model=row["d_model"], n_heads=row["n_heads"], d_ff=row["d_ff"],
                  vocab_size=row["vocab_size"], max_seq_len=seq or row["max_seq_len"], dropout=dropout)
-
-
-# --- the allocator (CUDA only) ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepFigures:
-    """Allocator figures around one training step, bytes."""
-
-    allocated_before: int
-    peak_allocated: int
-    allocated_after: int
-    reserved_after: int
-    reserved_after_empty_cache: int
-
-
-def cuda_step_figures(step: Callable[[], object], device: torch.device | str) -> StepFigures:
-    """CUDA only: run `step()` once and read allocated, peak and reserved from torch's allocator."""
-    device = torch.device(device)
-    dev.synchronize(device)
-    dev.reset_peak(device)
-    before = dev.memory(device).allocated
-    step()
-    dev.synchronize(device)
-    after = dev.memory(device)
-    torch.cuda.empty_cache()
-    return StepFigures(before, after.peak_allocated, after.allocated, after.reserved, dev.memory(device).reserved)

@@ -14,7 +14,7 @@ are library internals (AdamW's own `.item()` on its step counter, for example) a
 Any device: on a machine without the accelerator the counter *pretends*. The loop is given
 `counter.device` (say `cuda`); every tensor still lives on the CPU, but the counter remembers
 which storages would be on the device, so a CPU run counts the same events a GPU run would.
-`cuda_sync_warnings` is the CUDA-only cross-check, built on torch.cuda.set_sync_debug_mode.
+The CUDA-only cross-check, built on torch.cuda.set_sync_debug_mode, is grader.gpu.sync_warnings.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import linecache
 import os
 import sys
 import sysconfig
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -334,49 +333,3 @@ def modelled_seconds(
         else:
             total += transfer_seconds(e.nbytes, link_bandwidth, latency)
     return total
-
-
-def cuda_sync_warnings(fn: Callable[[], object]) -> list[str]:
-    """CUDA only: run `fn` under torch.cuda.set_sync_debug_mode("warn"); one message per synchronizing call."""
-    previous = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            fn()
-        finally:
-            torch.cuda.set_sync_debug_mode(previous)
-    return [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
-
-
-def three_way_benchmark(n: int, iters: int, device: torch.device | str, repeats: int = 3) -> dict[str, float]:
-    """GPU only: seconds for `iters` n×n matmuls on the CPU, on the device copying every iteration, and resident.
-
-    The copying version moves the input to the device and the result back each iteration,
-    as a loop that keeps its data on the host does; the resident one copies once, before the clock.
-    """
-    from grader.timing import measure
-
-    device = torch.device(device)
-    sync = dev.sync_fn(device)
-    x_host = torch.randn(n, n)
-    x_device = x_host.to(device)
-
-    def cpu_only():
-        for _ in range(iters):
-            x_host @ x_host
-
-    def copying():
-        for _ in range(iters):
-            x = x_host.to(device)
-            (x @ x).cpu()
-
-    def resident():
-        for _ in range(iters):
-            x_device @ x_device
-
-    return {
-        "CPU only": measure(cpu_only, lambda: None, warmup=1, repeats=repeats).median,
-        "GPU, copying every iteration": measure(copying, sync, warmup=1, repeats=repeats).median,
-        "GPU, data resident": measure(resident, sync, warmup=1, repeats=repeats).median,
-    }

@@ -96,33 +96,50 @@ def matmul_figures(device: torch.device, sizes: list[int]) -> dict:
     }
 
 
-def transfer_figures(device: torch.device, iterations: int = 200) -> dict:
-    """Lesson 02: the three-way benchmark (CPU only, copy every iteration, data resident)."""
-    sync = dev.sync_fn(device)
-    x_cpu = torch.randn(100, 100)
+def transfer_figures(device: torch.device, sizes: list[int], iters: int = 20) -> dict:
+    """Lesson 02: the three-way benchmark (CPU only, copying every iteration, data resident), per size."""
+    from grader import gpu
 
-    def cpu_only():
-        for _ in range(iterations):
-            x_cpu @ x_cpu
+    if device.type == "cpu":  # --allow-cpu: the same loops, all on the CPU, to test this script
+        seconds = {}
+        for n in sizes:
+            x = torch.randn(n, n)
+            seconds[str(n)] = {"CPU only": timing.measure(lambda: [x @ x for _ in range(iters)], lambda: None, 1, 3).median}
+    else:
+        seconds = {str(n): gpu.three_way_benchmark(n, iters, device, repeats=5) for n in sizes}
+    return {"iters": iters, "seconds": seconds}
 
-    def copy_every_iteration():
-        for _ in range(iterations):
-            x = x_cpu.to(device)
-            (x @ x).cpu()
 
-    x_dev = x_cpu.to(device)
+def memory_figures(device: torch.device) -> dict:
+    """Lesson 04: the activation model against the saved-tensor hooks, and the allocator around one step."""
+    import dataclasses
 
-    def resident():
-        for _ in range(iterations):
-            x_dev @ x_dev
+    from grader import gpu, memory
+    from grader.transformer import Shape, TinyGPT, batch_of_tokens
 
-    return {
-        "iterations": iterations,
-        "shape": [100, 100],
-        "cpu_only_seconds": timing.measure(cpu_only, sync, warmup=1, repeats=5).median,
-        "copy_every_iteration_seconds": timing.measure(copy_every_iteration, sync, warmup=1, repeats=5).median,
-        "resident_seconds": timing.measure(resident, sync, warmup=1, repeats=5).median,
-    }
+    shape = Shape(n_layers=4, d_model=256, n_heads=8, d_ff=1024, vocab_size=4096, max_seq_len=1024, dropout=0.1)
+    rows = []
+    for p in (0.1, 0.0):
+        net = TinyGPT(dataclasses.replace(shape, dropout=p)).to(device)
+        for b, seq in ((1, 128), (4, 128), (8, 256), (2, 1024)):
+            with memory.SavedTensors(exclude=net.parameters()) as saved:
+                net(batch_of_tokens(net.shape, b, seq, device))
+            model = memory.activation_model(net.shape, b, seq, mask_bytes=memory.dropout_mask_bytes(device))
+            rows.append({"dropout": p, "batch": b, "seq": seq, "measured_bytes": saved.nbytes, "model_bytes": model})
+    figures = {"activation_model_vs_hooks": rows}
+    if device.type == "cuda":
+        net = TinyGPT(shape).to(device)
+        opt = torch.optim.AdamW(net.parameters())
+        tokens = batch_of_tokens(shape, 8, 256, device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            net(tokens).float().pow(2).mean().backward()
+            opt.step()
+
+        step()  # the optimizer state exists only after a first step
+        figures["allocator_one_step"] = dataclasses.asdict(gpu.cuda_step_figures(step, device))
+    return figures
 
 
 def cuda_only_figures() -> dict:
@@ -192,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     record = {"provenance": provenance(device), "figures": {}, "lessons": {}}
     record["figures"].update(matmul_figures(device, QUICK_SIZES if args.quick else SIZES))
-    record["figures"]["transfers"] = transfer_figures(device, iterations=20 if args.quick else 200)
+    record["figures"]["three_way"] = transfer_figures(device, [64, 256] if args.quick else [64, 256, 512, 1024, 2048])
+    record["figures"]["memory"] = memory_figures(device)
     if device.type == "cuda":
         record["figures"]["cuda"] = cuda_only_figures()
     if not args.no_lessons:

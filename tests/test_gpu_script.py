@@ -46,7 +46,9 @@ def test_script_writes_figures_with_provenance(tmp_path):
     assert record["provenance"]["device_type"] in ("cpu", "cuda", "mps")
     assert set(record["figures"]["matmul_seconds"]) == {"32", "64", "128", "256"}
     assert all(v > 0 for v in record["figures"]["matmul_seconds"].values())
-    assert {"cpu_only_seconds", "copy_every_iteration_seconds", "resident_seconds"} <= set(record["figures"]["transfers"])
+    assert set(record["figures"]["three_way"]["seconds"]) == {"64", "256"}
+    rows = record["figures"]["memory"]["activation_model_vs_hooks"]
+    assert rows and all(abs(r["model_bytes"] - r["measured_bytes"]) <= 0.05 * r["measured_bytes"] for r in rows)
 
 
 def test_lesson01_shows_a_recorded_run_labelled_as_such(tmp_path, monkeypatch):

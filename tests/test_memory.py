@@ -8,7 +8,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from grader import memory, plots, specs, widgets
+from grader import gpu, memory, plots, specs, widgets
 from grader.transformer import Shape, TinyGPT, batch_of_tokens
 
 
@@ -94,7 +94,7 @@ def test_checkpointing_keeps_the_same_function():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_step_figures():
     x = torch.randn(256, 256, device="cuda")
-    figures = memory.cuda_step_figures(lambda: (x @ x).sum(), "cuda")
+    figures = gpu.cuda_step_figures(lambda: (x @ x).sum(), "cuda")
     assert figures.reserved_after >= figures.allocated_after and figures.peak_allocated >= figures.allocated_before
 
 
