@@ -176,6 +176,8 @@ def main(argv: list[str]) -> int:
     real_stdout, real_stderr = sys.stdout, sys.stderr
     real_exec, real_print_exc = builtins.exec, BaseException
     snapshot = Snapshot()
+    results.write(json.dumps({"nonce": "ready"}) + "\n")  # imports done: the grader's cell clocks start now
+    results.flush()
     for line in requests:
         request = json.loads(line)
         out, err = _Capture(), _Capture()

@@ -210,6 +210,10 @@ class _Runner:
         self.results = read_fd
         self.buffer = b""
 
+    def ready(self, timeout: float) -> str:
+        """Wait for the runner to finish its imports: 'ok', 'timeout' or 'died'."""
+        return self._reply("ready", timeout)[0]
+
     def ask(self, cell: Cell, timeout: float) -> tuple[str, dict | None]:
         """Run one cell: ('ok', reply), ('timeout', None) or ('died', None)."""
         nonce = uuid.uuid4().hex
@@ -218,6 +222,10 @@ class _Runner:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return "died", None
+        return self._reply(nonce, timeout)
+
+    def _reply(self, nonce: str, timeout: float) -> tuple[str, dict | None]:
+        """The reply carrying `nonce`, skipping any line that does not."""
         deadline = time.monotonic() + timeout
         while True:
             while b"\n" in self.buffer:
@@ -297,6 +305,12 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                 continue
             if runner is None:
                 runner = _Runner(box, workspace, modules, settings)
+                if runner.ready(max(left, 1)) != "ok":  # starting Python and torch: not the student's time
+                    why = _death(runner.kill(), scratch / "runner.log")
+                    replies.append({"status": "not run", "ename": "", "stdout": "", "stderr": "", "notes": [],
+                                    "evalue": f"not run: the grader's Python did not start ({why})"})
+                    runner, restarts = None, restarts + 1
+                    continue
                 for earlier in ran_ok:  # put back the definitions the dead process held
                     state, _ = runner.ask(earlier, min(settings.cell_timeout, max(left, 1)))
                     if state != "ok":
@@ -328,13 +342,17 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
 
 def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], notes: list[str]) -> list[CellResult]:
     """One CellResult per check cell, from the runner's replies: the grader's judgement, not the student's."""
-    rows, failed_before = [], []
+    rows, failed_before, exercises, previous = [], [], [], "check"
     for cell, reply in zip(cells, replies):
         if cell.kind == "student":
+            exercises = [cell.grade_id] if previous == "check" else exercises + [cell.grade_id]
+            previous = "student"
             if reply["status"] != "ok":
                 failed_before.append(f"your cell '{cell.grade_id}' {_reason(reply)}")
             continue
-        extra = [n for n in notes if f"'{cell.grade_id}'" in n] + list(reply.get("notes", []))
+        previous = "check"
+        about = [f"'{g}'" for g in (cell.grade_id, *exercises)]  # notes on this check or the exercise it checks
+        extra = [n for n in notes if any(a in n for a in about)] + list(reply.get("notes", []))
         if reply["status"] == "ok":
             status, got, message = "passed", cell.points, ""
         else:
@@ -552,7 +570,8 @@ def summary(results: list[dict]) -> list[str]:
         else:
             reasons = sorted({f"{r['grade_id']}: {r['status']}: {r['message']}" for r in odd_rows})
         reasons += [f"note: {n}" for n in res.get("notes", []) if "undid" in n or "grade_id" in n]
-        reasons += sorted({f"note: {r['message']}" for r in res["rows"] if r["status"] in NORMAL and "undid" in r["message"]})
+        reasons += sorted({f"note: {r['message']}" for r in res["rows"]
+                           if r["status"] in NORMAL and re.search(r"undid|timed out|the Python process", r["message"])})
         if reasons:
             odd.append(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6]))
     head = f"summary: {len(results)} submissions graded; {len(odd)} without a normal grade"

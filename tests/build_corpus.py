@@ -74,7 +74,8 @@ for top in [str(course), "/tmp", os.path.expanduser("~")]:
             dirs[:] = []
         leaks += [os.path.join(folder, f) for f in files if f == "gradebook.db" or f == "grades.csv"]
 if leaks:
-    raise RuntimeError(f"LEAK: the submission could read {leaks[:3]}")
+    def matmul_flops(n):
+        raise RuntimeError(f"LEAK: the submission could read {leaks[:3]}")
 """
 WRITE_OUTSIDE = """
 import grader
@@ -87,7 +88,8 @@ for target in [Path(grader.__file__).resolve().parents[1] / "tests" / "corpus" /
     except OSError:
         pass
 if wrote:
-    raise RuntimeError(f"ESCAPE: wrote {wrote}")
+    def matmul_flops(n):
+        raise RuntimeError(f"ESCAPE: wrote {wrote}")
 """
 CHANGE_OTHERS = """
 import json, os
@@ -141,7 +143,10 @@ def cases() -> dict[str, object]:
     out["deleted_check_cells"] = nb
     out["edited_check_cell"] = _set(good, "matmul_flops_check", "print('all good, trust me')\n")
     nb = copy.deepcopy(good)
-    nb.cells = nb.cells + [copy.deepcopy(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    copies = [copy.deepcopy(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    for c in copies:
+        c["id"] += "-copy"
+    nb.cells = nb.cells + copies
     out["duplicated_check_cells"] = nb
     nb = copy.deepcopy(good)
     nb.cells = list(reversed(nb.cells))
@@ -159,7 +164,7 @@ def cases() -> dict[str, object]:
         "import torch\ntorch.float16 = torch.float32\ntorch.bfloat16 = torch.float32\ntorch.float64 = torch.float32\n\n"
         "def matmul_bytes(n, dtype):\n    return 3 * n * n * 4\n"))
     out["monkeypatched_builtins"] = _set(good, "intensity", (
-        "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.isinstance = lambda *a: True\n\n"
+        "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.AssertionError = Warning\n\n"
         "def intensity(flops, nbytes):\n    return 1.0\n"))
     out["always_equal_answer"] = _set(good, "matmul_flops", ALWAYS_EQUAL)
     out["input_transformer"] = _set(good, "matmul_flops", (
@@ -204,7 +209,7 @@ def _helper(good) -> nbformat.NotebookNode:
     nb = copy.deepcopy(good)
     for i, cell in enumerate(nb.cells):
         if _gid(cell) == "matmul_flops":
-            nb.cells.insert(i, nbformat.v4.new_code_cell("def _outputs(n):\n    return n * n\n"))
+            nb.cells.insert(i, nbformat.v4.new_code_cell("def _outputs(n):\n    return n * n\n", id="helper"))
             cell.source = "def matmul_flops(n):\n    return 2 * n * _outputs(n)\n"
             return nb
     raise KeyError("matmul_flops")
