@@ -348,7 +348,7 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
             exercises = [cell.grade_id] if previous == "check" else exercises + [cell.grade_id]
             previous = "student"
             if reply["status"] != "ok":
-                failed_before.append(f"your cell '{cell.grade_id}' {_reason(reply)}")
+                failed_before.append(f"your cell '{cell.grade_id}': {_reason(reply)}")
             continue
         previous = "check"
         about = [f"'{g}'" for g in (cell.grade_id, *exercises)]  # notes on this check or the exercise it checks
@@ -510,8 +510,8 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     if len(todo) < len(pairs):
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
     kind = sandboxes.choose(settings.sandbox)
-    keep = [root / "grader", root / "data", Path(sys.prefix)]
-    box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, *settings.hide], keep=keep)
+    keep = [root / "grader", root / "data", Path(sys.prefix), Path(sys.base_prefix)]
+    box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep)
     if kind == "none":
         log("sandbox: none (bwrap not installed or GRADER_SANDBOX=none): student code can read files and use the "
             "network; see grader/sandbox.py")

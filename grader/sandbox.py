@@ -1,6 +1,8 @@
 """Where a submission's code runs: inside bubblewrap when it is installed, else a limited subprocess.
 
-bwrap (Debian's `bubblewrap`) gives each run: the whole file system read-only,
+bwrap (Debian's `bubblewrap`) gives each run: no capabilities (started as
+root, bwrap would otherwise keep them all, and the code could unmount what
+hides the course); the whole file system read-only,
 with the course checkout, the grades folder, the submissions folder and any
 other path asked for hidden under empty tmpfs mounts (the course's grader/ and
 data/ and the Python environment are put back, read-only); a private /tmp
@@ -49,7 +51,8 @@ class Sandbox:
             return list(command)
         args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--tmpfs", "/tmp", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--die-with-parent", "--new-session"]
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # as root, bwrap keeps every capability
+                # unless told: with them, student code could umount the tmpfs that hides the course
         for path in sorted({p.resolve() for p in self.hide}, key=lambda p: len(p.parts)):
             if path.exists() and path != Path("/"):
                 args += ["--tmpfs", str(path)]

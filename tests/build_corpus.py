@@ -109,6 +109,18 @@ for top in ["/tmp", os.path.expanduser("~"), "/work"]:
             except OSError:
                 pass
 """
+UNMOUNT = """
+import ctypes
+from pathlib import Path
+import grader
+course = Path(grader.__file__).resolve().parents[1]
+libc = ctypes.CDLL(None, use_errno=True)
+for folder in [course / "grader", course / ".venv", course]:
+    libc.umount2(str(folder).encode(), 2)  # MNT_DETACH
+if (course / "solutions").is_dir():
+    def matmul_flops(n):
+        raise RuntimeError("LEAK: unmounted the tmpfs and reached solutions/")
+"""
 FORGE = """
 import json, os
 def matmul_flops(n):
@@ -175,6 +187,7 @@ def cases() -> dict[str, object]:
     out["reads_solutions_and_gradebook"] = _append(good, "matmul_flops", READ_SECRETS)
     out["writes_outside_its_folder"] = _append(good, "matmul_flops", WRITE_OUTSIDE)
     out["changes_another_grade"] = _append(good, "matmul_flops", CHANGE_OTHERS)
+    out["unmounts_what_hides_the_course"] = _append(good, "matmul_flops", UNMOUNT)
     out["stderr_warnings_and_progress"] = _set(good, "matmul_flops", (
         "import sys, warnings\n\ndef matmul_flops(n):\n    warnings.warn('this is only a warning')\n"
         "    for i in range(50):\n        sys.stderr.write(f'\\rprogress {i * 2}%')\n    sys.stderr.write('\\n')\n"
