@@ -130,6 +130,7 @@ class _Capture(io.TextIOBase):
         return True
 
     def write(self, text) -> int:
+        """Keep what fits, count what does not."""
         text = str(text)
         room = OUTPUT_CHARS - self.size
         self.parts.append(text[:max(room, 0)])
@@ -138,6 +139,7 @@ class _Capture(io.TextIOBase):
         return len(text)
 
     def text(self) -> str:
+        """What was written, with a line saying how much was cut."""
         cut = f"\n[... {self.dropped} more characters of output cut by the grader]" if self.dropped else ""
         return "".join(self.parts) + cut
 
@@ -156,6 +158,7 @@ def _limit_memory(gib: float) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Answer the grader's requests, one cell at a time, until it closes stdin."""
     result_fd, gib, modules = int(argv[1]), float(argv[3]), argv[4:]  # --result-fd N --memory-gib G MODULE...
     requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
     results = os.fdopen(os.dup(result_fd), "w", encoding="utf-8")

@@ -84,6 +84,7 @@ class SubmissionError(Exception):
 
 
 def _nbg(cell) -> dict:
+    """A cell's nbgrader metadata ({} for an ordinary cell)."""
     return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
@@ -367,6 +368,7 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
 
 
 def _reason(reply: dict) -> str:
+    """Why a cell did not pass, in the learner's terms."""
     if reply["status"] in ("timeout", "died", "not run"):
         return reply["evalue"]
     if reply.get("ename") == "NotImplementedError":
@@ -416,6 +418,7 @@ def feedback_html(nb: nbformat.NotebookNode) -> str:
 
 
 def _atomic_write(path: Path, data: str | bytes) -> None:
+    """Write a file so that a reader (or a rerun after a kill) sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
@@ -423,6 +426,7 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def result_path(out_dir: Path, student: str, lesson: str) -> Path:
+    """Where one submission's result lives: out_dir/results/<student>/<lesson>.json."""
     return out_dir / "results" / student / f"{lesson}.json"
 
 
@@ -518,6 +522,7 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     lock, done = threading.Lock(), [0]
 
     def one(pair):
+        """Grade one submission and print its line."""
         result = grade_one(root, submissions, out_dir, *pair, box, settings)
         got = sum(r["score"] for r in result["rows"])
         best = sum(r["max_score"] for r in result["rows"])

@@ -85,6 +85,7 @@ def markdown(table: pd.DataFrame, messages: dict, png_name: str) -> str:
 
 
 def _table_md(table: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table."""
     head = "| " + " | ".join(table.columns) + " |"
     rule = "|" + "---|" * len(table.columns)
     body = ["| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)]

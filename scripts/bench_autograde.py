@@ -38,6 +38,7 @@ def make_class(folder: Path, students: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Grade the same class three ways and print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=6)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])

@@ -25,6 +25,7 @@ MANIFEST = ROOT / "tests" / "corpus" / "manifest.json"
 
 
 def _gid(cell) -> str | None:
+    """A cell's nbgrader grade_id, if it has one."""
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
