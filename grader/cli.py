@@ -2,7 +2,10 @@
 
     python -m grader release                 # notebooks/ from solutions/
     python -m grader run --device cuda -p sizes "[256, 1024, 4096]"
-    python -m grader autograde SUBMISSIONS --out grades/
+    python -m grader autograde SUBMISSIONS --out grades/   # isolated, parallel, resumable
+    python -m grader autograde SUBMISSIONS --shard 0/4 --out grades/shard-0
+    python -m grader merge grades/shard-* --out grades/     # one result from many shards
+    python -m grader report grades/                         # the class's scores and mistakes
     python -m grader doctor                  # what the course will use here
 """
 
@@ -62,10 +65,32 @@ def cmd_run(args) -> int:
 
 
 def cmd_autograde(args) -> int:
+    from grader.classroom import Settings, parse_shard
     from grader.course import autograde
 
-    path = autograde(_root(args), Path(args.submissions), Path(args.out), args.lesson or None)
+    settings = Settings(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
+                        memory_gib=args.memory_gib, sandbox=args.sandbox, shard=parse_shard(args.shard),
+                        regrade=args.regrade, hide=[Path(p) for p in args.hide])
+    if args.workers:
+        settings.workers = args.workers
+    path = autograde(_root(args), Path(args.submissions), Path(args.out), args.lesson or None, settings=settings)
     print(f"grades: {path}")
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from grader.classroom import merge
+
+    path = merge(_root(args), [Path(p) for p in args.shards], Path(args.out))
+    print(f"grades: {path}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from grader.report import report
+
+    for path in report(Path(args.grades), Path(args.out) if args.out else None):
+        print(f"report: {path}")
     return 0
 
 
@@ -138,7 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("submissions", help="folder of submissions")
     p.add_argument("--out", default="grades", help="output folder: course/, grades.csv (default: grades/)")
     p.add_argument("--lesson", action="append", help="grade only this lesson (repeatable)")
+    p.add_argument("--workers", type=int, help="submissions graded at once (default: the machine's cores)")
+    p.add_argument("--cell-timeout", type=float, default=60.0, help="seconds one cell may run (default 60)")
+    p.add_argument("--notebook-timeout", type=float, default=600.0,
+                   help="seconds all of one submission's cells may run (default 600)")
+    p.add_argument("--memory-gib", type=float, default=4.0, help="memory (address space) per submission (default 4)")
+    p.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"],
+                   help="auto: bwrap when installed; none: a limited subprocess that hides no files")
+    p.add_argument("--shard", default="0/1", help="grade only slice I of N (I from 0), e.g. $SLURM_ARRAY_TASK_ID/8")
+    p.add_argument("--regrade", action="store_true", help="grade again submissions that already have a result")
+    p.add_argument("--hide", action="append", default=[], help="another folder the sandbox must hide (repeatable)")
     p.set_defaults(func=cmd_autograde)
+
+    p = sub.add_parser("merge", help="merge the out folders of autograde shards into one result")
+    p.add_argument("shards", nargs="+", help="the shards' out folders")
+    p.add_argument("--out", default="grades", help="the merged folder (default: grades/)")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("report", help="the instructor's report: scores and common mistakes per exercise")
+    p.add_argument("grades", help="a folder with grades.csv (or the CSV itself)")
+    p.add_argument("--out", help="folder for report.md and report.png (default: next to grades.csv)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("doctor", help="print what the course will use here and what is missing")
     p.set_defaults(func=cmd_doctor)

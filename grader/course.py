@@ -218,19 +218,22 @@ def read_csv(path: Path) -> list[CellResult]:
         ]
 
 
-def _submissions(submissions: Path, only: Iterable[str] | None) -> list[tuple[str, str]]:
-    """(student, lesson) pairs under SUBMISSIONS/<student>/<lesson>/."""
-    wanted = set(only) if only else None
-    pairs = []
-    for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir()):
-        for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
-            if wanted is None or lesson_dir.name in wanted:
-                pairs.append((student_dir.name, lesson_dir.name))
-    return pairs
+def autograde(root: Path, submissions: Path, out_dir: Path, only: Iterable[str] | None = None, log=print,
+              settings=None) -> Path:
+    """Grade SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb; returns the grades CSV.
+
+    out_dir gets grades.csv (one row per student, lesson and graded cell, with
+    the check's message), course/ (nbgrader's course folder: gradebook.db,
+    autograded notebooks, feedback HTML), results/ and summary.txt. Each
+    submission runs isolated and in parallel: see grader.classroom.
+    """
+    from grader.classroom import grade_class
+
+    return grade_class(root, submissions, out_dir, settings, only, log=log)
 
 
-def autograde(root: Path, submissions: Path, out_dir: Path, only: Iterable[str] | None = None, log=print) -> Path:
-    """Grade SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb with nbgrader; returns the grades CSV.
+def autograde_plain(root: Path, submissions: Path, out_dir: Path, only: Iterable[str] | None = None, log=print) -> Path:
+    """Plain nbgrader, one submission after another, student code run as the grader: the benchmark's baseline.
 
     out_dir gets course/ (nbgrader's course folder with gradebook.db, autograded
     notebooks and feedback HTML) and grades.csv, one row per student, lesson and
@@ -238,7 +241,9 @@ def autograde(root: Path, submissions: Path, out_dir: Path, only: Iterable[str] 
     """
     submissions, out_dir = submissions.resolve(), out_dir.resolve()
     course = out_dir / "course"
-    pairs = _submissions(submissions, only)
+    from grader.classroom import submissions_of
+
+    pairs = submissions_of(submissions, only)
     chosen_lessons = sorted({lesson for _, lesson in pairs})
     unknown = [lesson for lesson in chosen_lessons if not (root / "solutions" / lesson).is_dir()]
     if unknown:

@@ -1,0 +1,90 @@
+"""The adversarial corpus (tests/corpus/manifest.json) graded as a class: every case gets what it deserves.
+
+Graded once in bwrap when it is installed (every case) and once with the
+fallback forced (GRADER_SANDBOX=none: the cases marked "fallback", since
+the fallback hides no files). Small time limits keep it short. One test per
+sandbox (not one per case) so that pytest-xdist grades the corpus only once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import warnings
+
+import pytest
+
+from build_corpus import MANIFEST, ROOT, build
+from grader.classroom import Settings, grade_class
+from grader.course import read_csv
+from grader.sandbox import bwrap_works
+
+CASES = json.loads(MANIFEST.read_text(encoding="utf-8"))
+FAST = dict(workers=2, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0)
+
+
+def grade_corpus(tmp_path, sandbox: str, names: list[str]):
+    """Build the corpus, keep `names`, grade it; returns (out folder, rows)."""
+    subs = tmp_path / "submissions"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # duplicated cells make nbformat warn about duplicate ids, on purpose
+        build(subs)
+    for case in [p for p in subs.iterdir() if p.name not in names]:
+        shutil.rmtree(case)
+    out = tmp_path / "grades"
+    return out, read_csv(grade_class(ROOT, subs, out, Settings(sandbox=sandbox, **FAST), log=lambda line: None))
+
+
+def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
+    """Every case whose grade is not what the manifest says, in words."""
+    bad = []
+    for name in names:
+        case = CASES[name]
+        want = case["fallback"] if fallback and isinstance(case.get("fallback"), dict) else case
+        mine = {r.grade_id: r for r in rows if r.student == name}
+        total = sum(r.score for r in mine.values())
+        row = mine.get(want["check"])
+        if row is None or total != want["total"] or row.status != want["status"] or not re.search(want["message"], row.message):
+            bad.append(f"{name}: total {total} (want {want['total']}); {want['check']}: "
+                       f"{row and row.status} {row and row.message!r} (want {want['status']} /{want['message']}/)")
+        if "note" in case:
+            notes = json.loads((out / "results" / name / "01_crossover.json").read_text())["notes"]
+            if not any(case["note"] in n for n in notes):
+                bad.append(f"{name}: no note {case['note']!r} in {notes}")
+    return bad
+
+
+def test_corpus_has_enough_cases_and_is_built_fresh(tmp_path):
+    assert len(CASES) >= 25
+    assert all({"total", "check", "status", "message", "why"} <= set(c) for c in CASES.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert sorted(build(tmp_path)) == sorted(CASES)
+    committed = ROOT / "tests" / "corpus" / "submissions"
+    stale = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()
+             and (committed / p.relative_to(tmp_path)).read_bytes() != p.read_bytes()]
+    assert not stale, f"tests/corpus/submissions is stale: rerun `.venv/bin/python tests/build_corpus.py` ({stale[:3]})"
+
+
+@pytest.mark.skipif(not bwrap_works(), reason="bwrap is not installed here (the fallback test still runs)")
+def test_every_case_in_bwrap(tmp_path):
+    out, rows = grade_corpus(tmp_path, "bwrap", list(CASES))
+    assert not mismatches(rows, out, list(CASES), fallback=False)
+    assert not (ROOT / "tests" / "corpus" / ".escape_probe").exists()
+    assert not (ROOT / "grader" / ".escape_probe").exists()
+    summary = (out / "summary.txt").read_text()
+    for name in ("infinite_loop_in_check", "infinite_loop_in_cell", "os_exit_in_check", "os_exit_in_cell",
+                 "malformed_json", "missing_notebook", "monkeypatched_check"):
+        assert f"- {name}/01_crossover" in summary, summary
+    assert "- good/01_crossover" not in summary
+    pages = list((out / "course" / "feedback").rglob("*.html"))
+    assert len(pages) >= 25
+    assert not [p for p in pages if "BEGIN HIDDEN TESTS" in p.read_text(encoding="utf-8")]
+
+
+def test_fallback_cases_without_bwrap(tmp_path):
+    names = [name for name, case in CASES.items() if case.get("fallback")]
+    out, rows = grade_corpus(tmp_path, "none", names)
+    assert not mismatches(rows, out, names, fallback=True)
+    assert json.loads((out / "results" / "good" / "01_crossover.json").read_text())["sandbox"] == "none"
