@@ -106,20 +106,9 @@ def series_vs_x(
     title: str = "",
     log: bool = False,
 ) -> Figure:
-    """One line per series against a shared x (log-log when `log`), styled by where each came from."""
-    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    for label, values in series.items():
-        ax.plot(x[: len(values)], values, _series_style(label), marker="o", label=label)
-    if log:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return fig
+    """One line per series against a shared x (log-log when `log`), with a marker on each point."""
+    return lines({label: (x[: len(values)], values) for label, values in series.items()},
+                 xlabel, ylabel, title, logx=log, logy=log, marker="o")
 
 
 def grouped_bars(
@@ -196,12 +185,13 @@ def lines(
     logx: bool = False,
     logy: bool = False,
     hlines: Mapping[str, float] | None = None,
+    marker: str | None = None,
 ) -> Figure:
     """One line per (label -> (xs, ys)) series, with optional labelled horizontal reference lines."""
     fig = Figure(figsize=(6.5, 4.2), layout="constrained")
     ax = fig.add_subplot()
     for label, (xs, ys) in series.items():
-        ax.plot(xs, ys, _series_style(label), label=label)
+        ax.plot(xs, ys, _series_style(label), marker=marker, label=label)
     for label, y in (hlines or {}).items():
         ax.axhline(y, color="0.35", linestyle=":", linewidth=1)
         ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), textcoords="offset points",
