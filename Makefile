@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 #   make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# JupyterLab refuses to start as root (containers, cloud notebooks) unless told it may.
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: lab test release run grade doctor clean
@@ -22,7 +24,7 @@ $(STAMP): pyproject.toml
 ## make lab: open the course in JupyterLab, in your own copy of the notebooks (my-work/)
 lab: $(STAMP)
 	$(BIN)/python -m grader workspace my-work
-	$(BIN)/jupyter lab my-work/
+	$(BIN)/jupyter lab $(LAB_FLAGS) my-work/
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)
