@@ -1,67 +1,108 @@
-"""End to end through nbgrader on a temporary course: full marks, zero, and a named mistake."""
+"""End to end through the grader on a temporary course: full marks, zero, and a named mistake, for every lesson.
+
+One class is graded once: alice hands in each lesson's reference solution, bob
+each blank release, carol each release with one typical mistake written in.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from conftest import ROOT, lesson_ids
-from notebook_cells import three_submissions
 from grader.course import autograde, read_csv
+from mutants import lesson02, lesson03
+from notebook_cells import three_submissions
 
-pytestmark = pytest.mark.xdist_group("pipeline-01")  # the graded class is built once, on one worker
+pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """alice submits the reference solution, bob the blank release, carol a timer that never synchronizes."""
-    subs = three_submissions(
-        tmp_path_factory.mktemp("submissions"),
-        "01_crossover",
+def _mutant(module, check: str, name: str) -> str:
+    return dict((n, source) for n, source, _ in module.MUTANTS[check])[name]
+
+
+# lesson -> (exercise carol gets wrong, her answer, the check that must name it, words of its message)
+CAROL = {
+    "01_crossover": (
         "time_op",
         "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
         "    for _ in range(warmup):\n        fn()\n    out = []\n    for _ in range(repeats):\n"
         "        t = time.perf_counter()\n        fn()\n        out.append(time.perf_counter() - t)\n"
         "    return statistics.median(out)\n",
-    )
+        "time_op_check",
+        "never called sync()",
+    ),
+    "02_transfers": (
+        "train_fixed",
+        _mutant(lesson02, "train_fixed_check", ".item() every step"),
+        "train_fixed_check",
+        "calls .item() once per step: 16 reads for 16 steps",
+    ),
+    "03_float_formats": (
+        "LossScaler",
+        _mutant(lesson03, "LossScaler_check", "never grows back"),
+        "LossScaler_check",
+        "never grows back",
+    ),
+    "04_memory": (
+        "training_bytes",
+        "def training_bytes(n_params, precision, optimizer):\n"
+        "    moments = {'sgd': 0, 'momentum': 1, 'adam': 2}[optimizer]\n"
+        "    per = 4 + 4 + 4 * moments if precision == 'fp32' else 2 + 2 + 4 * moments\n"
+        "    return n_params * per\n",
+        "training_bytes_check",
+        "master copy",
+    ),
+}
+GRADED_CELLS = {"01_crossover": 7, "02_transfers": 3, "03_float_formats": 6, "04_memory": 4}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("submissions")
+    for lesson, (exercise, mistake, _, _) in CAROL.items():
+        three_submissions(subs, lesson, exercise, mistake)
     out = tmp_path_factory.mktemp("grades")
-    csv_path = autograde(ROOT, subs, out, log=lambda line: None)
-    return out, read_csv(csv_path)
+    return out, read_csv(autograde(ROOT, subs, out, log=lambda line: None))
 
 
-def test_reference_solution_gets_full_marks(graded):
-    _, rows = graded
-    alice = [r for r in rows if r.student == "alice"]
-    assert alice and all(r.score == r.max_score and r.status == "passed" for r in alice), alice
+def _rows(graded, student: str, lesson: str):
+    return [r for r in graded[1] if r.student == student and r.lesson == lesson]
 
 
-def test_blank_release_gets_zero_on_every_exercise(graded):
-    _, rows = graded
-    bob = [r for r in rows if r.student == "bob"]
-    assert bob and all(r.score == 0 for r in bob), bob
+def test_every_lesson_has_a_case():
+    assert sorted(CAROL) == sorted(GRADED_CELLS) == lesson_ids()
+
+
+@pytest.mark.parametrize("lesson", sorted(CAROL))
+def test_reference_solution_gets_full_marks(graded, lesson):
+    alice = _rows(graded, "alice", lesson)
+    assert len(alice) == GRADED_CELLS[lesson], alice
+    assert all(r.score == r.max_score and r.status == "passed" for r in alice), alice
+
+
+@pytest.mark.parametrize("lesson", sorted(CAROL))
+def test_blank_release_gets_zero_on_every_check(graded, lesson):
+    bob = _rows(graded, "bob", lesson)
+    assert len(bob) == GRADED_CELLS[lesson] and all(r.score == 0 for r in bob), bob
     assert all("not attempted" in r.message for r in bob)
 
 
-def test_a_mistake_is_named_in_the_csv(graded):
-    _, rows = graded
-    carol = {r.grade_id: r for r in rows if r.student == "carol"}
-    assert carol["time_op_check"].score == 0
-    assert "never called sync()" in carol["time_op_check"].message
-    assert carol["matmul_flops_check"].score == 0  # her other exercises are still blank
+@pytest.mark.parametrize("lesson", sorted(CAROL))
+def test_a_mistake_is_named_in_the_csv(graded, lesson):
+    _, _, check, words = CAROL[lesson]
+    carol = {r.grade_id: r for r in _rows(graded, "carol", lesson)}
+    assert carol[check].score == 0
+    assert words in carol[check].message, carol[check].message
+    assert all(r.score == 0 for gid, r in carol.items() if gid != check)  # her other exercises are still blank
 
 
 def test_one_row_per_student_lesson_and_graded_cell(graded):
-    _, rows = graded
-    keys = [(r.student, r.lesson, r.grade_id) for r in rows]
-    assert len(keys) == len(set(keys)) == 3 * 7
+    keys = [(r.student, r.lesson, r.grade_id) for r in graded[1]]
+    assert len(keys) == len(set(keys)) == 3 * sum(GRADED_CELLS.values())
 
 
 def test_feedback_html_has_no_hidden_tests(graded):
-    out, _ = graded
-    pages = list((out / "course" / "feedback").rglob("*.html"))
-    assert len(pages) == 3
+    pages = list((graded[0] / "course" / "feedback").rglob("*.html"))
+    assert len(pages) == 3 * len(CAROL)
     for page in pages:
         assert "BEGIN HIDDEN TESTS" not in page.read_text(encoding="utf-8")
-
-
-def test_lessons_are_known():
-    assert "01_crossover" in lesson_ids()
