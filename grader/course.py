@@ -8,11 +8,11 @@ reproduce any step by hand. The command-line interface is in grader.cli.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +70,7 @@ def release(root: Path, out_dir: Path | None = None, only: Iterable[str] | None 
     out_dir = (out_dir or root / "notebooks").resolve()
     written = []
     for lesson in only or lessons(root):
-        scratch = Path(_tmpdir("release-"))
+        scratch = Path(tempfile.mkdtemp(prefix="gpu-course-release-"))
         try:
             nbgrader(
                 [
@@ -89,12 +89,6 @@ def release(root: Path, out_dir: Path | None = None, only: Iterable[str] | None 
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return written
-
-
-def _tmpdir(prefix: str) -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix=f"gpu-course-{prefix}")
 
 
 # --- a learner's workspace -------------------------------------------------------------------
@@ -321,8 +315,3 @@ def gradebook_rows(course: Path, pairs: list[tuple[str, str]]) -> list[CellResul
                         message = "graded cell missing from the submission"
                     rows.append(CellResult(student, lesson, cell.name, score, cell.max_score, status, message))
     return rows
-
-
-def notebook_json(path: Path) -> dict:
-    """A notebook as plain JSON, for comparisons in tests."""
-    return json.loads(path.read_text(encoding="utf-8"))
