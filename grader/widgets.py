@@ -11,6 +11,23 @@ from grader import floats, plots
 from grader.specs import Chip
 
 
+def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], tuple[str, object]]) -> widgets.Widget:
+    """Rows of controls, then a verdict line and a figure; `draw()` returns both and runs on every change."""
+    verdict, out = widgets.HTML(), widgets.Output()
+
+    def redraw(*_):
+        verdict.value, fig = draw()
+        out.clear_output(wait=True)
+        with out:
+            display(fig)
+
+    for row in rows:
+        for control in row:
+            control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([*(widgets.HBox(list(row)) for row in rows), verdict, out])
+
+
 def roofline_explorer(
     chips: Sequence[Chip],
     attainable: Callable[[float, float, float], float],
@@ -25,17 +42,15 @@ def roofline_explorer(
     chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(chips)], description="chip")
     dtype_box = widgets.Dropdown(options=["fp32", "fp16", "bf16", "tf32"], value="fp32", description="dtype")
     size = widgets.IntSlider(value=10, min=4, max=14, description="log2 n")
-    verdict = widgets.HTML()
-    out = widgets.Output()
 
-    def redraw(*_):
+    def draw():
         chip = chips[chip_box.value]
         dtype = dtype_box.value if dtype_box.value in chip.peak_flops else "fp32"
         width = 4 if dtype in ("fp32", "tf32") else 2
         n = 2 ** size.value
         peak = chip.peak(dtype)
         x = intensity_of(n, width)
-        verdict.value = (
+        html = (
             f"<b>{n}×{n} matmul in {dtype}</b> on {chip.name}: {x:.0f} FLOP/byte, "
             f"balance point {peak / chip.bandwidth:.0f} FLOP/byte → <b>{bound(x, peak, chip.bandwidth)}-bound</b>, "
             f"at most {attainable(x, peak, chip.bandwidth) / 1e12:.1f} TFLOP/s "
@@ -46,14 +61,9 @@ def roofline_explorer(
             [(f"matmul n={n}", x), ("add", 1 / (3 * width))],
             attainable,
         )
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        return html, fig
 
-    for control in (chip_box, dtype_box, size):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([chip_box, dtype_box, size]), verdict, out])
+    return _figure_panel([(chip_box, dtype_box, size)], draw)
 
 
 def transfer_explorer(chips: Sequence[Chip], transfer_seconds: Callable[[float, float, float], float],
@@ -67,16 +77,14 @@ def transfer_explorer(chips: Sequence[Chip], transfer_seconds: Callable[[float, 
     chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(usable)], description="chip")
     size = widgets.IntSlider(value=20, min=10, max=30, description="log2 bytes")
     reads = widgets.IntSlider(value=1, min=0, max=16, description="reads/step")
-    verdict = widgets.HTML()
-    out = widgets.Output()
 
-    def redraw(*_):
+    def draw():
         chip = usable[chip_box.value]
         nbytes = 2 ** size.value
         copy = transfer_seconds(nbytes, chip.host_link_bandwidth, latency)
         waits = reads.value * transfer_seconds(4, chip.host_link_bandwidth, latency)
         on_device = nbytes / chip.bandwidth
-        verdict.value = (
+        html = (
             f"<b>{nbytes / 2**20:.3g} MiB batch</b> on {chip.name} (model): copy over {chip.host_link} "
             f"{copy * 1e6:.1f} µs, {reads.value} read(s) {waits * 1e6:.1f} µs, "
             f"reading it once from device memory {on_device * 1e6:.2f} µs"
@@ -88,14 +96,9 @@ def transfer_explorer(chips: Sequence[Chip], transfer_seconds: Callable[[float, 
             title=f"{chip.name}: host link vs device memory (model from data/)",
             log=True,
         )
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        return html, fig
 
-    for control in (chip_box, size, reads):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([chip_box, size, reads]), verdict, out])
+    return _figure_panel([(chip_box, size, reads)], draw)
 
 
 def will_it_fit(
@@ -121,10 +124,8 @@ def will_it_fit(
     ckpt = widgets.Checkbox(value=False, description="checkpointing")
     gpus = widgets.Dropdown(options=[1, 2, 4, 8, 16, 64], value=1, description="GPUs (shard opt.)")
     chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(chips)], description="chip")
-    verdict = widgets.HTML()
-    out = widgets.Output()
 
-    def redraw(*_):
+    def draw():
         row, chip = models[model_box.value], chips[chip_box.value]
         n = row["n_params"]
         terms = training_terms(precision.value, optimizer.value)
@@ -141,7 +142,7 @@ def will_it_fit(
                  f"optimizer state (/{gpus.value} GPUs)" if gpus.value > 1 else "optimizer state": opt_state,
                  "activations (model)": acts}
         total = sum(stack.values())
-        verdict.value = (
+        html = (
             f"<b>{row['model']}</b>, {precision.value}, {optimizer.value}, batch {batch.value} × {seq.value} tokens: "
             f"<b>{total / 2**30:.1f} GiB</b> per GPU; {chip.name} has {chip.memory_bytes / 2**30:.0f} GiB → "
             f"<b>{'fits' if total <= chip.memory_bytes else 'does not fit'}</b>. Largest batch that fits: "
@@ -149,15 +150,9 @@ def will_it_fit(
         )
         fig = plots.memory_stack([(row["model"], stack)], [(f"{chip.name} (datasheet)", chip.memory_bytes)],
                                  "Will it fit? (activations: model)")
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        return html, fig
 
-    for control in (model_box, precision, optimizer, batch, seq, ckpt, gpus, chip_box):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([model_box, chip_box, precision, optimizer]),
-                         widgets.HBox([batch, seq, ckpt, gpus]), verdict, out])
+    return _figure_panel([(model_box, chip_box, precision, optimizer), (batch, seq, ckpt, gpus)], draw)
 
 
 def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: str = "0.1") -> widgets.Widget:
