@@ -30,13 +30,13 @@ def _parse_value(text: str):
 
 
 def _root(args) -> Path:
-    from grader.course import find_root
+    from grader.pipeline.tools import find_root
 
     return find_root(Path(args.root) if args.root else None)
 
 
 def cmd_release(args) -> int:
-    from grader.course import release
+    from grader.pipeline.release import release
 
     root = _root(args)
     for path in release(root, Path(args.out) if args.out else None, args.lesson or None):
@@ -45,7 +45,7 @@ def cmd_release(args) -> int:
 
 
 def cmd_workspace(args) -> int:
-    from grader.course import workspace
+    from grader.pipeline.release import workspace
 
     target = Path(args.folder)
     copied = workspace(_root(args), target)
@@ -54,7 +54,7 @@ def cmd_workspace(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from grader.course import run
+    from grader.pipeline.run import run
 
     params = {name: _parse_value(value) for name, value in args.parameter}
     if args.device:
@@ -65,21 +65,22 @@ def cmd_run(args) -> int:
 
 
 def cmd_autograde(args) -> int:
-    from grader.classroom import Settings, parse_shard
-    from grader.course import autograde
+    from grader.pipeline.classroom import grade_class
+    from grader.pipeline.settings import Settings
+    from grader.pipeline.submissions import parse_shard
 
     settings = Settings(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                         memory_gib=args.memory_gib, sandbox=args.sandbox, shard=parse_shard(args.shard),
                         regrade=args.regrade, hide=[Path(p) for p in args.hide])
     if args.workers:
         settings.workers = args.workers
-    path = autograde(_root(args), Path(args.submissions), Path(args.out), args.lesson or None, settings=settings)
+    path = grade_class(_root(args), Path(args.submissions), Path(args.out), settings, args.lesson or None)
     print(f"grades: {path}")
     return 0
 
 
 def cmd_merge(args) -> int:
-    from grader.classroom import merge
+    from grader.pipeline.classroom import merge
 
     path = merge(_root(args), [Path(p) for p in args.shards], Path(args.out))
     print(f"grades: {path}")
@@ -87,7 +88,7 @@ def cmd_merge(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from grader.report import report
+    from grader.pipeline.report import report
 
     for path in report(Path(args.grades), Path(args.out) if args.out else None):
         print(f"report: {path}")

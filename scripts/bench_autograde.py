@@ -4,7 +4,7 @@
 
 Makes a class of lesson 01 submissions (half the reference answers, half the
 blank release), grades it with plain nbgrader (one after another, every cell
-of the notebook, as the course did before) and with `grader.classroom` at
+of the notebook, as the course did before) and with `grader.pipeline.classroom` at
 each worker count (sandboxed, exercise and check cells only), each into a
 fresh folder, and prints seconds, submissions per minute and the ratio to
 plain nbgrader. Both must agree on every score. Not a test: timings depend
@@ -45,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
     args = parser.parse_args(argv)
 
-    from grader.classroom import Settings, grade_class
-    from grader.course import autograde_plain, read_csv
-    from grader.sandbox import choose
+    from grader.pipeline.classroom import grade_class
+    from grader.pipeline.grades import read_csv
+    from grader.pipeline.nbgrader_plain import autograde_plain
+    from grader.pipeline.sandbox import choose
+    from grader.pipeline.settings import Settings
 
     scratch = Path(tempfile.mkdtemp(prefix="gpu-course-bench-"))
     try:

@@ -21,7 +21,8 @@ import papermill
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader.course import lessons, run  # noqa: E402
+from grader.pipeline.run import run  # noqa: E402
+from grader.pipeline.tools import lessons  # noqa: E402
 
 
 def empty_torch_seconds(folder: Path) -> float:

@@ -172,7 +172,8 @@ def cuda_only_figures() -> dict:
 
 def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
     """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
-    from grader.course import lessons, run
+    from grader.pipeline.run import run
+    from grader.pipeline.tools import lessons
 
     results = {}
     for lesson in lessons(ROOT):

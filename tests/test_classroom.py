@@ -1,4 +1,4 @@
-"""grader.classroom, grader.cellrunner, grader.sandbox and grader.report: the pieces, then shards, merge and resume."""
+"""grader.pipeline: classroom, cellrunner, sandbox and report: the pieces, then shards, merge and resume."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import nbformat
 import pytest
 
 from build_corpus import LESSON, ROOT, _good
-from grader import sandbox
-from grader.cellrunner import compile_check, strict_eq
-from grader.classroom import (Settings, SubmissionError, grade_class, merge, plan, read_submission, result_path,
-                              shard_of, submissions_of)
-from grader.course import read_csv
-from grader.report import report
+from grader.pipeline import sandbox
+from grader.pipeline.cellrunner import compile_check, strict_eq
+from grader.pipeline.classroom import grade_class, merge, result_path
+from grader.pipeline.settings import Settings
+from grader.pipeline.submissions import SubmissionError, plan, read_submission, shard_of, submissions_of
+from grader.pipeline.grades import read_csv
+from grader.pipeline.report import report
 
 SOURCE = nbformat.read(str(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"), as_version=4)
 

@@ -16,9 +16,10 @@ import warnings
 import pytest
 
 from build_corpus import MANIFEST, ROOT, build
-from grader.classroom import Settings, grade_class
-from grader.course import read_csv
-from grader.sandbox import bwrap_works
+from grader.pipeline.classroom import grade_class
+from grader.pipeline.settings import Settings
+from grader.pipeline.grades import read_csv
+from grader.pipeline.sandbox import bwrap_works
 
 CASES = json.loads(MANIFEST.read_text(encoding="utf-8"))
 FAST = dict(workers=2, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0)

@@ -12,7 +12,7 @@ import torch
 
 from conftest import ROOT, read_notebook
 from grader import gpu
-from grader.course import run
+from grader.pipeline.run import run
 
 SCRIPT = ROOT / "scripts" / "gpu_run.py"
 

@@ -157,7 +157,8 @@ def test_no_code_runs_on_import():
 
 
 def test_workspace_copies_once_and_never_overwrites(tmp_path):
-    from grader.course import lessons, workspace
+    from grader.pipeline.release import workspace
+    from grader.pipeline.tools import lessons
 
     assert workspace(ROOT, tmp_path / "mine") == lessons(ROOT)
     notebook = tmp_path / "mine" / "01_crossover" / "01_crossover.ipynb"

@@ -9,7 +9,8 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import ROOT, lesson_ids, read_notebook
-from grader.course import release, run
+from grader.pipeline.release import release
+from grader.pipeline.run import run
 
 LESSONS = lesson_ids()
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT, lesson_ids
-from grader.course import autograde, read_csv
+from grader.pipeline.classroom import grade_class
+from grader.pipeline.grades import read_csv
 from mutants import lesson02, lesson03
 from notebook_cells import three_submissions
 
@@ -62,7 +63,7 @@ def graded(tmp_path_factory):
     for lesson, (exercise, mistake, _, _) in CAROL.items():
         three_submissions(subs, lesson, exercise, mistake)
     out = tmp_path_factory.mktemp("grades")
-    return out, read_csv(autograde(ROOT, subs, out, log=lambda line: None))
+    return out, read_csv(grade_class(ROOT, subs, out, log=lambda line: None))
 
 
 def _rows(graded, student: str, lesson: str):

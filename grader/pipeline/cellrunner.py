@@ -1,6 +1,6 @@
 """The process that runs one submission's cells inside the sandbox, one cell at a time, as the grader asks.
 
-    python -m grader.cellrunner LESSON_MODULE...    (started by grader.classroom, never by hand)
+    python -m grader.pipeline.cellrunner LESSON_MODULE...    (started by grader.pipeline.runner, never by hand)
 
 The grader (outside the sandbox) sends one request per line on stdin,
 {"kind": "student" | "check", "source": ..., "nonce": ...}, and reads one JSON

@@ -1,0 +1,110 @@
+"""Grade rows: the CSV a class's grades are written to, and nbgrader's course folder and gradebook."""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from grader.pipeline.tools import nbgrader
+
+
+CSV_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]
+
+
+@dataclass
+class CellResult:
+    """One graded cell of one student's notebook."""
+
+    student: str
+    lesson: str
+    grade_id: str
+    score: float
+    max_score: float
+    status: str  # "passed", "failed", "error" (submission-level problem)
+    message: str
+
+    def row(self) -> dict:
+        return {k: getattr(self, k) for k in CSV_FIELDS}
+
+
+def write_csv(rows: Iterable[CellResult], path: Path) -> None:
+    """Write grade rows atomically: a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(r.row())
+    os.replace(tmp, path)
+
+
+def read_csv(path: Path) -> list[CellResult]:
+    """Grade rows back from a CSV written by write_csv."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return [
+            CellResult(r["student"], r["lesson"], r["grade_id"], float(r["score"]), float(r["max_score"]), r["status"], r["message"])
+            for r in csv.DictReader(f)
+        ]
+
+
+COURSE_CONFIG = """\
+# Written by `python -m grader autograde`; nbgrader reads it from this folder.
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.source_directory = {source!r}
+c.CourseDirectory.release_directory = "release"
+c.CourseDirectory.submitted_directory = "submitted"
+c.CourseDirectory.autograded_directory = "autograded"
+c.CourseDirectory.feedback_directory = "feedback"
+c.CourseDirectory.db_url = "sqlite:///" + {db!r}
+c.ExecutePreprocessor.timeout = 300
+# Feedback shows each check's message, never the hidden tests or their tracebacks.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "grader.pipeline.feedback.HideHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+"""
+
+
+def write_course_config(course: Path, source: Path) -> Path:
+    """nbgrader_config.py for a grading folder: where everything is, and how feedback is made."""
+    path = course / "nbgrader_config.py"
+    path.write_text(COURSE_CONFIG.format(root=str(course), source=str(source), db=str(course / "gradebook.db")))
+    return path
+
+
+def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
+    """nbgrader's gradebook.db in course/, with every result's scores as autograde scores."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    course.mkdir(parents=True, exist_ok=True)
+    write_course_config(course, root / "solutions")
+    lessons = sorted({r["lesson"] for r in results})
+    for lesson in lessons:
+        released = course / "release" / lesson / f"{lesson}.ipynb"
+        source = root / "solutions" / lesson / f"{lesson}.ipynb"
+        if not released.is_file() or released.stat().st_mtime < source.stat().st_mtime:
+            nbgrader(["generate_assignment", lesson, "--force"], cwd=course)
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission, harmless
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for res in results:
+            student, lesson = res["student"], res["lesson"]
+            gb.update_or_create_student(student)
+            try:
+                gb.find_submission(lesson, student)
+            except MissingEntry:
+                gb.add_submission(lesson, student)
+            for row in res["rows"]:
+                try:
+                    grade = gb.find_grade(row["grade_id"], lesson, lesson, student)
+                except MissingEntry:
+                    continue
+                grade.auto_score = float(row["score"])
+            gb.db.commit()

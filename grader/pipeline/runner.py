@@ -1,0 +1,161 @@
+"""The grader's side of a submission's run: start the cell runner in the sandbox, send cells, read replies."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from grader.pipeline import sandbox as sandboxes
+from grader.pipeline.settings import Settings
+from grader.pipeline.submissions import Cell
+
+
+class _Runner:
+    """One cellrunner process in the sandbox, and the pipes to it."""
+
+    def __init__(self, box: sandboxes.Sandbox, workspace: Path, modules: list[str], settings: Settings):
+        read_fd, write_fd = os.pipe()
+        command = [sys.executable, "-m", "grader.pipeline.cellrunner", "--result-fd", str(write_fd),
+                   "--memory-gib", str(settings.memory_gib), *modules]
+        self.log = open(workspace.parent / "runner.log", "ab")
+        self.proc = subprocess.Popen(
+            box.argv(command, workspace), cwd=workspace, env=box.env(workspace), stdin=subprocess.PIPE,
+            stdout=self.log, stderr=self.log, pass_fds=(write_fd,), start_new_session=True,
+        )
+        os.close(write_fd)
+        self.results = read_fd
+        self.buffer = b""
+
+    def ready(self, timeout: float) -> str:
+        """Wait for the runner to finish its imports: 'ok', 'timeout' or 'died'."""
+        return self._reply("ready", timeout)[0]
+
+    def ask(self, cell: Cell, timeout: float) -> tuple[str, dict | None]:
+        """Run one cell: ('ok', reply), ('timeout', None) or ('died', None)."""
+        nonce = uuid.uuid4().hex
+        try:
+            self.proc.stdin.write((json.dumps({"kind": cell.kind, "source": cell.source, "nonce": nonce}) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return "died", None
+        return self._reply(nonce, timeout)
+
+    def _reply(self, nonce: str, timeout: float) -> tuple[str, dict | None]:
+        """The reply carrying `nonce`, skipping any line that does not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    continue  # not the runner's: something the student's code wrote there
+                if isinstance(reply, dict) and reply.get("nonce") == nonce:
+                    return "ok", reply
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", None
+            ready, _, _ = select.select([self.results], [], [], left)
+            if ready:
+                chunk = os.read(self.results, 1 << 20)
+                if not chunk:
+                    return "died", None
+                self.buffer = (self.buffer + chunk)[-(8 << 20):]
+
+    def kill(self) -> int:
+        """Stop the runner and everything it started; returns its exit status."""
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.stop()
+
+    def stop(self, grace: float = 10.0) -> int:
+        """Close its input and wait up to `grace` seconds for it to end, then kill it; returns its exit status."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            code = self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            code = self.proc.wait()
+        os.close(self.results)
+        self.log.close()
+        return code
+
+
+def _death(code: int | None, log: Path) -> str:
+    """Why the runner process ended, in words."""
+    tail = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.is_file() else ""
+    if "MemoryError" in tail or "can't allocate memory" in tail:
+        return "ran out of memory (the memory limit) and the Python process died"
+    if code is not None and code < 0:
+        import signal
+
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        hint = {"SIGKILL": " (killed: usually the memory limit)", "SIGXCPU": " (the CPU-time limit)",
+                "SIGSEGV": " (a crash in native code)"}.get(name, "")
+        return f"the Python process was killed by {name}{hint}"
+    return f"the Python process exited with status {code} (os._exit, sys.exit outside a cell, or a crash)"
+
+
+def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, settings: Settings) -> list[dict]:
+    """Run the cells in a sandbox; one reply per cell, each with 'status' ok/error/timeout/died/not run."""
+    scratch = Path(tempfile.mkdtemp(prefix="gpu-course-grade-"))
+    workspace = scratch / "work"
+    workspace.mkdir()
+    replies: list[dict] = []
+    ran_ok: list[Cell] = []
+    runner: _Runner | None = None
+    deadline = time.monotonic() + settings.notebook_timeout
+    restarts = 0
+    try:
+        for cell in cells:
+            left = deadline - time.monotonic()
+            if left <= 0 or restarts > 8:
+                why = (f"not run: the whole-notebook limit of {settings.notebook_timeout:g} s was used up"
+                       if left <= 0 else "not run: the process died too many times")
+                replies.append({"status": "not run", "ename": "", "evalue": why, "stdout": "", "stderr": "", "notes": []})
+                continue
+            if runner is None:
+                runner = _Runner(box, workspace, modules, settings)
+                if runner.ready(max(left, 1)) != "ok":  # starting Python and torch: not the student's time
+                    why = _death(runner.kill(), scratch / "runner.log")
+                    replies.append({"status": "not run", "ename": "", "stdout": "", "stderr": "", "notes": [],
+                                    "evalue": f"not run: the grader's Python did not start ({why})"})
+                    runner, restarts = None, restarts + 1
+                    continue
+                for earlier in ran_ok:  # put back the definitions the dead process held
+                    state, _ = runner.ask(earlier, min(settings.cell_timeout, max(left, 1)))
+                    if state != "ok":
+                        break
+            state, reply = runner.ask(cell, min(settings.cell_timeout, max(left, 0.1)))
+            if state == "ok":
+                reply["status"] = "ok" if reply["ok"] else "error"
+                if cell.kind == "student" and reply["ok"]:
+                    ran_ok.append(cell)
+                replies.append(reply)
+                continue
+            code = runner.stop(grace=2.0) if state == "died" else runner.kill()
+            runner, restarts = None, restarts + 1
+            if state == "timeout":
+                limit = min(settings.cell_timeout, left)
+                why = f"timed out after {limit:g} s (an infinite loop, or far too slow)"
+            else:
+                why = _death(code, scratch / "runner.log")
+            replies.append({"status": state, "ename": "", "evalue": why, "stdout": "", "stderr": "", "notes": []})
+    finally:
+        if runner is not None:
+            runner.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return replies

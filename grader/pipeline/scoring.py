@@ -1,0 +1,84 @@
+"""From the runner's replies to grades: one row per check cell, the autograded notebook and the feedback page."""
+
+from __future__ import annotations
+
+import nbformat
+
+from grader.pipeline.grades import CellResult
+from grader.pipeline.submissions import Cell, _nbg
+
+
+def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], notes: list[str]) -> list[CellResult]:
+    """One CellResult per check cell, from the runner's replies: the grader's judgement, not the student's."""
+    rows, failed_before, exercises, previous = [], [], [], "check"
+    for cell, reply in zip(cells, replies):
+        if cell.kind == "student":
+            exercises = [cell.grade_id] if previous == "check" else exercises + [cell.grade_id]
+            previous = "student"
+            if reply["status"] != "ok":
+                failed_before.append(f"your cell '{cell.grade_id}': {_reason(reply)}")
+            continue
+        previous = "check"
+        about = [f"'{g}'" for g in (cell.grade_id, *exercises)]  # notes on this check or the exercise it checks
+        extra = [n for n in notes if any(a in n for a in about)] + list(reply.get("notes", []))
+        if reply["status"] == "ok":
+            status, got, message = "passed", cell.points, ""
+        else:
+            got = 0.0
+            status = {"error": "failed", "timeout": "timeout", "died": "crashed"}.get(reply["status"], "error")
+            message = _reason(reply)
+            if reply.get("ename") == "NameError" and failed_before:
+                message += " (" + "; ".join(failed_before[-2:]) + ")"
+        message = "; ".join([m for m in [message, *extra] if m])
+        rows.append(CellResult(student, lesson, cell.grade_id, got, cell.points, status, message))
+    return rows
+
+
+def _reason(reply: dict) -> str:
+    """Why a cell did not pass, in the learner's terms."""
+    if reply["status"] in ("timeout", "died", "not run"):
+        return reply["evalue"]
+    if reply.get("ename") == "NotImplementedError":
+        return "not attempted: the exercise still raises NotImplementedError"
+    return f"{reply.get('ename')}: {reply.get('evalue')}"
+
+
+def error_rows(student: str, lesson: str, source_nb, reason: str) -> list[CellResult]:
+    """Zero on every check of a submission that could not be graded, each row giving the reason."""
+    return [CellResult(student, lesson, _nbg(c)["grade_id"], 0.0, float(_nbg(c).get("points", 0) or 0), "error", reason)
+            for c in source_nb.cells if c.cell_type == "code" and _nbg(c).get("grade")]
+
+
+def executed_notebook(cells: list[Cell], replies: list[dict], rows: list[CellResult], notes: list[str]) -> nbformat.NotebookNode:
+    """The cells as they ran, with their outputs and a summary on top: the autograded notebook."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    total, best = sum(r.score for r in rows), sum(r.max_score for r in rows)
+    lines = [f"# Score: {total:g} / {best:g}", ""] + [
+        f"- `{r.grade_id}`: {r.score:g} / {r.max_score:g} ({r.status}){': ' + r.message if r.message else ''}" for r in rows]
+    lines += [""] + [f"- note: {n}" for n in notes]
+    nb.cells.append(nbformat.v4.new_markdown_cell("\n".join(lines)))
+    for cell, reply in zip(cells, replies):
+        code = nbformat.v4.new_code_cell(cell.source)
+        code.metadata["nbgrader"] = {"grade_id": cell.grade_id, "grade": cell.kind == "check", "solution": cell.kind == "student",
+                                     "points": cell.points, "locked": cell.kind == "check", "schema_version": 3}
+        for name in ("stdout", "stderr"):
+            if reply.get(name):
+                code.outputs.append(nbformat.v4.new_output("stream", name=name, text=reply[name]))
+        if reply["status"] != "ok":
+            code.outputs.append(nbformat.v4.new_output("error", ename=reply.get("ename") or reply["status"],
+                                                       evalue=_reason(reply), traceback=[_reason(reply)]))
+        nb.cells.append(code)
+    return nb
+
+
+def feedback_html(nb: nbformat.NotebookNode) -> str:
+    """The student's feedback page: outputs and messages, never the hidden tests (grader.feedback)."""
+    from nbconvert import HTMLExporter
+
+    from grader.pipeline.feedback import HideHiddenTests
+
+    exporter = HTMLExporter()
+    exporter.register_preprocessor(HideHiddenTests(), enabled=True)
+    body, _ = exporter.from_notebook_node(nb)
+    return body

@@ -1,0 +1,21 @@
+"""How a class is graded: limits, sandbox, shard."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Settings:
+    """How a class is graded."""
+
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    cell_timeout: float = 60.0  # seconds one cell may run
+    notebook_timeout: float = 600.0  # seconds all of one submission's cells may run, restarts included
+    memory_gib: float = 4.0
+    sandbox: str = "auto"  # auto, bwrap or none
+    shard: tuple[int, int] = (0, 1)  # (I, N): grade the I-th of N slices, I counted from 0
+    regrade: bool = False  # grade again even where a result exists
+    hide: list[Path] = field(default_factory=list)  # more folders the sandbox must hide
