@@ -12,8 +12,10 @@ import nbformat
 import pytest
 
 from build_corpus import LESSON, ROOT, _good
+from notebook_cells import check_cells
 from grader.pipeline import sandbox
-from grader.pipeline.cellrunner import compile_check, strict_eq
+from grader.checks import _common, _plain
+from grader.pipeline.judging import judge_cell, plan_cell
 from grader.pipeline.classroom import grade_class, merge, result_path
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import SubmissionError, plan, read_submission, shard_of, submissions_of
@@ -71,18 +73,45 @@ def test_read_submission_says_why_it_cannot_read(tmp_path, content, reason):
         read_submission(path)
 
 
-def test_strict_eq_refuses_an_always_equal_object():
-    class Always(int):
+def test_a_check_cell_is_planned_here_and_only_inputs_are_sent():
+    source = check_cells(LESSON)["matmul_flops_check"]
+    steps = plan_cell(source)
+    assert [s.check for s in steps][:1] == ["check_matmul_flops"] and any(s.hidden for s in steps)
+    sent = []
+
+    def ask(request):
+        sent.append(request)
+        return "ok", {"ok": True, "stdout": "", "stderr": "", "observation": None}
+
+    judge_cell(source, ask)
+    text = json.dumps(sent)
+    assert "2000000000" not in text and "should be" not in text, "a hidden answer or message was sent to the sandbox"
+
+
+def test_a_forged_observation_is_judged_like_any_other():
+    source = check_cells(LESSON)["matmul_flops_check"]
+    wrong = _common.record(lambda n: 0, "matmul_flops", [(4,), (16,), (32,), (1,)])
+
+    def ask(request):
+        return "ok", {"ok": True, "stdout": "", "stderr": "", "observation": wrong}
+
+    state, reply = judge_cell(source, ask)
+    assert state == "ok" and reply["ok"] is False and reply["ename"] == "CheckFailed"
+    for junk in ([1] * 3, {"calls": "x"}, {"__opaque__": 1}, "a" * 10, None, {"calls": [[1, 2]]}):
+        state, reply = judge_cell(source, lambda request: ("ok", {"ok": True, "observation": junk}))
+        assert reply["ok"] is False and "could not read" in reply["evalue"] or "no recorded answer" in reply["evalue"], (junk, reply)
+
+
+def test_plain_data_refuses_what_encode_never_writes():
+    for bad in ('{"__tensor__": {"dtype": "float32", "shape": [2], "values": [1], "device": "cpu", "grad": false}}',
+                '{"__dtype__": "system"}', '{"__float__": "1e999"}', "[" * 100000 + "]" * 100000, '{"__x": 1}', "NaN"):
+        with pytest.raises(_plain.PlainError):
+            _plain.loads(bad)
+    class Lying(int):
         def __eq__(self, other):
             return True
-
-        __hash__ = int.__hash__
-
-    assert strict_eq(128, 128) and strict_eq(128.0, 128) and strict_eq([1, "a"], [1, "a"])
-    assert not strict_eq(Always(0), 128)
-    code = compile_check("assert f() == 3, 'three'")
-    with pytest.raises(AssertionError, match="three"):
-        exec(code, {"__grader_strict_eq__": strict_eq, "f": lambda: Always(0)})
+    got = _plain.roundtrip([Lying(3), 2.5, (1, "a"), float("nan")])
+    assert isinstance(got[0], _plain.Opaque) and got[0] != 3 and got[1:3] == [2.5, (1, "a")]
 
 
 def test_shards_split_the_class_without_overlap():

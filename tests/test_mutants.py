@@ -56,3 +56,50 @@ def test_mutant_fails_with_its_message(lesson, grade_id, source, pattern):
         run_check(lesson, grade_id, ns)
     message = str(caught.value)
     assert re.search(pattern, message), f"the check failed, but its message does not name the mistake:\n{message}"
+
+
+# --- the same checks as the class grader runs them: observe beside the code, judge in the grader --------------
+
+
+def _ask_in_process(ns: dict):
+    """What the sandbox's runner does for an observe request, done here on `ns` (the learner's namespace)."""
+    from grader.pipeline.cellrunner import _observe
+
+    def ask(request):
+        try:
+            return "ok", {"ok": True, "observation": _observe(request, ns), "stdout": "", "stderr": ""}
+        except BaseException as exc:  # noqa: BLE001  as the runner replies
+            return "ok", {"ok": False, "ename": type(exc).__name__, "evalue": str(exc), "stdout": "", "stderr": ""}
+
+    return ask
+
+
+def _judged(lesson: str, grade_id: str, ns: dict) -> dict:
+    from grader.pipeline.judging import judge_cell
+
+    state, reply = judge_cell(check_cells(lesson)[grade_id], _ask_in_process(ns))
+    assert state == "ok"
+    return reply
+
+
+@pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
+def test_every_check_cell_is_a_list_of_check_calls(lesson, grade_id):
+    from grader.pipeline.judging import plan_cell
+
+    steps = plan_cell(check_cells(lesson)[grade_id])
+    assert not steps[0].hidden, "a check cell starts with the check the learner sees"
+
+
+@pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
+def test_class_grader_passes_the_solution_and_fails_the_stub(lesson, grade_id):
+    assert _judged(lesson, grade_id, namespace(lesson))["ok"] is True
+    stub = _judged(lesson, grade_id, namespace(lesson, student=True))
+    assert stub["ok"] is False and stub["ename"] in ("NotImplementedError", "CheckFailed"), stub
+
+
+@pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_cases()))
+def test_class_grader_fails_each_mutant_with_its_message(lesson, grade_id, source, pattern):
+    ns = namespace(lesson)
+    exec(compile(source, "<mutant>", "exec"), ns)
+    reply = _judged(lesson, grade_id, ns)
+    assert reply["ok"] is False and re.search(pattern, reply["evalue"]), reply

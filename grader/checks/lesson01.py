@@ -9,15 +9,16 @@ from typing import Callable
 
 import torch
 
-from grader.checks._common import call, close, fail, is_number, passed, require_callable
+from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable, same
+from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson01.expect
+
 
 
 # --- counting work --------------------------------------------------------------------------
 
 
-def check_matmul_flops(matmul_flops: Callable[[int], int]) -> None:
+def _judge_matmul_flops(matmul_flops: Callable[[int], int]) -> None:
     """matmul_flops(n): 2 FLOPs per multiply-add, n multiply-adds per output, n² outputs."""
-    require_callable(matmul_flops, "matmul_flops")
     n = 4
     got = call(matmul_flops, n)
     if not is_number(got):
@@ -47,12 +48,13 @@ def check_matmul_flops(matmul_flops: Callable[[int], int]) -> None:
         )
     if call(matmul_flops, 1) != 2:
         fail(f"matmul_flops(1) returned {call(matmul_flops, 1)}; a 1×1 product is one multiply-add.")
-    passed("matmul_flops")
 
 
-def check_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None:
+check_matmul_flops = recorded("matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,)], _judge_matmul_flops)
+
+
+def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None:
     """matmul_bytes(n, dtype): read A and B once, write C once, at the dtype's size."""
-    require_callable(matmul_bytes, "matmul_bytes")
     n = 8
     got = call(matmul_bytes, n, torch.float32)
     if not is_number(got):
@@ -82,12 +84,13 @@ def check_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None:
         fail("matmul_bytes must be proportional to the element size: float16 : float32 : float64 = 2 : 4 : 8 bytes.")
     if call(matmul_bytes, 2 * n, torch.float32) != 4 * got:
         fail("Doubling n should multiply the bytes by 4: three n×n matrices grow as n².")
-    passed("matmul_bytes")
 
 
-def check_intensity(intensity: Callable[[float, float], float]) -> None:
+check_matmul_bytes = recorded("matmul_bytes", "matmul_bytes", lambda: [(8, torch.float32), (8, torch.float16), (8, torch.float64), (16, torch.float32)], _judge_matmul_bytes)
+
+
+def _judge_intensity(intensity: Callable[[float, float], float]) -> None:
     """intensity(flops, nbytes) = flops / nbytes, as a float."""
-    require_callable(intensity, "intensity")
     got = call(intensity, 200, 100)
     if is_number(got) and close(float(got), 0.5):
         fail("intensity(200 FLOPs, 100 bytes) returned 0.5: that is bytes per FLOP. Intensity is FLOPs divided by bytes.")
@@ -98,7 +101,9 @@ def check_intensity(intensity: Callable[[float, float], float]) -> None:
         fail("intensity(10, 4) returned 2: integer division (//) threw away the fraction. Use /.")
     if not close(float(frac), 2.5):
         fail(f"intensity(10, 4) returned {frac!r}; 10 FLOPs over 4 bytes is 2.5 FLOP/byte.")
-    passed("intensity")
+
+
+check_intensity = recorded("intensity", "intensity", [(200, 100), (10, 4)], _judge_intensity)
 
 
 # --- timing ---------------------------------------------------------------------------------
@@ -186,47 +191,68 @@ class VirtualDevice:
         return _Patch()
 
 
-def _timer_case(time_op: Callable, warmup: int, repeats: int) -> tuple[float, VirtualDevice, float, float]:
-    """Run the learner's time_op on a virtual device: a slow first call, then 1 ms calls, one 30 ms hiccup."""
+def _work(warmup: int, pattern: list[float] | None = None) -> Callable[[int], float]:
+    """Seconds of device work for call i: a slow first call, then 1 ms calls, one 30 ms hiccup (or `pattern`)."""
 
     def work(i: int) -> float:
+        if pattern is not None:
+            return pattern[i]
         if i == 0:
             return 0.050  # first call pays for setup
         if i == warmup + 1:
             return 0.030  # a hiccup during the timed calls
         return 0.001
 
-    device = VirtualDevice(work)
+    return work
+
+
+def _run_timer(time_op: Callable, warmup: int, repeats: int, pattern: list[float] | None = None) -> dict:
+    """Run the learner's time_op on a virtual device; what it returned, the device's calls and events."""
+    device = VirtualDevice(_work(warmup, pattern))
     with device.patched_clocks(getattr(time_op, "__globals__", {})):
         got = call(time_op, device.launch, device.sync, warmup, repeats,
                    label=f"time_op(fn, sync, warmup={warmup}, repeats={repeats})")
-    timed = [VirtualDevice.LAUNCH_SECONDS + device.work_seconds(i) for i in range(warmup, warmup + repeats)]
-    return got, device, statistics.median(timed), statistics.fmean(timed)
+    return {"got": got, "calls": device.calls, "events": device.events[:1000]}
 
 
-def check_time_op(time_op: Callable) -> None:
-    """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
+def _expected(warmup: int, repeats: int, pattern: list[float] | None = None) -> tuple[float, float]:
+    """(median, mean) of the timed calls' seconds on the virtual device."""
+    work = _work(warmup, pattern)
+    timed = [VirtualDevice.LAUNCH_SECONDS + work(i) for i in range(warmup, warmup + repeats)]
+    return statistics.median(timed), statistics.fmean(timed)
+
+
+_TIMER_CASES = ((3, 5), (1, 8))
+
+
+def _observe_time_op(time_op: Callable) -> list[dict]:
     require_callable(time_op, "time_op")
-    for warmup, repeats in ((3, 5), (1, 8)):
-        got, device, median, mean = _timer_case(time_op, warmup, repeats)
+    return [_run_timer(time_op, warmup, repeats) for warmup, repeats in _TIMER_CASES]
+
+
+def _judge_time_op(observation: list) -> None:
+    """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
+    for (warmup, repeats), seen in zip(_TIMER_CASES, observation):
+        got, calls, events = seen["got"], seen["calls"], seen["events"]
+        median, mean = _expected(warmup, repeats)
         if not is_number(got):
             fail(f"time_op returned {got!r} ({type(got).__name__}); return the median seconds per call as a float.")
         got = float(got)
-        if device.calls != warmup + repeats:
+        if calls != warmup + repeats:
             fail(
-                f"time_op called fn {device.calls} times for warmup={warmup}, repeats={repeats}; "
+                f"time_op called fn {calls} times for warmup={warmup}, repeats={repeats}; "
                 f"it should call it exactly {warmup + repeats} times ({warmup} untimed, then {repeats} timed)."
             )
-        if "clock" not in device.events:
+        if "clock" not in events:
             fail("time_op never read time.perf_counter() (or another clock from the time module); read the clock around each timed call.")
-        first_clock = device.events.index("clock")
-        if device.events[:first_clock].count("call") < warmup:
+        first_clock = events.index("clock")
+        if events[:first_clock].count("call") < warmup:
             fail(
-                f"time_op started the clock after only {device.events[:first_clock].count('call')} call(s), "
+                f"time_op started the clock after only {events[:first_clock].count('call')} call(s), "
                 f"but warmup={warmup}: call fn warmup times before timing anything. "
                 "The first call pays for setup (allocation, kernel selection) and is not what you want to measure."
             )
-        if "sync" not in device.events:
+        if "sync" not in events:
             fail(
                 f"your timer returned {got * 1e6:.0f} µs for work that takes {median * 1e3:.1f} ms on this (simulated) "
                 "GPU: it never called sync(). GPU work is queued asynchronously, so without synchronizing you time "
@@ -252,19 +278,43 @@ def check_time_op(time_op: Callable) -> None:
                 f"time_op returned {got * 1e3:.3f} ms; the median of the timed calls was {median * 1e3:.3f} ms. "
                 "Time each call on its own (clock, fn, sync, clock) and take the median of those."
             )
-    passed("time_op")
+    if len(observation) != len(_TIMER_CASES):
+        fail("the check could not read what time_op did (a recording of the wrong length)")
+
+
+check_time_op = Check("time_op", _observe_time_op, _judge_time_op)
+
+
+def _observe_timer_on(time_op: Callable, work: list, warmup: int, repeats: int) -> dict:
+    return _run_timer(time_op, warmup, repeats, list(work))
+
+
+def _judge_timer_on(observation: dict, work: list, warmup: int, repeats: int, want: float, why: str) -> None:
+    if not same(observation.get("got"), want, rel=1e-6):
+        fail(f"{why} (time_op returned {observation.get('got')!r})")
+
+
+timer_on = Check("time_op on given work", _observe_timer_on, _judge_timer_on, inputs=("work", "warmup", "repeats"),
+                 announce=False)
+timer_on.__doc__ = "Hidden test: time_op on a virtual device whose calls take `work` seconds; returns `want`."
 
 
 # --- crossover ------------------------------------------------------------------------------
 
 
-def check_crossover_size(crossover_size: Callable) -> None:
+_SIZES = [64, 128, 256, 512, 1024, 2048]
+_CPU = [1e-5, 4e-5, 3e-4, 2e-3, 1.6e-2, 0.13]
+_SIMPLE = [3e-5, 6e-5, 1e-4, 3e-4, 1e-3, 6e-3]  # GPU wins from 256 on
+_FLIP = [3e-5, 3e-5, 4e-4, 3e-4, 1e-3, 6e-3]  # GPU wins at 128, loses at 256, wins from 512
+_NEVER = [c * 2 for c in _CPU]
+_TIE = [c * 2 for c in _CPU[:5]] + [_CPU[5]]  # slower everywhere, equal at the largest size
+_ALWAYS = [c / 2 for c in _CPU]
+_CROSSOVER_CASES = [(_SIZES, _CPU, gpu) for gpu in (_SIMPLE, _FLIP, _NEVER, _TIE, _ALWAYS)]
+
+
+def _judge_crossover_size(crossover_size: Callable) -> None:
     """crossover_size: the smallest size from which the GPU stays faster; None if it never does."""
-    require_callable(crossover_size, "crossover_size")
-    sizes = [64, 128, 256, 512, 1024, 2048]
-    cpu = [1e-5, 4e-5, 3e-4, 2e-3, 1.6e-2, 0.13]
-    simple = [3e-5, 6e-5, 1e-4, 3e-4, 1e-3, 6e-3]  # GPU wins from 256 on
-    got = call(crossover_size, sizes, cpu, simple)
+    got = call(crossover_size, _SIZES, _CPU, _SIMPLE)
     if got == 2:
         fail("crossover_size returned 2, an index into sizes; return the size itself (here 256).")
     if got != 256:
@@ -272,8 +322,7 @@ def check_crossover_size(crossover_size: Callable) -> None:
             f"crossover_size returned {got!r} where the CPU is faster at 64 and 128 and the GPU at 256 and above; "
             "expected the size 256."
         )
-    flip = [3e-5, 3e-5, 4e-4, 3e-4, 1e-3, 6e-3]  # GPU wins at 128, loses at 256, wins from 512
-    got = call(crossover_size, sizes, cpu, flip)
+    got = call(crossover_size, _SIZES, _CPU, _FLIP)
     if got == 128:
         fail(
             "crossover_size returned 128, the first size where the GPU wins, but the CPU is faster again at 256. "
@@ -281,19 +330,18 @@ def check_crossover_size(crossover_size: Callable) -> None:
         )
     if got != 512:
         fail(f"crossover_size returned {got!r} when the GPU wins at 128, loses at 256 and wins from 512 on; expected 512.")
-    never = [c * 2 for c in cpu]
-    got = call(crossover_size, sizes, cpu, never)
+    got = call(crossover_size, _SIZES, _CPU, _NEVER)
     if got is not None:
         fail(f"crossover_size returned {got!r} when the GPU is never faster; return None.")
-    tie = [c * 2 for c in cpu[:5]] + [cpu[5]]  # slower everywhere, equal at the largest size
-    got = call(crossover_size, sizes, cpu, tie)
+    got = call(crossover_size, _SIZES, _CPU, _TIE)
     if got is not None:
         fail(f"crossover_size returned {got!r} when the GPU only ties at 2048; a tie is not faster, return None.")
-    always = [c / 2 for c in cpu]
-    got = call(crossover_size, sizes, cpu, always)
+    got = call(crossover_size, _SIZES, _CPU, _ALWAYS)
     if got != 64:
         fail(f"crossover_size returned {got!r} when the GPU is faster at every size; expected the smallest size, 64.")
-    passed("crossover_size")
+
+
+check_crossover_size = recorded("crossover_size", "crossover_size", _CROSSOVER_CASES, _judge_crossover_size)
 
 
 # --- roofline -------------------------------------------------------------------------------
@@ -301,9 +349,8 @@ def check_crossover_size(crossover_size: Callable) -> None:
 _PEAK, _BW = 100e12, 2e12  # a made-up chip: 100 TFLOP/s, 2 TB/s, balance 50 FLOP/byte
 
 
-def check_attainable_flops(attainable_flops: Callable[[float, float, float], float]) -> None:
+def _judge_attainable_flops(attainable_flops: Callable[[float, float, float], float]) -> None:
     """attainable = min(peak, intensity × bandwidth)."""
-    require_callable(attainable_flops, "attainable_flops")
     low = call(attainable_flops, 10.0, _PEAK, _BW)
     high = call(attainable_flops, 1000.0, _PEAK, _BW)
     if not is_number(low) or not is_number(high):
@@ -323,12 +370,13 @@ def check_attainable_flops(attainable_flops: Callable[[float, float, float], flo
             f"attainable_flops gave {low:.3g} and {high:.3g} FLOP/s at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s "
             "chip; the roofline is min(peak, intensity × bandwidth)."
         )
-    passed("attainable_flops")
 
 
-def check_bound(bound: Callable[[float, float, float], str]) -> None:
+check_attainable_flops = recorded("attainable_flops", "attainable_flops", [(10.0, _PEAK, _BW), (1000.0, _PEAK, _BW)], _judge_attainable_flops)
+
+
+def _judge_bound(bound: Callable[[float, float, float], str]) -> None:
     """bound: "memory" below the balance point peak/bandwidth, "compute" above it."""
-    require_callable(bound, "bound")
     low, high = call(bound, 10.0, _PEAK, _BW), call(bound, 1000.0, _PEAK, _BW)
     if low not in ("memory", "compute") or high not in ("memory", "compute"):
         fail(f"bound returned {low!r} and {high!r}; return exactly the string 'memory' or 'compute'.")
@@ -346,4 +394,7 @@ def check_bound(bound: Callable[[float, float, float], str]) -> None:
         fail("bound called 1000 FLOP/byte memory-bound on a chip that balances at 50 FLOP/byte; compare with peak / bandwidth.")
     if call(bound, 49.0, _PEAK, _BW) != "memory" or call(bound, 51.0, _PEAK, _BW) != "compute":
         fail("bound must switch from 'memory' to 'compute' at the balance point peak / bandwidth (50 FLOP/byte here).")
-    passed("bound")
+
+
+
+check_bound = recorded("bound", "bound", [(x, _PEAK, _BW) for x in (10.0, 1000.0, 49.0, 51.0)], _judge_bound)

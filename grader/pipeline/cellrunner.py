@@ -1,123 +1,36 @@
-"""The process that runs one submission's cells inside the sandbox, one cell at a time, as the grader asks.
+"""The process that runs one submission's code inside the sandbox, as the grader asks, and decides nothing.
 
-    python -m grader.pipeline.cellrunner LESSON_MODULE...    (started by grader.pipeline.runner, never by hand)
+    python -I -m grader.pipeline.cellrunner --result-fd N --memory-gib G LESSON_MODULE...
+    (started by grader.pipeline.runner, never by hand)
 
-The grader (outside the sandbox) sends one request per line on stdin,
-{"kind": "student" | "check", "source": ..., "nonce": ...}, and reads one JSON
-result per request on file descriptor 3: {"nonce", "ok", "ename", "evalue",
-"stdout", "stderr", "seconds", "notes"}. Only the cell being run is ever in this
-process: the hidden tests of later checks are not here while the learner's code runs.
+The grader (outside the sandbox) sends one request per line on stdin:
 
-Learner cells run through IPython (magics work). Check cells (the instructor's
-code) do not: before each one the runner puts back every module attribute,
-sys.modules entry and builtin the learner's code replaced (so a monkeypatched
-check, torch function or `AssertionError` is undone, and named in a note), then
-executes the check compiled here, with each `==` in an assert made exact: an
-object that is not a plain value (an always-equal object, say) never compares
-equal to an expected answer. A check passes when its code finishes without an
-exception; what it wrote to stderr does not count against it.
+- {"kind": "student", "source", "nonce"}: run one of the learner's cells
+  through IPython (magics work);
+- {"kind": "observe", "module", "check", "names", "inputs", "nonce"}: run the
+  observing half of one check (grader.checks._common.Check) on the learner's
+  objects named `names`, with `inputs` (plain data), and reply with the plain
+  observation.
+
+It writes one JSON reply per request on file descriptor N: {"nonce", "ok",
+"ename", "evalue", "stdout", "stderr", "seconds", "observation"}. No hidden
+test and no expected value is ever sent here, and no verdict is made here:
+the grader judges each observation in its own process
+(grader.pipeline.judging), so whatever the learner's code does to this
+process (patched modules, tracers, audit hooks, a forged reply) can change at
+most what it reports, never how that is judged.
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
+import importlib
 import io
 import json
 import os
 import sys
 import time
 
-OUTPUT_CHARS = 20_000  # per stream per cell: a huge output is cut here, and says so
-PLAIN_TYPES = (int, float, complex, str, bytes, bool, type(None))
-# Modules whose attributes (and classes) are put back before each check: the ones checks rely on.
-GUARDED = ("builtins", "grader", "torch", "numpy", "math", "cmath", "statistics", "time", "timeit", "numbers",
-           "operator", "functools", "copy", "random", "inspect", "types", "abc", "re", "json", "decimal", "fractions")
-
-
-def strict_eq(got, want) -> bool:
-    """`got == want` for grading: plain values compare by value, and an object of a learner-made class never matches."""
-    if isinstance(got, (list, tuple)) and type(got) in (list, tuple) and type(want) in (list, tuple):
-        return len(got) == len(want) and all(strict_eq(a, b) for a, b in zip(got, want))
-    if type(got) in PLAIN_TYPES and type(want) in PLAIN_TYPES:
-        return got == want
-    trusted = type(got).__module__.split(".")[0] in ("builtins", "torch", "numpy")
-    return trusted and bool(got == want)
-
-
-class _ExactAsserts(ast.NodeTransformer):
-    """Rewrite `assert a == b` (and chains with ==) into `assert __grader_strict_eq__(a, b)`."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.Assert:
-        test = node.test
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-            node.test = ast.Call(ast.Name("__grader_strict_eq__", ast.Load()), [test.left, test.comparators[0]], [])
-        return ast.fix_missing_locations(node)
-
-
-def compile_check(source: str):
-    """The instructor's check cell, compiled with exact comparisons in its asserts."""
-    tree = _ExactAsserts().visit(ast.parse(source))
-    return compile(tree, "<check cell>", "exec")
-
-
-class Snapshot:
-    """Every module's attributes, sys.modules and builtins as they were before any learner code ran."""
-
-    def __init__(self):
-        self.modules = dict(sys.modules)
-        self.attrs = {name: dict(vars(m)) for name, m in self.modules.items()
-                      if name.split(".")[0] in GUARDED and hasattr(m, "__dict__")}
-        self.classes = {}
-        for name in self.attrs:
-            for value in list(self.attrs[name].values()):
-                if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                    self.classes[value] = dict(vars(value))
-        self.path, self.meta_path, self.path_hooks = list(sys.path), list(sys.meta_path), list(sys.path_hooks)
-
-    def restore(self) -> list[str]:
-        """Put back whatever learner code changed; returns what was changed, for the notes."""
-        changed = []
-        for name, mod in self.modules.items():
-            if sys.modules.get(name) is not mod:
-                sys.modules[name] = mod
-                changed.append(f"sys.modules[{name!r}]")
-        for name in [n for n in sys.modules if n.startswith("grader") and n not in self.modules]:
-            del sys.modules[name]
-        for name, saved in self.attrs.items():
-            live = vars(self.modules[name])
-            if live == saved:
-                continue
-            for key, value in saved.items():
-                if live.get(key, _MISSING) is not value:
-                    live[key] = value
-                    changed.append(f"{name}.{key}")
-            for key in [k for k in live if k not in saved]:
-                if name == "builtins" or name.startswith("grader"):
-                    del live[key]
-                    changed.append(f"{name}.{key}")
-        for cls, saved in self.classes.items():
-            live = vars(cls)
-            for key, value in saved.items():
-                if live.get(key, _MISSING) is not value:
-                    try:
-                        setattr(cls, key, value)
-                        changed.append(f"{cls.__module__}.{cls.__qualname__}.{key}")
-                    except (TypeError, AttributeError):
-                        pass
-            for key in [k for k in live if k not in saved]:
-                try:
-                    delattr(cls, key)
-                    changed.append(f"{cls.__module__}.{cls.__qualname__}.{key}")
-                except (TypeError, AttributeError):
-                    pass
-        sys.path[:], sys.meta_path[:], sys.path_hooks[:] = self.path, self.meta_path, self.path_hooks
-        sys.settrace(None)
-        sys.setprofile(None)
-        return changed
-
-
-_MISSING = object()
+OUTPUT_CHARS = 20_000  # per stream per request: a huge output is cut here, and says so
 
 
 class _Capture(io.TextIOBase):
@@ -157,8 +70,20 @@ def _limit_memory(gib: float) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big file write fails instead of killing us
 
 
+def _observe(request: dict, namespace: dict):
+    """Run one check's observing half on the learner's objects; its plain observation."""
+    from grader.checks import _plain
+
+    check = getattr(importlib.import_module(request["module"]), request["check"])
+    missing = [n for n in request["names"] if n not in namespace]
+    if missing:
+        raise NameError(f"name '{missing[0]}' is not defined: its cell did not run, or it was renamed")
+    inputs = _plain.decode(request["inputs"])
+    return _plain.encode(check.observe(*[namespace[n] for n in request["names"]], **inputs))
+
+
 def main(argv: list[str]) -> int:
-    """Answer the grader's requests, one cell at a time, until it closes stdin."""
+    """Answer the grader's requests, one at a time, until it closes stdin."""
     result_fd, gib, modules = int(argv[1]), float(argv[3]), argv[4:]  # --result-fd N --memory-gib G MODULE...
     requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
     results = os.fdopen(os.dup(result_fd), "w", encoding="utf-8")
@@ -169,22 +94,19 @@ def main(argv: list[str]) -> int:
     import warnings
 
     warnings.simplefilter("default")
-    for module in modules:  # the lesson's checks, imported clean before any learner code
+    for module in modules:  # the lesson's checks, imported before any learner code (their import is not its time)
         __import__(module)
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance(colors="nocolor")
     shell.showtraceback = lambda *a, **k: None
-    shell.user_ns["__grader_strict_eq__"] = strict_eq
     real_stdout, real_stderr = sys.stdout, sys.stderr
-    real_exec, real_print_exc = builtins.exec, BaseException
-    snapshot = Snapshot()
     results.write(json.dumps({"nonce": "ready"}) + "\n")  # imports done: the grader's cell clocks start now
     results.flush()
     for line in requests:
         request = json.loads(line)
         out, err = _Capture(), _Capture()
-        error, notes = None, []
+        error, observation = None, None
         start = time.perf_counter()
         sys.stdout, sys.stderr = out, err
         try:
@@ -192,13 +114,8 @@ def main(argv: list[str]) -> int:
                 result = shell.run_cell(request["source"], store_history=False, silent=False)
                 error = result.error_before_exec or result.error_in_exec
             else:
-                changed = snapshot.restore()
-                if changed:
-                    notes.append("the grader undid changes your code made to " + ", ".join(sorted(set(changed))[:8]))
-                shell.user_ns["__grader_strict_eq__"] = strict_eq
-                code = compile_check(request["source"])
-                real_exec(code, shell.user_ns)
-        except real_print_exc as exc:  # noqa: BLE001  anything the cell raised, SystemExit included
+                observation = _observe(request, shell.user_ns)
+        except BaseException as exc:  # noqa: BLE001  anything the learner's code raised, SystemExit included
             error = exc
         finally:
             sys.stdout, sys.stderr = real_stdout, real_stderr
@@ -210,9 +127,14 @@ def main(argv: list[str]) -> int:
             "stdout": out.text(),
             "stderr": err.text(),
             "seconds": time.perf_counter() - start,
-            "notes": notes,
+            "observation": observation,
         }
-        results.write(json.dumps(reply) + "\n")
+        try:
+            text = json.dumps(reply)
+        except (TypeError, ValueError) as exc:  # an observation that is not JSON after all
+            text = json.dumps({**reply, "ok": False, "ename": "PlainError", "observation": None,
+                               "evalue": f"the observation could not be sent: {exc}"})
+        results.write(text + "\n")
         results.flush()
     return 0
 

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 from grader.pipeline import sandbox as sandboxes
+from grader.pipeline.judging import judge_cell
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import Cell
 
@@ -39,14 +40,31 @@ class _Runner:
         return self._reply("ready", timeout)[0]
 
     def ask(self, cell: Cell, timeout: float) -> tuple[str, dict | None]:
-        """Run one cell: ('ok', reply), ('timeout', None) or ('died', None)."""
+        """Run one cell: ('ok', reply), ('timeout', None) or ('died', None).
+
+        A student cell runs in the sandbox as it is. A check cell never goes
+        there: the grader sends one observe request per check call and judges
+        each observation here (grader.pipeline.judging).
+        """
+        if cell.kind != "check":
+            return self.send({"kind": cell.kind, "source": cell.source}, timeout)
+        deadline = time.monotonic() + timeout
+        return judge_cell(cell.source, lambda request: self.send(request, max(deadline - time.monotonic(), 0.1)))
+
+    def send(self, request: dict, timeout: float) -> tuple[str, dict | None]:
+        """Send one request to the runner and wait for its reply, made well-formed whatever the runner wrote."""
         nonce = uuid.uuid4().hex
         try:
-            self.proc.stdin.write((json.dumps({"kind": cell.kind, "source": cell.source, "nonce": nonce}) + "\n").encode())
+            self.proc.stdin.write((json.dumps({**request, "nonce": nonce}) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return "died", None
-        return self._reply(nonce, timeout)
+        state, raw = self._reply(nonce, timeout)
+        if state != "ok":
+            return state, None
+        return "ok", {"ok": raw.get("ok") is True, "ename": _field(raw, "ename", 200), "evalue": _field(raw, "evalue"),
+                      "stdout": _field(raw, "stdout"), "stderr": _field(raw, "stderr"), "notes": [],
+                      "observation": raw.get("observation")}
 
     def _reply(self, nonce: str, timeout: float) -> tuple[str, dict | None]:
         """The reply carrying `nonce`, skipping any line that does not."""
@@ -56,7 +74,7 @@ class _Runner:
                 line, self.buffer = self.buffer.split(b"\n", 1)
                 try:
                     reply = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue  # not the runner's: something the student's code wrote there
                 if isinstance(reply, dict) and reply.get("nonce") == nonce:
                     return "ok", reply
@@ -92,6 +110,12 @@ class _Runner:
         os.close(self.results)
         self.log.close()
         return code
+
+
+def _field(reply: dict, name: str, cap: int = 20_000) -> str:
+    """A text field of a runner reply: a string of at most `cap` characters, whatever was sent."""
+    value = reply.get(name)
+    return value[:cap] if isinstance(value, str) else ""
 
 
 def _death(code: int | None, log: Path) -> str:

@@ -40,6 +40,8 @@ def _reason(reply: dict) -> str:
         return reply["evalue"]
     if reply.get("ename") == "NotImplementedError":
         return "not attempted: the exercise still raises NotImplementedError"
+    if reply.get("ename") == "CheckFailed":
+        return reply.get("evalue") or "the check failed"
     return f"{reply.get('ename')}: {reply.get('evalue')}"
 
 

@@ -1,0 +1,74 @@
+"""What a learner sees in a lesson when something is not done or not right: one line, never a traceback into the package.
+
+    with skip_if_not_done():          # a cell that only shows something
+        display(table_of(matmul_flops))
+
+`NotDone` and `CheckFailed` render themselves in IPython as one line (IPython
+calls `_render_traceback_` instead of printing frames). nbgrader and papermill
+still see an error, so an unfinished or wrong exercise scores nothing. A cell
+inside `skip_if_not_done()` that reaches an unfinished exercise prints one
+line and carries on, so later cells run; a later cell that needs a name only
+a skipped cell would have defined is skipped the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+_SKIPPED: list[str] = []  # what skipped cells could not show, for the cells after them
+
+
+class NotDone(NotImplementedError):
+    """An exercise still raises NotImplementedError: its check says so in one line."""
+
+    def __init__(self, name: str):
+        super().__init__(f"exercise not done yet: write `{name}` above, then run its cell and this one again")
+        self.name = name
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"✎ {self}"]
+
+
+class CheckFailed(AssertionError):
+    """A check found a mistake; the message names it in the learner's terms."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"✗ {self}"]
+
+
+def _needs(exc: BaseException) -> str:
+    """The learner's name an unfinished exercise raised from, read from the traceback's innermost learner frame."""
+    if isinstance(exc, NotDone):
+        return exc.name
+    tb, name = exc.__traceback__, ""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith((_PACKAGE, sys.prefix, sys.base_prefix)):
+            name = code.co_name
+        tb = tb.tb_next
+    return name if name and name != "<module>" else "an exercise above"
+
+
+class skip_if_not_done:  # noqa: N801  (used as `with skip_if_not_done():`, like a function)
+    """Run a show cell's body; if it reaches an unfinished exercise, print one line instead of failing."""
+
+    def __enter__(self) -> "skip_if_not_done":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None:
+            return False
+        if issubclass(kind, NotImplementedError):
+            name = _needs(exc)
+            _SKIPPED.append(name)
+            shown = f"`{name}`" if re.fullmatch(r"[A-Za-z_][\w.]*", name) else name
+            print(f"⏭ skipped: this cell needs {shown}, which is not done yet")
+            return True
+        if issubclass(kind, NameError) and _SKIPPED:
+            print(f"⏭ skipped: this cell needs what an earlier skipped cell would have made (it needed `{_SKIPPED[-1]}`)")
+            return True
+        return False
