@@ -155,7 +155,8 @@ class Replay:
     def __call__(self, *args: Any) -> Any:
         outcome = self.calls.get(_key(args))
         if outcome is None:
-            raise CheckFailed(f"the check has no recorded answer for {self.__name__}{_args_text(args)}")
+            raise CheckFailed(f"the check has no recorded answer for {self.__name__}{_args_text(args)}: its calls did not "
+                              "reach your function as the check made them (did your code change torch, grader or the check?)")
         if "raised" in outcome:
             raise Raised(f"{self.__name__}{_args_text(args)}", str(outcome.get("raised")), str(outcome.get("message")))
         return _plain.decode(outcome.get("value"))

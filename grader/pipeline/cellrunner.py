@@ -13,7 +13,8 @@ The grader (outside the sandbox) sends one request per line on stdin:
   observation.
 
 It writes one JSON reply per request on file descriptor N: {"nonce", "ok",
-"ename", "evalue", "stdout", "stderr", "seconds", "observation"}. No hidden
+"ename", "evalue", "stdout", "stderr", "seconds", "observation", "changed"} ("changed": what a
+student cell replaced in builtins or the course's modules, for the summary). No hidden
 test and no expected value is ever sent here, and no verdict is made here:
 the grader judges each observation in its own process
 (grader.pipeline.judging), so whatever the learner's code does to this
@@ -74,12 +75,49 @@ def _observe(request: dict, namespace: dict):
     """Run one check's observing half on the learner's objects; its plain observation."""
     from grader.checks import _plain
 
-    check = getattr(importlib.import_module(request["module"]), request["check"])
+    from grader.checks._common import Check
+
+    check = getattr(importlib.import_module(request["module"]), request["check"], None)
+    if not isinstance(check, Check):
+        raise TypeError(f"your code replaced the course's check {request['module']}.{request['check']}, so it could not run")
     missing = [n for n in request["names"] if n not in namespace]
     if missing:
         raise NameError(f"name '{missing[0]}' is not defined: its cell did not run, or it was renamed")
     inputs = _plain.decode(request["inputs"])
     return _plain.encode(check.observe(*[namespace[n] for n in request["names"]], **inputs))
+
+
+class Changes:
+    """What the learner's code replaced in builtins and the course's own modules: named in the grading summary.
+
+    Only for information (the verdicts do not depend on it); torch's and the
+    standard library's own lazy patching is not watched, so it is never blamed
+    on the learner.
+    """
+
+    def __init__(self):
+        self.saved = {name: dict(vars(module)) for name, module in list(sys.modules.items())
+                      if (name == "builtins" or name == "grader" or name.startswith("grader.")) and hasattr(module, "__dict__")}
+        self.told: set[str] = set()
+
+    def new(self) -> list[str]:
+        """Names replaced or added since the last call, e.g. 'builtins.abs'."""
+        found = []
+        for name, saved in self.saved.items():
+            live = vars(sys.modules.get(name) or _EMPTY)
+            found += [f"{name}.{key}" for key, value in saved.items() if live.get(key, _MISSING) is not value]
+            if name != "builtins":
+                found += [f"{name}.{key}" for key in live if key not in saved]
+        fresh = [n for n in found if n not in self.told]
+        self.told.update(fresh)
+        return fresh[:20]
+
+
+class _Empty:
+    pass
+
+
+_EMPTY, _MISSING = _Empty(), object()
 
 
 def main(argv: list[str]) -> int:
@@ -101,6 +139,7 @@ def main(argv: list[str]) -> int:
     shell = InteractiveShell.instance(colors="nocolor")
     shell.showtraceback = lambda *a, **k: None
     real_stdout, real_stderr = sys.stdout, sys.stderr
+    changes = Changes()
     results.write(json.dumps({"nonce": "ready"}) + "\n")  # imports done: the grader's cell clocks start now
     results.flush()
     for line in requests:
@@ -128,6 +167,7 @@ def main(argv: list[str]) -> int:
             "stderr": err.text(),
             "seconds": time.perf_counter() - start,
             "observation": observation,
+            "changed": changes.new() if request["kind"] == "student" else [],
         }
         try:
             text = json.dumps(reply)

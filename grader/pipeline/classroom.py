@@ -73,6 +73,7 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         cells, plan_notes = plan(source_nb, student_nb)
         notes += plan_notes
         replies = run_cells(cells, check_modules(cells), box, settings)
+        notes += sorted({n for cell, r in zip(cells, replies) if cell.kind == "student" for n in r.get("notes", [])})
         rows = score(student, lesson, cells, replies, notes)
         executed = executed_notebook(cells, replies, rows, notes)
         _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
@@ -172,9 +173,9 @@ def summary(results: list[dict]) -> list[str]:
             reasons = [f"not graded: {odd_rows[0]['message']}"]
         else:
             reasons = sorted({f"{r['grade_id']}: {r['status']}: {r['message']}" for r in odd_rows})
-        reasons += [f"note: {n}" for n in res.get("notes", []) if "undid" in n or "grade_id" in n]
+        reasons += [f"note: {n}" for n in res.get("notes", []) if "your code changed" in n or "grade_id" in n]
         reasons += sorted({f"note: {r['message']}" for r in res["rows"]
-                           if r["status"] in NORMAL and re.search(r"undid|timed out|the Python process", r["message"])})
+                           if r["status"] in NORMAL and re.search(r"timed out|the Python process", r["message"])})
         if reasons:
             odd.append(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6]))
     head = f"summary: {len(results)} submissions graded; {len(odd)} without a normal grade"

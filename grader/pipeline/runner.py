@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from grader.pipeline import sandbox as sandboxes
-from grader.pipeline.judging import judge_cell
+from grader.pipeline.judging import CellFormatError, judge_cell
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import Cell
 
@@ -49,7 +49,11 @@ class _Runner:
         if cell.kind != "check":
             return self.send({"kind": cell.kind, "source": cell.source}, timeout)
         deadline = time.monotonic() + timeout
-        return judge_cell(cell.source, lambda request: self.send(request, max(deadline - time.monotonic(), 0.1)))
+        try:
+            return judge_cell(cell.source, lambda request: self.send(request, max(deadline - time.monotonic(), 0.1)))
+        except CellFormatError as exc:  # the course's bug, not the student's: say so, grade the rest
+            return "ok", {"ok": False, "ename": "CourseError", "evalue": f"the course's check cell is broken ({exc}); "
+                          "tell the instructor", "stdout": "", "stderr": "", "notes": []}
 
     def send(self, request: dict, timeout: float) -> tuple[str, dict | None]:
         """Send one request to the runner and wait for its reply, made well-formed whatever the runner wrote."""
@@ -63,7 +67,8 @@ class _Runner:
         if state != "ok":
             return state, None
         return "ok", {"ok": raw.get("ok") is True, "ename": _field(raw, "ename", 200), "evalue": _field(raw, "evalue"),
-                      "stdout": _field(raw, "stdout"), "stderr": _field(raw, "stderr"), "notes": [],
+                      "stdout": _field(raw, "stdout"), "stderr": _field(raw, "stderr"),
+                      "notes": _changed(raw.get("changed")),
                       "observation": raw.get("observation")}
 
     def _reply(self, nonce: str, timeout: float) -> tuple[str, dict | None]:
@@ -116,6 +121,14 @@ def _field(reply: dict, name: str, cap: int = 20_000) -> str:
     """A text field of a runner reply: a string of at most `cap` characters, whatever was sent."""
     value = reply.get(name)
     return value[:cap] if isinstance(value, str) else ""
+
+
+def _changed(names) -> list[str]:
+    """The note on what a student cell replaced in builtins or the course's modules (from the runner's reply)."""
+    if not isinstance(names, list):
+        return []
+    names = [n[:100] for n in names if isinstance(n, str)][:20]
+    return [f"your code changed {', '.join(names)} (the verdicts do not depend on it)"] if names else []
 
 
 def _death(code: int | None, log: Path) -> str:
