@@ -107,3 +107,17 @@ def test_feedback_html_has_no_hidden_tests(graded):
     assert len(pages) == 3 * len(CAROL)
     for page in pages:
         assert "BEGIN HIDDEN TESTS" not in page.read_text(encoding="utf-8")
+
+
+def test_plain_nbgrader_grades_the_release_in_the_kernel(tmp_path):
+    """An instructor's own `nbgrader autograde` (checks and hidden tests run in the student's kernel) grades right too."""
+    from grader.pipeline.nbgrader_plain import autograde_plain
+
+    lesson = "01_crossover"
+    exercise, mistake, check, words = CAROL[lesson]
+    three_submissions(tmp_path / "subs", lesson, exercise, mistake)
+    rows = read_csv(autograde_plain(ROOT, tmp_path / "subs", tmp_path / "out", log=lambda line: None))
+    by = {s: {r.grade_id: r for r in rows if r.student == s} for s in ("alice", "bob", "carol")}
+    assert all(r.score == r.max_score for r in by["alice"].values()), by["alice"]
+    assert len(by["bob"]) == GRADED_CELLS[lesson] and all(r.score == 0 for r in by["bob"].values())
+    assert by["carol"][check].score == 0 and words in by["carol"][check].message, by["carol"][check]
