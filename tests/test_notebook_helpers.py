@@ -1,0 +1,47 @@
+"""grader.notebook: what a learner sees for an unfinished exercise, a failed check, and a show cell that must wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.checks._common import call, recorded
+from grader.notebook import CheckFailed, NotDone, skip_if_not_done
+
+
+def _stub(n):
+    raise NotImplementedError()
+
+
+def test_unfinished_and_failed_render_as_one_line():
+    assert NotDone("matmul_bytes")._render_traceback_() == [
+        "✎ exercise not done yet: write `matmul_bytes` above, then run its cell and this one again"]
+    assert CheckFailed("you counted elements")._render_traceback_() == ["✗ you counted elements"]
+    assert isinstance(NotDone("x"), NotImplementedError) and isinstance(CheckFailed("x"), AssertionError)
+
+
+def test_a_check_turns_the_stub_into_not_done_naming_the_function():
+    def matmul_flops(n):
+        raise NotImplementedError()
+
+    with pytest.raises(NotDone, match="write `matmul_flops` above"):
+        call(matmul_flops, 4)
+    check = recorded("matmul_flops", "matmul_flops", [(4,)], lambda fn: None)
+    with pytest.raises(NotDone, match="matmul_flops"):
+        check(matmul_flops)
+
+
+def test_a_crash_is_a_message_not_a_traceback():
+    with pytest.raises(CheckFailed, match=r"f\(4\) raised ZeroDivisionError"):
+        call(lambda n: 1 / 0, 4, label="f(4)")
+
+
+def test_skip_if_not_done_skips_with_one_line_and_later_cells_follow(capsys):
+    with skip_if_not_done():
+        table = _stub(3)  # noqa: F841  never assigned
+    assert capsys.readouterr().out == "⏭ skipped: this cell needs `_stub`, which is not done yet\n"
+    with skip_if_not_done():
+        print(table)  # noqa: F821  the name a skipped cell would have made
+    assert "earlier skipped cell" in capsys.readouterr().out
+    with pytest.raises(ZeroDivisionError):  # a real error in a show cell still shows
+        with skip_if_not_done():
+            1 / 0
