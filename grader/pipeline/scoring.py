@@ -26,6 +26,8 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
         else:
             got = 0.0
             status = {"error": "failed", "timeout": "timeout", "died": "crashed"}.get(reply["status"], "error")
+            if reply.get("ename") == "CourseError":  # the course's fault: not graded, and the summary says so
+                status = "error"
             message = _reason(reply)
             if reply.get("ename") == "NameError" and failed_before:
                 message += " (" + "; ".join(failed_before[-2:]) + ")"
