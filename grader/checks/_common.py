@@ -130,13 +130,14 @@ def record(fn: Callable, name: str, cases: Iterable[tuple]) -> dict:
     require_callable(fn, name)
     calls = []
     for args in cases:
+        key = _key(args)  # before the call: a function that changes its arguments in place is judged on what it was given
         try:
             outcome = {"value": _plain.encode(fn(*args))}
         except NotImplementedError:
             raise NotDone(name) from None
         except Exception as exc:  # noqa: BLE001  the judge says which call raised what
             outcome = {"raised": type(exc).__name__, "message": _text(exc)}
-        calls.append([_key(args), outcome])
+        calls.append([key, outcome])
     return {"name": name, "calls": calls}
 
 
