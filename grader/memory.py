@@ -2,8 +2,11 @@
 
 Instruments (they measure, on any device):
 - `state_table`: one row per parameter, gradient and optimizer-state tensor, with its bytes.
-- `SavedTensors`: a recorder built on torch.autograd.graph.saved_tensors_hooks that sees
-  every tensor autograd keeps for backward; each storage counted once, parameters left out.
+- `SavedTensors`: THE course's saved-tensor recorder (lessons 02 and 04), built on
+  torch.autograd.graph.saved_tensors_hooks: it sees every tensor autograd keeps for backward,
+  counts each storage once (parameters left out, `exclude`), and keeps weak references so
+  `alive()` says how many are still held later (lesson 02; `grader.graph_memory` re-exports it).
+- `graph_nodes`: backward nodes a set of tensors still reaches through grad_fn.
 - `probe_bytes_per_parameter`: trains a tiny layer one step in fp32 or mixed precision and
   reads bytes per parameter off its tensors; the training-memory model is built from it.
 - allocated, reserved and peak from torch's allocator around a step: grader.gpu.cuda_step_figures (CUDA only).
@@ -11,19 +14,27 @@ Instruments (they measure, on any device):
 Models (they predict, labelled as such wherever they are drawn):
 - `training_terms`: bytes per parameter of weights, gradients and optimizer state.
 - `activation_model`: bytes the course's transformer (grader.transformer) saves for backward,
-  derived from its operations, for any batch and sequence length.
+  derived from its operations, for any batch and sequence length; with checkpointing, the
+  peak while one block is recomputed during backward.
+- `inference_bytes`: weights plus the KV cache, for serving.
+- `card_bytes`, `usable_bytes`: a chip's memory as nvidia-smi reports it, less the CUDA
+  context reserve (data/model_constants.json, a labelled assumption).
+- `fit`: the will-it-fit arithmetic the calculator widget draws.
 
-The lesson's exercises (state_bytes, training_bytes, activation_bytes, max_batch) are the
-learner's to write; the widget takes them as arguments and draws with them.
+The lesson's exercises (state_bytes, training_bytes, predict_saved_bytes, activation_bytes,
+max_batch) are the learner's to write; `fit` and the widget take them as arguments.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import dataclasses
+import weakref
+from typing import Callable, Iterable
 
 import torch
 from torch import nn
 
+from grader import specs
 from grader.transformer import Shape
 
 PRECISIONS = ("fp32", "mixed")
@@ -140,30 +151,43 @@ def training_terms(precision: str, optimizer: str) -> dict[str, float]:
 
 
 class SavedTensors:
-    """Record what autograd saves for backward inside a `with` block.
+    """Record what autograd saves for backward inside a `with` block: the course's one recorder.
 
     with SavedTensors(exclude=model.parameters()) as saved:
         loss = model(x)
-    saved.nbytes  # bytes of distinct storages saved, parameters excluded
+    saved.nbytes   # bytes of distinct storages saved, parameters excluded (lesson 04)
+    saved.rows     # one row per save: shape, dtype, storage bytes, counted or why not
+    saved.alive()  # (storages, bytes) of those saves still held now (lesson 02)
 
-    Each storage is counted once however many times (and through however many views)
-    it is saved; storages of the `exclude` tensors (parameters) are not activations.
+    Each storage is counted once however many times (and through however many views) it
+    is saved; storages of the `exclude` tensors (parameters) are not activations. With
+    `skip_leaves=True` tensors without a grad_fn (parameters, inputs: alive anyway) are not
+    recorded at all. The recorder keeps only weak references: it never keeps a tensor alive,
+    and it hands autograd a detached alias (same storage) so a saved output makes no cycle.
     """
 
-    def __init__(self, exclude: Iterable[torch.Tensor] = ()):
+    def __init__(self, exclude: Iterable[torch.Tensor] = (), skip_leaves: bool = False):
         self.excluded = {storage_key(t) for t in exclude}
-        self.storages: dict[tuple, int] = {}
+        self.skip_leaves = skip_leaves
+        self.storages: dict[tuple, int] = {}  # storage -> bytes, each counted once
         self.rows: list[dict] = []  # one per save: shape, dtype, storage bytes, whether counted
+        self._refs: list[tuple[weakref.ref, tuple, int]] = []  # (alias, storage, bytes) for alive()
+        self._hooks = None
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        key = storage_key(t)
-        counted = key not in self.excluded and key not in self.storages
-        self.rows.append({"shape": tuple(t.shape), "dtype": str(t.dtype),
-                          "storage_nbytes": t.untyped_storage().nbytes(), "counted": counted,
-                          "why not": "" if counted else ("parameter" if key in self.excluded else "already counted")})
+        if self.skip_leaves and t.grad_fn is None:
+            return t
+        key, nbytes = storage_key(t), t.untyped_storage().nbytes()
+        excluded = key in self.excluded
+        counted = not excluded and key not in self.storages
+        self.rows.append({"shape": tuple(t.shape), "dtype": str(t.dtype), "storage_nbytes": nbytes, "counted": counted,
+                          "why not": "" if counted else ("parameter" if excluded else "already counted")})
         if counted:
-            self.storages[key] = t.untyped_storage().nbytes()
-        return t
+            self.storages[key] = nbytes
+        kept = t.detach()  # an alias of the same storage
+        if not excluded:
+            self._refs.append((weakref.ref(kept), key, nbytes))
+        return kept
 
     def __enter__(self) -> "SavedTensors":
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
@@ -176,7 +200,48 @@ class SavedTensors:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the distinct storages saved while recording (parameters excluded)."""
         return sum(self.storages.values())
+
+    def alive(self) -> tuple[int, int]:
+        """(storages, bytes) of recorded saves still held now, each storage counted once."""
+        storages = {key: nbytes for ref, key, nbytes in self._refs if ref() is not None}
+        return len(storages), sum(storages.values())
+
+
+def graph_nodes(tensors: Iterable[torch.Tensor]) -> int:
+    """Backward nodes reachable from `tensors` through grad_fn (0 for detached tensors)."""
+    seen: set[int] = set()
+    stack = [t.grad_fn for t in tensors if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+def relu_mlp(widths: Iterable[int], seed: int = 0) -> nn.Sequential:
+    """Linear(widths[0], widths[1]), ReLU, Linear(widths[1], widths[2]), ..., a Linear last: float32."""
+    widths = list(widths)
+    if len(widths) < 2:
+        raise ValueError(f"relu_mlp needs at least two widths, not {widths}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(widths, widths[1:])):
+            layers.append(nn.Linear(a, b))
+            if i < len(widths) - 2:
+                layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def saved_bytes(model: nn.Module, batch: torch.Tensor) -> int:
+    """Bytes `model(batch)` saves for backward, measured with `SavedTensors` (parameters excluded)."""
+    with SavedTensors(exclude=model.parameters()) as saved:
+        model(batch)
+    return saved.nbytes
 
 
 def dropout_mask_bytes(device: torch.device | str) -> int:
@@ -185,7 +250,7 @@ def dropout_mask_bytes(device: torch.device | str) -> int:
 
 
 def activation_model(shape: Shape, batch: int, seq: int, element_bytes: int = 4, mask_bytes: int = 4,
-                     checkpointing: bool = False, loss: bool = False) -> int:
+                     checkpointing: bool = False, loss: bool = False, peak: bool = True) -> int:
     """Model: bytes `grader.transformer.TinyGPT(shape)` saves for backward on a (batch, seq) input.
 
     Derived from the block's operations (lesson 04 lists them):
@@ -199,7 +264,11 @@ def activation_model(shape: Shape, batch: int, seq: int, element_bytes: int = 4,
         the dropped-out probabilities that feed weights @ v (b·h·s²)
     outside the blocks: token ids and positions (int64), the embedding's dropout mask, ln_f
     input and output (2 b·s·d), its mean and 1/std; with `loss`, float32 logits for the loss.
-    Checkpointing keeps only each block's input (b·s·d per block) plus the outside terms.
+    Checkpointing keeps only each block's input (b·s·d per block) plus the outside terms after
+    the forward pass; during backward each block's forward runs again and its activations are
+    alive until that block's backward is done, so the peak is that plus one block's activations
+    (less the block's input, which is its checkpoint).
+    `peak=False` gives what is kept after the forward pass alone (what the hooks see there).
     """
     b, s, d, h, f, L = batch, seq, shape.d_model, shape.n_heads, shape.d_ff, shape.n_layers
     e, m = element_bytes, mask_bytes
@@ -214,7 +283,8 @@ def activation_model(shape: Shape, batch: int, seq: int, element_bytes: int = 4,
     if loss:
         outside += 4 * b * s * shape.vocab_size
     if checkpointing:
-        return outside + L * e * b * s * d
+        kept = outside + L * e * b * s * d
+        return kept + block - e * b * s * d if peak else kept  # the rebuilt block's input is its checkpoint, kept already
     return outside + L * block
 
 
@@ -222,3 +292,84 @@ def shape_from_row(row: dict, dropout: float = 0.0, seq: int | None = None) -> S
     """A `Shape` from a data/models.csv row (dropout off: large models train without it)."""
     return Shape(n_layers=row["n_layers"], d_model=row["d_model"], n_heads=row["n_heads"], d_ff=row["d_ff"],
                  vocab_size=row["vocab_size"], max_seq_len=seq or row["max_seq_len"], dropout=dropout)
+
+
+def block_activation_model(shape: Shape, batch: int, seq: int, element_bytes: int = 4, mask_bytes: int = 4) -> int:
+    """Model: bytes one block saves for backward (what checkpointing rebuilds for one block during backward)."""
+    one = dataclasses.replace(shape, n_layers=1)
+    return (activation_model(one, batch, seq, element_bytes, mask_bytes)
+            - activation_model(dataclasses.replace(shape, n_layers=0), batch, seq, element_bytes, mask_bytes))
+
+
+# --- serving: weights and the KV cache ------------------------------------------------------
+
+
+def kv_cache_bytes(row: dict, batch: int, seq: int, element_bytes: int = 2) -> int:
+    """Model: the KV cache of a data/models.csv shape: keys and values, every layer, every token kept."""
+    head_dim = row["d_model"] // row["n_heads"]
+    kv_heads = row.get("n_kv_heads") or row["n_heads"]
+    return 2 * row["n_layers"] * batch * seq * kv_heads * head_dim * element_bytes
+
+
+def inference_bytes(row: dict, batch: int, seq: int, weight_bytes: int = 2, kv_bytes: int = 2) -> dict[str, int]:
+    """Model: what serving holds: the weights and the KV cache (nothing is saved for backward under no_grad).
+
+    The working tensors of the layer being computed come and go on top of these; for long
+    contexts and big batches the KV cache, not the weights, is what grows.
+    """
+    return {"weights": row["n_params"] * weight_bytes, "KV cache": kv_cache_bytes(row, batch, seq, kv_bytes)}
+
+
+# --- the chip: its memory as nvidia-smi reports it, less the CUDA context -------------------
+
+
+def card_bytes(chip) -> int:
+    """Model: a chip's memory as nvidia-smi reports its total: the datasheet's GB read as GiB (JEDEC), e.g. 80 GB -> 81,920 MiB."""
+    if chip.vendor != "NVIDIA" or not chip.memory_bytes:
+        raise ValueError(f"{chip.name}: card memory as nvidia-smi reports it is modelled for NVIDIA cards only")
+    constant = specs.model_constants()["datasheet_gb_in_bytes"]["value"]
+    return int(round(chip.memory_bytes / 1e9 * constant))  # specs.Chip keeps memory_gb × 1e9
+
+
+def context_reserve_bytes() -> int:
+    """Model assumption: memory a process's CUDA context (and the libraries it loads) takes before any tensor."""
+    return int(specs.model_constants()["cuda_context_reserve_bytes"]["value"])
+
+
+def usable_bytes(chip) -> int:
+    """Model: what tensors can use on `chip`: the card's memory less the CUDA context reserve."""
+    return card_bytes(chip) - context_reserve_bytes()
+
+
+def chip_label(chip) -> str:
+    """How a chip's memory line is labelled: name, card GiB, the reserve, usable GiB (all a model)."""
+    return (f"{chip.name}: {card_bytes(chip) / GIB:.0f} GiB − {context_reserve_bytes() / GIB:g} GiB CUDA context "
+            f"= {usable_bytes(chip) / GIB:.0f} GiB (model)")
+
+
+# --- will it fit ----------------------------------------------------------------------------
+
+
+def fit(row: dict, memory_bytes: int, precision: str, optimizer: str, batch: int, seq: int, checkpointing: bool,
+        gpus: int, training_bytes: Callable[[int, str, str], int], max_batch: Callable[[int, int, int], int],
+        activation_bytes_of: Callable[[dict, int, int, str, bool], int]) -> dict:
+    """The calculator's arithmetic: the four terms per GPU, the total, and the largest batch that fits in `memory_bytes`.
+
+    `training_bytes` and `max_batch` are the learner's; `activation_bytes_of(row, batch, seq,
+    precision, checkpointing)` the activation model. The optimizer state is sharded across
+    `gpus` (ZeRO stage 1); weights, gradients and activations are whole on every GPU.
+    """
+    n = row["n_params"]
+    terms = training_terms(precision, optimizer)
+    weights, grads = int(terms["parameters"] * n), int(terms["gradients"] * n)
+    opt_state = (training_bytes(n, precision, optimizer) - weights - grads) / gpus
+    one = activation_bytes_of(row, 1, seq, precision, checkpointing)
+    two = activation_bytes_of(row, 2, seq, precision, checkpointing)
+    per_sample, act_fixed = two - one, 2 * one - two  # the model is a line in batch
+    fixed = int(weights + grads + opt_state + act_fixed)
+    stack = {"parameters": weights, "gradients": grads,
+             f"optimizer state (/{gpus} GPUs)" if gpus > 1 else "optimizer state": opt_state,
+             "activations (model)": act_fixed + per_sample * batch}
+    total = sum(stack.values())
+    return {"stack": stack, "total": total, "fits": total <= memory_bytes, "fixed": fixed, "per_sample": per_sample,
+            "largest_batch": max_batch(int(memory_bytes), fixed, per_sample)}

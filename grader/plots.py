@@ -241,3 +241,55 @@ def format_ranges(
     ax.legend(loc="upper left", fontsize=8, ncols=4)
     ax.set_title(title or "Where each format can hold a number")
     return fig
+
+
+def memory_stack_labelled(
+    stacks: Sequence[tuple[str, Mapping[str, float]]],
+    lines: Sequence[tuple[str, float]] = (),
+    title: str = "",
+) -> Figure:
+    """Stacked bars of bytes by term in GiB (linear axis), each chip's memory a dashed line named in the legend, legend beside the axes.
+
+    `lines` are (label, bytes); the label should say what the line is (e.g. "H200: 140 GiB usable
+    (model)"). A term whose name contains "model" is hatched, so a modelled figure never looks measured.
+    """
+    fig = Figure(figsize=(9.5, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    terms = list(dict.fromkeys(term for _, stack in stacks for term in stack))
+    bottoms = np.zeros(len(stacks))
+    xs = np.arange(len(stacks))
+    for i, term in enumerate(terms):
+        heights = np.array([stack.get(term, 0.0) for _, stack in stacks]) / 2**30
+        ax.bar(xs, heights, bottom=bottoms, color=f"C{i % 10}", label=term,
+               hatch="//" if "model" in term.lower() else None, edgecolor="white")
+        bottoms += heights
+    styles = ["--", "-.", ":", (0, (5, 1, 1, 1))]
+    for j, (label, nbytes) in enumerate(lines):
+        ax.axhline(nbytes / 2**30, linestyle=styles[j % len(styles)], color="0.25", linewidth=1.2, label=label)
+    ax.set_xticks(xs, [label for label, _ in stacks], fontsize=9)
+    ax.tick_params(axis="y", labelsize=9)
+    ax.set_ylabel("GiB (2³⁰ bytes)", fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title or "What is in memory during training", fontsize=11)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return fig
+
+
+def mib_lines(xs: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str = "MiB saved for backward",
+              title: str = "") -> Figure:
+    """Bytes (drawn in MiB) against a size on linear axes, one line per series, legend beside the axes; fonts >= 9 pt."""
+    fig = Figure(figsize=(8.5, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    markers = "os^vD<>"
+    for i, (label, values) in enumerate(series.items()):
+        ax.plot(xs[: len(values)], np.asarray(values) / 2**20, _series_style(label), marker=markers[i % len(markers)],
+                markersize=7 - i % 3, label=label)
+    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=10)
+    ax.tick_params(labelsize=9)
+    ax.set_title(title, fontsize=11)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return fig

@@ -114,7 +114,7 @@ def will_it_fit(
     precision, checkpointing)` is the activation model (drawn hatched and labelled "model").
     The optimizer state is sharded across the GPUs (ZeRO stage 1); everything else is per GPU.
     """
-    from grader.memory import training_terms
+    from grader.memory import chip_label, fit, usable_bytes
 
     model_box = widgets.Dropdown(options=[(m["model"], i) for i, m in enumerate(models)], description="model")
     precision = widgets.Dropdown(options=["mixed", "fp32"], value="mixed", description="precision")
@@ -127,28 +127,17 @@ def will_it_fit(
 
     def draw():
         row, chip = models[model_box.value], chips[chip_box.value]
-        n = row["n_params"]
-        terms = training_terms(precision.value, optimizer.value)
-        weights = int(terms["parameters"] * n)
-        grads = int(terms["gradients"] * n)
-        opt_state = (training_bytes(n, precision.value, optimizer.value) - weights - grads) / gpus.value
-        one = activation_bytes_of(row, 1, seq.value, precision.value, ckpt.value)
-        two = activation_bytes_of(row, 2, seq.value, precision.value, ckpt.value)
-        per_sample, act_fixed = two - one, 2 * one - two  # the model is a line in batch
-        acts = act_fixed + per_sample * batch.value
-        fixed = int(weights + grads + opt_state + act_fixed)
-        fits = max_batch(int(chip.memory_bytes), fixed, per_sample)
-        stack = {"parameters": weights, "gradients": grads,
-                 f"optimizer state (/{gpus.value} GPUs)" if gpus.value > 1 else "optimizer state": opt_state,
-                 "activations (model)": acts}
-        total = sum(stack.values())
+        usable = usable_bytes(chip)  # nvidia-smi's total less the CUDA context reserve (a model)
+        got = fit(row, usable, precision.value, optimizer.value, batch.value, seq.value, ckpt.value, gpus.value,
+                  training_bytes, max_batch, activation_bytes_of)
+        stack, total, fits, per_sample = got["stack"], got["total"], got["largest_batch"], got["per_sample"]
         html = (
             f"<b>{row['model']}</b>, {precision.value}, {optimizer.value}, batch {batch.value} × {seq.value} tokens: "
-            f"<b>{total / 2**30:.1f} GiB</b> per GPU; {chip.name} has {chip.memory_bytes / 2**30:.0f} GiB → "
-            f"<b>{'fits' if total <= chip.memory_bytes else 'does not fit'}</b>. Largest batch that fits: "
+            f"<b>{total / 2**30:.1f} GiB</b> per GPU; {chip_label(chip)} → "
+            f"<b>{'fits' if got['fits'] else 'does not fit'}</b>. Largest batch that fits: "
             f"<b>{fits}</b> (activations {per_sample / 2**20:.0f} MiB per sample, a model)."
         )
-        fig = plots.memory_stack([(row["model"], stack)], [(f"{chip.name} (datasheet)", chip.memory_bytes)],
+        fig = plots.memory_stack([(row["model"], stack)], [(f"{chip.name} usable (model)", usable)],
                                  "Will it fit? (activations: model)")
         return html, fig
 

@@ -67,7 +67,7 @@ def test_activation_model_matches_the_hooks_exactly_on_cpu(dropout, checkpointin
     model = TinyGPT(shape, checkpointing=checkpointing)
     with memory.SavedTensors(exclude=model.parameters()) as saved:
         model(batch_of_tokens(shape, batch, seq))
-    assert memory.activation_model(shape, batch, seq, checkpointing=checkpointing) == saved.nbytes
+    assert memory.activation_model(shape, batch, seq, checkpointing=checkpointing, peak=False) == saved.nbytes
 
 
 def test_activation_model_is_a_line_in_batch():
@@ -120,7 +120,7 @@ def test_will_it_fit_widget_redraws_and_uses_the_learners_functions():
         return memory.activation_model(shape, batch, seq, 2 if precision == "mixed" else 4, 1, checkpointing)
 
     models = specs.load_models()
-    chips = [c for c in specs.load_chips() if c.memory_bytes]
+    chips = [c for c in specs.load_chips() if c.memory_bytes and c.vendor == "NVIDIA"]  # cards with a CUDA context
     box = widgets.will_it_fit(models, chips, _training_bytes, max_batch, acts)
     controls = [w for row in box.children[:2] for w in row.children]
     verdict = box.children[2]
@@ -131,3 +131,108 @@ def test_will_it_fit_widget_redraws_and_uses_the_learners_functions():
     next(w for w in controls if w.description.startswith("GPUs")).value = 8
     assert calls[-1][1] < fixed_plain  # sharding shrinks the fixed bytes
     assert "model" in verdict.value
+
+
+# --- issue 11: one recorder, the recompute peak, serving, the chip's memory, the calculator's arithmetic ---------
+
+
+def test_graph_memory_re_exports_the_one_recorder():
+    from grader import graph_memory
+
+    assert issubclass(graph_memory.SavedTensors, memory.SavedTensors)
+    assert graph_memory.graph_nodes is memory.graph_nodes
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    with graph_memory.SavedTensors() as saved:  # lesson 02's form: leaves (x, the weight) are not recorded
+        y = lin(x).relu()
+    assert saved.rows and all(r["shape"] == (2, 3) for r in saved.rows)
+    assert saved.alive() == (1, 24)
+    del y
+    assert saved.alive() == (0, 0)
+
+
+def test_the_recorder_counts_liveness_and_bytes_at_once():
+    net = memory.relu_mlp([6, 5, 3])
+    with memory.SavedTensors(exclude=net.parameters()) as saved:
+        out = net(torch.randn(2, 6))
+    assert saved.nbytes == 4 * 2 * (6 + 5) and saved.alive()[1] == saved.nbytes
+    del out
+    assert saved.alive() == (0, 0)
+
+
+def test_relu_mlp_keeps_each_linears_input():
+    for batch, widths in [(3, [7, 5]), (4, [10, 20, 30, 5]), (2, [8, 16, 8])]:
+        assert memory.saved_bytes(memory.relu_mlp(widths), torch.randn(batch, widths[0])) == 4 * batch * sum(widths[:-1])
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_checkpointing_peak_is_the_checkpoints_plus_one_rebuilt_block(dropout):
+    shape = Shape(n_layers=3, d_model=32, n_heads=4, d_ff=64, vocab_size=50, max_seq_len=32, dropout=dropout)
+    plain, ckpt = TinyGPT(shape), TinyGPT(shape, checkpointing=True)
+    tokens = batch_of_tokens(shape, 2, 16)
+    kept = memory.saved_bytes(ckpt, tokens)
+    hidden = torch.randn(2, 16, 32, requires_grad=True)
+    rebuilt = memory.saved_bytes(plain.blocks[0], hidden) - hidden.numel() * 4  # its input is the checkpoint
+    assert memory.activation_model(shape, 2, 16, checkpointing=True, peak=False) == kept
+    assert memory.activation_model(shape, 2, 16, checkpointing=True) == kept + rebuilt > kept
+    assert memory.block_activation_model(shape, 2, 16) == rebuilt + hidden.numel() * 4
+
+
+def test_inference_is_weights_plus_kv_cache():
+    llama = next(m for m in specs.load_models() if m["model"] == "LLaMA-7B")
+    need = memory.inference_bytes(llama, batch=1, seq=2048)
+    assert need["weights"] == 2 * 6_738_415_616
+    assert need["KV cache"] == 2 * 32 * 2048 * 4096 * 2 == 2**30  # k and v, 32 layers, 4096 wide, bf16
+    gqa = next(m for m in specs.load_models() if m["model"] == "Llama 2 70B")
+    assert memory.kv_cache_bytes(gqa, 1, 1) == 2 * 80 * 8 * 128 * 2  # 8 KV heads of 128
+
+
+def test_card_memory_is_what_nvidia_smi_reports_less_a_labelled_reserve():
+    a100 = specs.chip("A100")
+    assert memory.card_bytes(a100) == 81_920 * 2**20  # an "80 GB" card: 81,920 MiB
+    constants = specs.model_constants()
+    reserve = constants["cuda_context_reserve_bytes"]
+    assert reserve["kind"] == "model assumption" and reserve["depends_on"] and reserve["source"]
+    assert memory.usable_bytes(a100) == 81_920 * 2**20 - reserve["value"]
+    label = memory.chip_label(a100)
+    assert "80 GiB" in label and "CUDA context" in label and "model" in label and "75 GiB" not in label
+    with pytest.raises(ValueError):
+        memory.card_bytes(specs.chip("M1"))
+
+
+def test_fit_adds_up_the_terms_and_calls_the_learners_functions():
+    row = next(m for m in specs.load_models() if m["model"] == "GPT-2 small (124M)")
+    calls = []
+
+    def max_batch(m, fixed, per):
+        calls.append((m, fixed, per))
+        return max(0, (m - fixed) // per)
+
+    def acts(row, batch, seq, precision, checkpointing):
+        return 1000 + 10 * batch
+
+    got = memory.fit(row, 10**12, "mixed", "adam", 4, 1024, False, 2, _training_bytes, max_batch, acts)
+    n = row["n_params"]
+    assert got["stack"]["parameters"] == 2 * n and got["stack"]["gradients"] == 2 * n
+    assert got["stack"]["optimizer state (/2 GPUs)"] == 12 * n / 2
+    assert got["stack"]["activations (model)"] == 1040 and got["per_sample"] == 10
+    assert got["total"] == sum(got["stack"].values()) and got["fits"]
+    assert calls == [(10**12, int(4 * n + 6 * n + 1000), 10)] and got["largest_batch"] == (10**12 - int(10 * n + 1000)) // 10
+
+
+def test_optimizer_share_is_half_in_fp32_and_three_quarters_mixed():
+    for precision, share in (("fp32", 0.5), ("mixed", 0.75)):
+        terms = memory.training_terms(precision, "adam")
+        assert terms["optimizer"] / sum(terms.values()) == share
+        assert sum(terms.values()) == 16
+
+
+def test_memory_stack_labelled_and_mib_lines_label_every_line():
+    fig = plots.memory_stack_labelled([("a", {"parameters": 2**30, "activations (model)": 2**29})],
+                                      [("chip A: 79 GiB usable (model)", 79 * 2**30)])
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "chip A: 79 GiB usable (model)" in labels and ax.get_yscale() == "linear"
+    assert all(t.get_fontsize() >= 9 for t in ax.get_legend().get_texts())
+    fig = plots.mib_lines([1, 2], {"measured": [1, 2], "model": [1, 2]}, "batch (samples)")
+    assert fig.axes[0].get_xlabel() == "batch (samples)" and len(fig.axes[0].get_legend().get_texts()) == 2

@@ -1,4 +1,10 @@
-"""Checks for lesson 04 (memory): state bytes, the training-memory model, activations, the largest batch."""
+"""Checks for lesson 04 (memory): state bytes, the training-memory model, a prediction of saved bytes, activations, the largest batch.
+
+Each check is two halves (grader.checks._common.Check): observe builds the check's own models
+and optimizers, calls the learner's function on them and returns plain numbers; judge measures
+the same models with the course's instruments (grader.memory) in its own process and names the
+mistake. The models' sizes do not depend on their random values, so both sides agree exactly.
+"""
 
 from __future__ import annotations
 
@@ -9,38 +15,64 @@ import torch
 from torch import nn
 
 from grader import memory
-from grader.checks._common import call, fail, is_number, passed, require_callable
+from grader.checks._common import Check, call, fail, is_number, recorded, require_callable, same
+from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 
 _KINDS = ("parameters", "gradients", "optimizer")
 
 
 def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Module, torch.optim.Optimizer]:
     """A small float32 MLP with one frozen layer, after one backward and (optionally) one optimizer step."""
-    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.Linear(8, 4))
-    for p in model[3].parameters():
-        p.requires_grad_(False)  # frozen: no gradient, no optimizer state
-    opt = memory.make_optimizer([p for p in model.parameters() if p.requires_grad], optimizer)
-    model(torch.randn(5, 16)).pow(2).mean().backward()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.Linear(8, 4))
+        for p in model[3].parameters():
+            p.requires_grad_(False)  # frozen: no gradient, no optimizer state
+        opt = memory.make_optimizer([p for p in model.parameters() if p.requires_grad], optimizer)
+        model(torch.randn(5, 16)).pow(2).mean().backward()
     if step:
         opt.step()
     return model, opt
 
 
-def check_state_bytes(state_bytes: Callable) -> None:
-    """state_bytes(model, optimizer): bytes of parameters, gradients and optimizer state, from the tensors."""
+_STATE_CASES = {  # name: (optimizer, step, what the learner is told on a crash)
+    "adam": ("adam", True, "state_bytes(model, optimizer)"),
+    "fresh": ("adam", False, "state_bytes on an optimizer that has not stepped"),
+    "sgd": ("sgd", True, "state_bytes(model, SGD without momentum)"),
+}
+
+
+def _observe_state_bytes(state_bytes: Callable) -> dict:
     require_callable(state_bytes, "state_bytes")
-    model, opt = _stepped_model("adam")
+    seen = {}
+    for case, (optimizer, step, label) in _STATE_CASES.items():
+        model, opt = _stepped_model(optimizer, step)
+        seen[case] = call(state_bytes, model, opt, label=label)
+    return seen
+
+
+def _reference_state(case: str) -> tuple[dict, int, int, int]:
+    """(bytes per kind, bytes of AdamW's step counters, trained numbers, tensors in optimizer.state): course code."""
+    optimizer, step, _ = _STATE_CASES[case]
+    model, opt = _stepped_model(optimizer, step)
     rows = memory.state_table(model, opt)
-    want = memory.totals(rows)
     steps = sum(r["nbytes"] for r in rows if r["name"].endswith(".step"))
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    got = call(state_bytes, model, opt, label="state_bytes(model, optimizer)")
+    return memory.totals(rows), steps, trained, len(opt.state)
+
+
+def _judge_state_bytes(observation: dict) -> None:
+    """state_bytes(model, optimizer): bytes of parameters, gradients and optimizer state, from the tensors."""
+    if not isinstance(observation, dict) or set(observation) != set(_STATE_CASES):
+        fail("the check could not read what state_bytes returned (not one answer per model)")
+    got = observation["adam"]
+    want, steps, trained, n_state = _reference_state("adam")
     if not isinstance(got, dict) or set(got) != set(_KINDS):
         fail(f"state_bytes returned {got!r}; return a dict with exactly the keys {list(_KINDS)}.")
     for kind in _KINDS:
         if not is_number(got[kind]):
             fail(f"state_bytes(...)[{kind!r}] is {got[kind]!r} ({type(got[kind]).__name__}); return a plain int of bytes.")
-    n_all = sum(p.numel() for p in model.parameters())
+    n_all = want["parameters"] // 4
     if got["parameters"] == n_all or got["gradients"] == trained:
         fail(
             f"state_bytes gave {got['parameters']} for the parameters of a model with {n_all} float32 numbers: "
@@ -64,7 +96,7 @@ def check_state_bytes(state_bytes: Callable) -> None:
         )
     if got["optimizer"] in (want["optimizer"] // 2, (want["optimizer"] - steps) // 2):
         fail("state_bytes counted only one of AdamW's two moments; exp_avg and exp_avg_sq are each as big as the parameters.")
-    if got["optimizer"] in (2 * trained, 2 * trained + steps // 4, 2 * trained + len(opt.state)):
+    if got["optimizer"] in (2 * trained, 2 * trained + steps // 4, 2 * trained + n_state):
         fail("state_bytes counted the optimizer state's elements, not bytes: multiply numel() by element_size().")
     if got["optimizer"] == 2 * want["parameters"]:
         fail(
@@ -75,17 +107,43 @@ def check_state_bytes(state_bytes: Callable) -> None:
     if got["optimizer"] not in (want["optimizer"], want["optimizer"] - steps):
         fail(f"state_bytes gave {got['optimizer']} bytes of optimizer state; AdamW's tensors in optimizer.state hold "
              f"{want['optimizer']} (including its step counters). Sum every tensor in every optimizer.state[p].")
-    fresh_model, fresh_opt = _stepped_model("adam", step=False)
-    fresh = call(state_bytes, fresh_model, fresh_opt, label="state_bytes on an optimizer that has not stepped")
-    if isinstance(fresh, dict) and fresh.get("optimizer") != 0:
-        fail(f"state_bytes reported {fresh.get('optimizer')} bytes of optimizer state before any step(); "
+    fresh = observation["fresh"]
+    if not isinstance(fresh, dict) or fresh.get("optimizer") != 0:
+        shown = fresh.get("optimizer") if isinstance(fresh, dict) else fresh
+        fail(f"state_bytes reported {shown!r} bytes of optimizer state before any step(); "
              "AdamW allocates its state on the first step, so read optimizer.state, don't assume it.")
-    sgd_model, sgd_opt = _stepped_model("sgd")
-    sgd = call(state_bytes, sgd_model, sgd_opt, label="state_bytes(model, SGD without momentum)")
-    if isinstance(sgd, dict) and sgd.get("optimizer") != memory.totals(memory.state_table(sgd_model, sgd_opt))["optimizer"]:
-        fail(f"state_bytes reported {sgd.get('optimizer')} bytes of state for plain SGD, which keeps none; "
+    sgd = observation["sgd"]
+    if not isinstance(sgd, dict) or sgd.get("optimizer") != _reference_state("sgd")[0]["optimizer"]:
+        shown = sgd.get("optimizer") if isinstance(sgd, dict) else sgd
+        fail(f"state_bytes reported {shown!r} bytes of state for plain SGD, which keeps none; "
              "measure optimizer.state rather than assuming Adam.")
-    passed("state_bytes")
+
+
+check_state_bytes = Check("state_bytes", _observe_state_bytes, _judge_state_bytes)
+
+
+def _observe_state_bytes_on(state_bytes: Callable, widths: list, optimizer: str = "adam", step: bool = True) -> dict:
+    require_callable(state_bytes, "state_bytes")
+    model = memory.relu_mlp(widths)
+    opt = memory.make_optimizer(model.parameters(), optimizer)
+    model(torch.randn(3, widths[0])).sum().backward()
+    if step:
+        opt.step()
+    return {"got": call(state_bytes, model, opt, label=f"state_bytes(an MLP {widths}, {optimizer})")}
+
+
+def _judge_state_bytes_on(observation: dict, widths: list, want: dict, why: str, optimizer: str = "adam",
+                          step: bool = True) -> None:
+    got = observation.get("got") if isinstance(observation, dict) else None
+    counters = 4 * 2 * (len(widths) - 1) if optimizer == "adam" and step else 0  # AdamW's step: a float32 per tensor
+    without = {**want, "optimizer": want["optimizer"] - counters}
+    if not (same(got, want) or same(got, without)):
+        fail(f"{why} (state_bytes returned {got!r})")
+
+
+state_bytes_on = Check("state_bytes on a given model", _observe_state_bytes_on, _judge_state_bytes_on,
+                       inputs=("widths", "optimizer", "step"), announce=False)
+state_bytes_on.__doc__ = "Hidden test: state_bytes of memory.relu_mlp(widths) after one backward (and step) is `want`."
 
 
 def _per_param(fn: Callable, n: int, precision: str, optimizer: str) -> float:
@@ -95,11 +153,13 @@ def _per_param(fn: Callable, n: int, precision: str, optimizer: str) -> float:
     return got / n
 
 
-def check_training_bytes(training_bytes: Callable) -> None:
+_TRAINING_CASES = [(p, o) for p in memory.PRECISIONS for o in reversed(memory.OPTIMIZERS)]  # adam first: least ambiguous
+
+
+def _judge_training_bytes(training_bytes: Callable) -> None:
     """training_bytes(n, precision, optimizer) agrees with bytes per parameter measured on a real layer."""
-    require_callable(training_bytes, "training_bytes")
     n = 1_000_000
-    cases = [(p, o) for p in memory.PRECISIONS for o in reversed(memory.OPTIMIZERS)]  # adam first: least ambiguous
+    cases = _TRAINING_CASES
     terms = {case: memory.training_terms(*case) for case in cases}
     got_all = {case: _per_param(training_bytes, n, *case) for case in cases}
     if all(got_all[c] == terms[c]["parameters"] for c in cases):
@@ -128,9 +188,67 @@ def check_training_bytes(training_bytes: Callable) -> None:
                  f"Momentum keeps one float32 number per parameter, Adam two.")
         fail(f"{case} gave {got:g} bytes per parameter; a layer trained one step this way holds {want:g} "
              f"({', '.join(f'{k} {v:g}' for k, v in t.items())}).")
-    if not float(call(training_bytes, 3, "fp32", "adam")).is_integer():
-        fail("training_bytes should return a whole number of bytes (an int).")
-    passed("training_bytes")
+    small = call(training_bytes, 3, "fp32", "adam")
+    if not is_number(small) or isinstance(small, float):
+        fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
+
+
+check_training_bytes = recorded(
+    "training_bytes", "training_bytes",
+    [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")], _judge_training_bytes)
+
+
+# --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------
+
+_PREDICT_CASES = [(10, [32, 64, 16]), (4, [10, 20, 30, 5]), (1, [7, 5]), (3, [8, 8, 8, 8])]
+
+
+def _measured(batch: int, widths: list) -> int:
+    """What memory.relu_mlp(widths) saves for backward on a float32 batch, measured with the course's recorder."""
+    return memory.saved_bytes(memory.relu_mlp(widths), torch.randn(batch, widths[0]))
+
+
+def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
+    """predict_saved_bytes(batch, widths): the bytes the recorder measures on memory.relu_mlp(widths)."""
+    for batch, widths in _PREDICT_CASES:
+        got = call(predict_saved_bytes, batch, widths)
+        want = _measured(batch, widths)
+        shown = f"predict_saved_bytes({batch}, {widths})"
+        if not is_number(got) or isinstance(got, float):
+            fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of bytes.")
+        if got == want:
+            continue
+        hidden = 4 * batch * sum(widths[1:-1])  # the hidden layers, batch × width float32 each
+        weights = 4 * sum(a * b for a, b in zip(widths, widths[1:]))
+        if got * 4 == want:
+            fail(f"{shown} returned {got}, the number of saved elements; the recorder measures {want} bytes. "
+                 "Each float32 element takes 4 bytes.")
+        if got == want // batch and batch > 1:
+            fail(f"{shown} returned {got}, the bytes for one sample; every sample in the batch keeps its own "
+                 f"activations, so a batch of {batch} saves {want}.")
+        if hidden and got == want + hidden:
+            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted each hidden layer twice. "
+                 "ReLU keeps only its output (its backward needs nothing else), and the next Linear keeps that same "
+                 "tensor as its input: one storage, counted once. The Linear's output before ReLU is not kept.")
+        if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
+            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted the last layer's output. "
+                 "A Linear keeps its input (for the weight's gradient), not its output.")
+        if got == want - 4 * batch * widths[0]:
+            fail(f"{shown} returned {got}, but the recorder measures {want}: the input batch is missing. The first "
+                 "Linear keeps its input to compute its weight's gradient, even though the input needs no gradient.")
+        if got in (want + weights, want + weights - 4 * widths[0] * widths[1]):
+            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted the weights. Autograd does "
+                 "save a Linear's weight (to pass the gradient back to its input), but parameters are not "
+                 "activations: they are in memory anyway, counted once among the parameters.")
+        fail(f"{shown} returned {got}; the recorder measures {want} bytes saved for backward on that stack "
+             f"(float32, batch {batch}).")
+
+
+check_predict_saved_bytes = recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES,
+                                     _judge_predict_saved_bytes)
+
+
+# --- activations: write the recorder ------------------------------------------------------------
 
 
 class _Squares(nn.Module):
@@ -146,28 +264,52 @@ class _Squares(nn.Module):
         return (a * b).sum(-1) + (x * x).sum(-1)
 
 
-def _reference(model: nn.Module, batch: torch.Tensor) -> memory.SavedTensors:
-    with memory.SavedTensors(exclude=model.parameters()) as saved:
-        model(batch)
+def _mlp() -> nn.Module:
+    return memory.relu_mlp([32, 64, 16])
+
+
+def _squares() -> nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return _Squares()
+
+
+_ACTIVATION_CASES = {  # name: (model maker, batch shape, what the learner is told on a crash)
+    "mlp10": (_mlp, (10, 32), "activation_bytes(mlp, batch of 10)"),
+    "squares": (_squares, (6, 12), "activation_bytes on a model that saves one tensor twice"),
+    "mlp20": (_mlp, (20, 32), "activation_bytes(mlp, batch of 20)"),
+}
+
+
+def _observe_activation_bytes(activation_bytes: Callable) -> dict:
+    require_callable(activation_bytes, "activation_bytes")
+    seen = {}
+    for case, (make, shape, label) in _ACTIVATION_CASES.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            seen[case] = call(activation_bytes, make(), torch.randn(*shape), label=label)
+    return seen
+
+
+def _recorded(case: str, exclude_parameters: bool = True) -> memory.SavedTensors:
+    """The course recorder's view of one case (grader's process)."""
+    make, shape, _ = _ACTIVATION_CASES[case]
+    model = make()
+    with memory.SavedTensors(exclude=model.parameters() if exclude_parameters else ()) as saved:
+        model(torch.randn(*shape))
     return saved
 
 
-def check_activation_bytes(activation_bytes: Callable) -> None:
+def _judge_activation_bytes(observation: dict) -> None:
     """activation_bytes(model, batch): distinct storages saved for backward, parameters excluded."""
-    require_callable(activation_bytes, "activation_bytes")
-    mlp = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 16))
-    x = torch.randn(10, 32)
-    saved = _reference(mlp, x)
+    if not isinstance(observation, dict) or set(observation) != set(_ACTIVATION_CASES):
+        fail("the check could not read what activation_bytes returned (not one answer per model)")
+    saved = _recorded("mlp10")
     want = saved.nbytes
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = call(activation_bytes, mlp, x, label="activation_bytes(mlp, batch of 10)")
+    got = observation["mlp10"]
     if not is_number(got):
         fail(f"activation_bytes returned {got!r}; return an int number of bytes.")
-    everything = memory.SavedTensors()  # no exclusions: parameters included
-    with everything:
-        mlp(x)
-    with_params = everything.nbytes
+    with_params = _recorded("mlp10", exclude_parameters=False).nbytes
     per_save = sum(r["storage_nbytes"] for r in saved.rows if r["why not"] != "parameter")
     if got == 0:
         fail("activation_bytes returned 0: nothing was recorded. Run model(batch) inside "
@@ -191,13 +333,8 @@ def check_activation_bytes(activation_bytes: Callable) -> None:
         )
     if got != want:
         fail(f"activation_bytes on a 32→64→16 MLP with a batch of 10 returned {got}; it saves {want} bytes of "
-             "activations (its input, the hidden layer before and after ReLU), parameters excluded.")
-    twice = _Squares()
-    y = torch.randn(6, 12)
-    want2 = _reference(twice, y).nbytes
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got2 = call(activation_bytes, twice, y, label="activation_bytes on a model that saves one tensor twice")
+             "activations (its input, and the hidden layer after ReLU), parameters excluded.")
+    want2, got2 = _recorded("squares").nbytes, observation["squares"]
     if is_number(got2) and got2 > want2:
         fail(
             f"activation_bytes returned {got2} for a model that saves {want2} bytes: the same storage was counted "
@@ -205,17 +342,39 @@ def check_activation_bytes(activation_bytes: Callable) -> None:
             "once: key it by t.untyped_storage().data_ptr()."
         )
     if got2 != want2:
-        fail(f"activation_bytes returned {got2} where the model saves {want2} bytes of distinct storages.")
-    bigger = call(activation_bytes, mlp, torch.randn(20, 32), label="activation_bytes(mlp, batch of 20)")
+        fail(f"activation_bytes returned {got2!r} where the model saves {want2} bytes of distinct storages.")
+    bigger = observation["mlp20"]
     if bigger != 2 * want:
-        fail(f"activation_bytes gave {want} bytes for a batch of 10 and {bigger} for 20; activations grow in step with "
-             "the batch. Measure each call from scratch (a fresh record every call).")
-    passed("activation_bytes")
+        fail(f"activation_bytes gave {want} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
+             "with the batch. Measure each call from scratch (a fresh record every call).")
 
 
-def check_max_batch(max_batch: Callable) -> None:
+check_activation_bytes = Check("activation_bytes", _observe_activation_bytes, _judge_activation_bytes)
+
+
+def _observe_activation_on(activation_bytes: Callable, widths: list, batch: int) -> dict:
+    require_callable(activation_bytes, "activation_bytes")
+    model = memory.relu_mlp(widths)
+    return {"got": call(activation_bytes, model, torch.randn(batch, widths[0]),
+                        label=f"activation_bytes(an MLP {widths}, a batch of {batch})")}
+
+
+def _judge_activation_on(observation: dict, widths: list, batch: int, want: int, why: str) -> None:
+    got = observation.get("got") if isinstance(observation, dict) else None
+    if not same(got, want):
+        fail(f"{why} (activation_bytes returned {got!r})")
+
+
+activation_on = Check("activation_bytes on a given MLP", _observe_activation_on, _judge_activation_on,
+                      inputs=("widths", "batch"), announce=False)
+activation_on.__doc__ = "Hidden test: activation_bytes(memory.relu_mlp(widths), a float32 batch) is `want`."
+
+
+# --- will it fit -------------------------------------------------------------------------------
+
+
+def _judge_max_batch(max_batch: Callable) -> None:
     """max_batch(memory, fixed, per_sample): the largest batch that fits, 0 when none does."""
-    require_callable(max_batch, "max_batch")
     got = call(max_batch, 100, 30, 7)
     if not is_number(got) or isinstance(got, float):
         fail(f"max_batch(100, 30, 7) returned {got!r}; return an int number of samples.")
@@ -240,4 +399,7 @@ def check_max_batch(max_batch: Callable) -> None:
              "Return 0, never a negative batch.")
     if call(max_batch, 100, 95, 7) != 0:
         fail("max_batch(100, 95, 7) should be 0: 5 bytes are left and one sample needs 7. Round down.")
-    passed("max_batch")
+
+
+check_max_batch = recorded("max_batch", "max_batch",
+                           [(100, 30, 7), (100, 30, 8), (100, 40, 20), (100, 120, 7), (100, 95, 7)], _judge_max_batch)

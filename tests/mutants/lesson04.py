@@ -104,6 +104,27 @@ def training_bytes(n, precision, optimizer):
             r"weights alone",
         ),
     ],
+    "predict_saved_bytes_check": [
+        ("elements, not bytes", "def predict_saved_bytes(batch, widths): return batch * sum(widths[:-1])",
+         r"number of saved elements"),
+        ("each hidden layer counted twice (before and after ReLU)",
+         "def predict_saved_bytes(batch, widths): return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))",
+         r"counted each hidden layer twice"),
+        ("every layer's output counted, the last one too",
+         "def predict_saved_bytes(batch, widths): return 4 * batch * sum(widths)", r"last layer's output"),
+        ("the input batch forgotten", "def predict_saved_bytes(batch, widths): return 4 * batch * sum(widths[1:-1])",
+         r"input batch is missing"),
+        ("one sample, not the batch", "def predict_saved_bytes(batch, widths): return 4 * sum(widths[:-1])",
+         r"bytes for one sample"),
+        (
+            "the weights counted as activations",
+            """
+def predict_saved_bytes(batch, widths):
+    return 4 * batch * sum(widths[:-1]) + 4 * sum(a * b for a, b in zip(widths, widths[1:]))
+""",
+            r"counted the weights",
+        ),
+    ],
     "activation_bytes_check": [
         (
             "parameters counted as activations",

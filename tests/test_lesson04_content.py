@@ -1,0 +1,114 @@
+"""Lesson 04's text and cells against issue 11 and 12: each correction is pinned so the old wording cannot come back.
+
+Reads solutions/04_memory (and its release); no kernel is started. The figures the corrected
+sentences give are checked in tests/test_memory.py against the model functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import nbformat
+from conftest import ROOT
+
+LESSON = "04_memory"
+LEARNER = {"state_bytes", "training_bytes", "predict_saved_bytes", "activation_bytes", "max_batch"}
+
+
+def _cells(student: bool = False):
+    folder = "notebooks" if student else "solutions"
+    return nbformat.read(str(ROOT / folder / LESSON / f"{LESSON}.ipynb"), as_version=4).cells
+
+
+def _markdown() -> str:
+    """Every markdown cell, whitespace collapsed (a sentence may wrap)."""
+    return " ".join(" ".join(c.source for c in _cells() if c.cell_type == "markdown").split())
+
+
+def _code() -> str:
+    return "\n".join(c.source for c in _cells() if c.cell_type == "code")
+
+
+def _outside_skip(tree: ast.AST) -> set[str]:
+    """Learner names a cell uses outside `with skip_if_not_done():` (a def's body counts where the def is called)."""
+    found: set[str] = set()
+
+    def visit(node, guarded: bool):
+        if isinstance(node, ast.With) and any(
+                isinstance(i.context_expr, ast.Call) and getattr(i.context_expr.func, "id", "") == "skip_if_not_done"
+                for i in node.items):
+            guarded = True
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            return  # a definition runs nothing; where it is called decides
+        if isinstance(node, ast.Name) and node.id in LEARNER and not guarded:
+            found.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, guarded)
+
+    visit(tree, False)
+    return found
+
+
+def test_opening_says_where_run_all_stops_and_setup_imports_skip():
+    first = " ".join(next(c.source for c in _cells() if c.cell_type == "markdown").split())
+    assert "Run All stops at the first exercise you have not done yet, with one" in first
+    assert "from grader.notebook import skip_if_not_done" in _code()
+
+
+def test_every_show_cell_uses_the_learners_functions_only_under_skip():
+    for index, cell in enumerate(_cells()):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or meta.get("solution") or meta.get("grade"):
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%"))
+        outside = _outside_skip(ast.parse(source))
+        assert not outside, f"cell {index} uses {sorted(outside)} outside `with skip_if_not_done():`"
+
+
+def test_inference_is_weights_plus_kv_cache_not_no_activation_memory():
+    text = _markdown()
+    assert "inference needs no activation memory" not in text
+    assert "KV cache" in text and "memory.inference_bytes" in _code()
+
+
+def test_optimizer_share_is_stated_for_fp32_and_mixed():
+    text = _markdown()
+    assert "The optimizer is three quarters of it" not in text
+    assert re.search(r"8 of 16 bytes \(50 %\)", text) and re.search(r"12 of 16 \(75 %\)", text)
+
+
+def test_autocast_layout_is_reconciled_with_lesson_03():
+    text = _markdown()
+    assert "4 (fp32 weights) + 4 (fp32 gradients) +" in text and "2 + 2 + 4 + 8 = 16" in text
+
+
+def test_checkpointing_names_the_peak_during_recompute():
+    text = _markdown()
+    assert "peak during backward" in text
+    assert "checkpointing=True" in _code() and "peak during backward MiB" in _code()
+
+
+def test_chip_lines_are_card_memory_less_the_context_reserve_not_datasheet_decimal_gb():
+    code = _code()
+    assert "(datasheet)\", c.memory_bytes" not in code and "plots.memory_stack(" not in code
+    assert "memory.usable_bytes" in code and "memory.chip_label" in code
+    assert "81,920 MiB" in _markdown()
+
+
+def test_no_figure_is_drawn_with_the_small_legend_helpers():
+    assert "plots.bytes_vs(" not in _code()  # its legend font is 8 pt; mib_lines draws at 9 pt, off the data
+
+
+def test_nothing_relies_on_the_grader_undoing_changes_to_torch():
+    checks = (ROOT / "grader" / "checks" / "lesson04.py").read_text()
+    for text in (checks, _code(), _markdown()):
+        assert "undid" not in text and "restore" not in text.lower()
+
+
+def test_five_graded_exercises_with_the_prediction_among_them():
+    graded = [c.metadata["nbgrader"]["grade_id"] for c in _cells() if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    assert graded == ["state_bytes_check", "training_bytes_check", "predict_saved_bytes_check",
+                      "activation_bytes_check", "max_batch_check"]
+    text = _markdown()
+    assert "predict, then measure" in text.lower()
