@@ -9,10 +9,11 @@ which never reach the dispatcher as operators.
 
 A copy to the device is a sync point too unless it comes from pinned memory with
 `non_blocking=True`: without non_blocking, PyTorch's CUDA copy (aten/src/ATen/native/cuda/Copy.cu)
-queues the copy and then calls cudaStreamSynchronize (`at::cuda::memcpy_and_sync`), so `.to(device)`
-returns only when everything queued on the stream before it has finished; from pageable memory
-with non_blocking, the CUDA driver stages the bytes through its own pinned buffer with the
-host's help, so the host is not freed either. `Event.blocking` says which copies wait.
+calls memcpy_and_sync (c10/cuda/CUDAFunctions.h): cudaMemcpyAsync, then cudaStreamSynchronize,
+so `.to(device)` returns only when everything queued on the stream before it has finished. From
+pageable memory with non_blocking, the CUDA driver stages the bytes through its own pinned buffer
+with the host's help, so the host is not freed either. `Event.blocking` says which copies wait;
+a copy's op says whether non_blocking=True was asked for.
 
 Only the learner's own lines count. Each event is attributed to the frame that called into
 torch; frames in torch itself, in site-packages, in the standard library or in this package
