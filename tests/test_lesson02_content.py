@@ -148,3 +148,9 @@ FORGED = [None, 3, "text", [], {}, [1, 2], {"runs": None}, {"runs": [{}, {}]}, {
 def test_judges_refuse_forged_observations(check, forged):
     with pytest.raises(Exception):  # noqa: B017  any exception: the pipeline turns it into a failure
         check.judge(_plain.roundtrip(forged))
+
+
+def test_a_loop_that_calls_forward_directly_is_still_followed():
+    lesson02.check_train_fixed(_loop(VERSIONS["resident"].replace("model(x)", "model.forward(x)")))
+    with pytest.raises(CheckFailed, match="graphs were still alive"):
+        lesson02.check_train_fixed(_loop(loop_source("losses.append(loss)", **RESIDENT).replace("model(x)", "model.forward(x)")))

@@ -306,7 +306,8 @@ def _run_loop(train_fixed: Callable, steps: int, batches, model: torch.nn.Module
             out.grad_fn.metadata["lesson02 probe"] = probe
             probes.append(weakref.ref(probe))
 
-    hooks = [model.register_forward_pre_hook(before_forward), model.register_forward_hook(after_forward)]
+    layers = list(model.children()) or [model]  # hooks on the layers also see model.forward(x) called directly
+    hooks = [layers[0].register_forward_pre_hook(before_forward), layers[-1].register_forward_hook(after_forward)]
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
