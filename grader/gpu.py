@@ -170,3 +170,55 @@ def cuda_step_figures(step: Callable[[], object], device: torch.device | str) ->
     after = dev.memory(device)
     torch.cuda.empty_cache()
     return StepFigures(before, after.peak_allocated, after.allocated, after.reserved, dev.memory(device).reserved)
+
+
+def copy_compute_overlap(nbytes: int, n: int, repeats: int = 10) -> dict[str, float]:
+    """Median seconds (CUDA events) of a pinned non_blocking copy of `nbytes` and an n×n matmul: alone, on one stream, and with the copy on a side stream.
+
+    On one stream the copy and the matmul run in order, so "one stream" is about copy + matmul
+    however the copy was asked for. On a side stream the copy engine moves the bytes while the
+    matmul runs on the main stream: "side stream" is about the longer of the two.
+    """
+    device = require_cuda()
+    host = torch.empty(max(nbytes // 4, 1), dtype=torch.float32).pin_memory()  # page-locked: DMA can read it
+    a = torch.randn(n, n, device=device)
+    main = torch.cuda.current_stream(device)
+    side = torch.cuda.Stream(device)
+
+    def copy_only():
+        host.to(device, non_blocking=True)
+
+    def matmul_only():
+        a @ a
+
+    def one_stream():
+        host.to(device, non_blocking=True)  # queued on the main stream: the matmul starts after it
+        a @ a
+
+    def side_stream():
+        side.wait_stream(main)  # the copy starts after what the main stream queued before it
+        with torch.cuda.stream(side):
+            x = host.to(device, non_blocking=True)
+        a @ a  # main stream, beside the copy
+        main.wait_stream(side)  # nothing on the main stream may use x before the copy is done
+        x.record_stream(main)  # x was allocated on the side stream and is used on main: tell the allocator
+
+    return {name: event_seconds(fn, repeats=repeats) for name, fn in
+            (("copy", copy_only), ("matmul", matmul_only), ("one stream", one_stream), ("side stream", side_stream))}
+
+
+def early_host_read(n: int = 4096) -> dict[str, bool]:
+    """A non_blocking copy to pinned host memory, read before and after an event says it arrived: did each read see the result?"""
+    device = require_cuda()
+    a = torch.randn(n, n, device=device)
+    out = torch.zeros(n, dtype=torch.float32).pin_memory()
+    torch.cuda.synchronize()
+    result = (a @ a).sum(dim=1)  # queued: the device is still busy when the next line runs
+    out.copy_(result, non_blocking=True)  # queued too; returns at once
+    early = out.clone()  # read on the host without waiting: may still be zeros
+    arrived = torch.cuda.Event()
+    arrived.record()
+    arrived.synchronize()  # the host waits for the copy
+    want = result.cpu()
+    return {"read before the event matched": bool(torch.equal(early, want)),
+            "read after the event matched": bool(torch.equal(out, want))}

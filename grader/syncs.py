@@ -7,6 +7,14 @@ from the device: the host waits), and `.to(device)`/`.cuda()`/`copy_` (copies to
 with their bytes). A TorchDispatchMode alone would miss `.cpu()`, `.tolist()` and `print`,
 which never reach the dispatcher as operators.
 
+A copy to the device is a sync point too unless it comes from pinned memory with
+`non_blocking=True`: without non_blocking, PyTorch's CUDA copy (aten/src/ATen/native/cuda/Copy.cu)
+calls memcpy_and_sync (c10/cuda/CUDAFunctions.h): cudaMemcpyAsync, then cudaStreamSynchronize,
+so `.to(device)` returns only when everything queued on the stream before it has finished. From
+pageable memory with non_blocking, the CUDA driver stages the bytes through its own pinned buffer
+with the host's help, so the host is not freed either. `Event.blocking` says which copies wait;
+a copy's op says whether non_blocking=True was asked for.
+
 Only the learner's own lines count. Each event is attributed to the frame that called into
 torch; frames in torch itself, in site-packages, in the standard library or in this package
 are library internals (AdamW's own `.item()` on its step counter, for example) and are left out.
@@ -138,6 +146,11 @@ class SyncCounter(TorchFunctionMode):
         return sum(e.nbytes for e in self.events if e.kind == "copy")
 
     @property
+    def blocking_copies(self) -> int:
+        """Host-to-device copies the host waits for: pageable memory, or no non_blocking=True."""
+        return sum(e.kind == "copy" and e.blocking for e in self.events)
+
+    @property
     def sync_points(self) -> int:
         """Places the host waits: every read, and every blocking copy."""
         return sum(e.blocking for e in self.events)
@@ -198,6 +211,8 @@ class SyncCounter(TorchFunctionMode):
         return _storage(t) in self._pinned if self.pretend else t.is_pinned()
 
     def _copy_in(self, t: torch.Tensor, op: str, non_blocking: bool) -> None:
+        if non_blocking:  # ".to(device)" -> ".to(device, non_blocking=True)": asked for, whether or not it can be
+            op = op[:-1] + ("" if op.endswith("()") else ", ") + "non_blocking=True)"
         self._record("copy", op, t.nbytes, blocking=not (non_blocking and self._pinned_here(t)))
 
     def _mark(self, out: Any, resident: bool) -> None:
@@ -309,6 +324,7 @@ def summary(counter: SyncCounter, steps: int) -> dict:
     return {
         "reads": counter.reads,
         "copies": counter.copies,
+        "blocking copies": counter.blocking_copies,
         "bytes copied": counter.bytes_copied,
         "sync points": counter.sync_points,
         "reads per step": counter.reads / steps,
@@ -321,15 +337,19 @@ def modelled_seconds(
     transfer_seconds: Callable[[float, float, float], float],
     link_bandwidth: float,
     latency: float,
+    side_stream: bool = False,
 ) -> float:
-    """Model: seconds the loop spends on the host link; each read and each blocking copy pays the latency.
+    """Model: seconds the loop's stream spends on the host link; every read and every copy pays latency + bytes / bandwidth.
 
-    Non-blocking copies from pinned memory overlap compute, so they add only their latency.
+    On one stream a copy runs in order with the kernels, pinned and non_blocking or not: the host
+    is free, but the device does not compute while the copy runs. With `side_stream=True`, copies
+    from pinned memory with non_blocking=True run on a second stream beside the compute and cost
+    the loop's stream only their latency (if the compute takes longer than the copy).
     """
     total = 0.0
     for e in counter.events:
-        if e.kind == "copy" and not e.blocking:
-            total += latency  # the copy itself runs beside the compute
+        if side_stream and e.kind == "copy" and not e.blocking:
+            total += latency  # the copy itself runs beside the compute, on the side stream
         else:
             total += transfer_seconds(e.nbytes, link_bandwidth, latency)
     return total

@@ -152,6 +152,8 @@ def cuda_only_figures() -> dict:
         "sync_debug_item_calls_in_10_steps": gpu.sync_debug_count(lambda: [loss.item() for _ in range(10)]),
         "sync_debug_resident_loop": gpu.sync_debug_count(lambda: [loss * 2 for _ in range(10)]),
         "copy_64MiB_seconds": gpu.pinned_copy_seconds(64 * 2**20),
+        "copy_compute_overlap_64MiB_matmul_4096_seconds": gpu.copy_compute_overlap(64 * 2**20, 4096),
+        "early_host_read": gpu.early_host_read(),
         "autocast_matmul_4096_seconds": {
             "fp32": gpu.event_seconds(lambda: torch.randn(4096, 4096, device=device) @ torch.randn(4096, 4096, device=device)),
             "fp16": gpu.autocast_matmul_seconds(4096, torch.float16),

@@ -2,12 +2,13 @@
 
 LESSON = "02_transfers"
 
-_ANSWERS = {"a": True, "b": False, "c": True, "d": False, "e": True, "f": True,
-            "g": False, "h": False, "i": True, "j": False, "k": True, "l": True}
+_ANSWERS = {"a": True, "b": False, "c": True, "d": False, "e": True, "f": True, "g": False,
+            "h": False, "i": True, "j": False, "k": True, "l": True, "m": True, "n": False}
 
 
-def loop_source(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)") -> str:
-    """train_fixed with one line of the step (and the batch move, and the return) replaced."""
+def loop_source(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)",
+                before: str = "pass") -> str:
+    """train_fixed with one line of the step (the batch move, the line before the loop, the return) replaced."""
     return f"""
 import torch
 import torch.nn.functional as F
@@ -15,6 +16,7 @@ def train_fixed(model, batches, device, steps):
     model = model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
+    {before}
     for step in range(steps):
         x, y = batches[step % len(batches)]
         {move}
@@ -25,6 +27,20 @@ def train_fixed(model, batches, device, steps):
         {step_line}
     return {ret}
 """
+
+
+RESIDENT = {"before": "batches = [(x.to(device), y.to(device)) for x, y in batches]", "move": "pass"}
+PINNED = {"before": "batches = [(x.pin_memory(), y.pin_memory()) for x, y in batches]",
+          "move": "x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)"}
+
+
+def resident_loop(step_line: str = "losses.append(loss.detach())", **kwargs) -> str:
+    """A loop with the data set moved to the device before the loop, and one line changed."""
+    return loop_source(step_line, **{**RESIDENT, **kwargs})
+
+
+def _sync_points(body: str) -> str:
+    return f"def sync_points(version, steps, n_batches):\n{body}\n"
 
 
 MUTANTS = {
@@ -39,25 +55,64 @@ MUTANTS = {
     "SYNC_ANSWERS_check": [
         ("True everywhere", f"SYNC_ANSWERS = {dict.fromkeys(_ANSWERS, True)!r}", r"True for every line"),
         ("False everywhere", f"SYNC_ANSWERS = {dict.fromkeys(_ANSWERS, False)!r}", r"False for every line"),
-        ("torch.where waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'g': True}}", r"\(g\) `y = torch.where\(mask, x, 0.0\)` does not make the host wait"),
-        ("f-string does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'l': False}}", r"\(l\) .* does make the host wait: the counter saw f-string"),
+        ("torch.where waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'g': True}}",
+         r"^1 of your 14 answers disagree.*only queues more work on the device[^;]*\.$"),
+        ("f-string does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'l': False}}",
+         r"^1 of your 14 answers .*formatting it in an f-string"),
+        ("pageable copy does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'm': False}}",
+         r"^1 of your 14 answers .*ordinary \(pageable\) host memory"),
+        ("pinned copy waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'n': True}}", r"pinned host memory with non_blocking=True"),
         ("strings not bools", f"SYNC_ANSWERS = {{k: 'yes' if v else 'no' for k, v in {_ANSWERS!r}.items()}}", r"answer with True or False"),
         ("a label missing", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k != 'h'}}", r"missing \['h'\]"),
+        ("old quiz (no copies)", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k not in 'mn'}}", r"missing \['m', 'n'\]"),
+    ],
+    "sync_points_check": [
+        ("copies are not sync points",
+         _sync_points("    return {'buggy': steps, 'read once': 1, 'resident': 1, 'pinned': 1}[version]"),
+         r"counts only the reads.*pageable"),
+        ("one copy per batch, not x and y",
+         _sync_points("    return {'buggy': 2 * steps, 'read once': steps + 1, 'resident': n_batches + 1, 'pinned': 1}[version]"),
+         r"two tensors, x and y"),
+        ("pinned copies block",
+         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * n_batches + 1, 'pinned': 2 * steps + 1}[version]"),
+         r"pinned memory with non_blocking=True does not make the host wait"),
+        ("resident copies per step",
+         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * steps + 1, 'pinned': 1}[version]"),
+         r"grow with n_batches, not with steps"),
+        ("forgets the read after the loop",
+         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps, 'resident': 2 * n_batches, 'pinned': 0}[version]"),
+         r"leaves out the one read after the loop"),
+        ("returns a float",
+         _sync_points("    return float({'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * n_batches + 1, 'pinned': 1}[version])"),
+         r"an int"),
     ],
     "train_fixed_check": [
-        (".item() every step", loop_source("losses.append(loss.item())", ret="losses"), r"calls \.item\(\) once per step: 16 reads for 16 steps"),
-        ("float(loss) every step", loop_source("losses.append(float(loss))", ret="losses"), r"calls float\(\) on a tensor once per step"),
-        ("prints the loss every step", loop_source("losses.append(loss.detach()); print(f'step {step}: {loss:.4f}')"),
+        (".item() every step", resident_loop("losses.append(loss.item())", ret="losses"), r"calls \.item\(\) once per step: 16 reads for 16 steps"),
+        ("float(loss) every step", resident_loop("losses.append(float(loss))", ret="losses"), r"calls float\(\) on a tensor once per step"),
+        ("prints the loss every step", resident_loop("losses.append(loss.detach()); print(f'step {step}: {loss:.4f}')"),
          r"formats a tensor in an f-string .* once per step"),
-        ("print(loss) every step", loop_source("losses.append(loss.detach()); print(loss)"), r"prints a tensor once per step"),
-        ("if on the loss every step", loop_source("losses.append(loss.detach())\n        if loss > 1e6: break"), r"tests a tensor in an `if`"),
-        ("batch moved twice", loop_source("losses.append(loss.detach())", move="x, y = x.to(device), y.to(device); x = batches[step % len(batches)][0].to(device)"),
+        ("print(loss) every step", resident_loop("losses.append(loss.detach()); print(loss)"), r"prints a tensor once per step"),
+        ("if on the loss every step", resident_loop("losses.append(loss.detach())\n        if loss > 1e6: break"), r"tests a tensor in an `if`"),
+        ("reads every step with .cpu()", resident_loop("losses.append(loss.detach().cpu())"), r"calls \.cpu\(\) once per step"),
+        ("copies in the loop from pageable memory", loop_source("losses.append(loss.detach())"),
+         r"inside the step loop with blocking copies \(32 blocking copies in 16 steps"),
+        ("non_blocking without pinning", loop_source("losses.append(loss.detach())",
+                                                     move="x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)"),
+         r"asks for non_blocking=True.*pageable"),
+        ("pinned but blocking copies", loop_source("losses.append(loss.detach())", before=PINNED["before"]),
+         r"blocking copies in 16 steps.*without non_blocking=True"),
+        ("reads each loss after the loop", resident_loop(ret="[l.item() for l in losses]"),
+         r"after the loop you read the losses one at a time \(\.item\(\) ×16"),
+        ("keeps the graphs alive", resident_loop("losses.append(loss)"), r"keeps every step's loss with its autograd graph"),
+        ("keeps the graphs alive, pinned", loop_source("losses.append(loss)", **PINNED), r"graphs were still alive"),
+        ("batch moved twice", loop_source("losses.append(loss.detach())", before=PINNED["before"],
+                                          move=PINNED["move"] + "; x = batches[step % len(batches)][0].to(device, non_blocking=True)"),
          r"moved to the device more than once per step"),
-        ("whole batch moved twice", loop_source("losses.append(loss.detach())", move="x, y = x.to(device), y.to(device); x, y = batches[step % len(batches)]; x, y = x.to(device), y.to(device)"),
+        ("whole batch moved twice", loop_source("losses.append(loss.detach())", before=PINNED["before"],
+                                                move=PINNED["move"] + "; x, y = batches[step % len(batches)]; " + PINNED["move"]),
          r"moved to the device twice per step"),
-        ("returns tensors", loop_source("losses.append(loss.detach())", ret="losses"), r"list of tensors"),
+        ("returns tensors", resident_loop(ret="losses"), r"list of tensors"),
         ("never moves the batch", loop_source("losses.append(loss.detach())", move="pass"), r"never moves the batches"),
-        ("reads every step with .cpu()", loop_source("losses.append(loss.detach().cpu())", ret="torch.stack(losses).tolist()"), r"calls \.cpu\(\) once per step"),
-        ("different loss", loop_source("losses.append(loss.detach())", ret="(torch.stack(losses) * 2).tolist()"), r"losses differ from the buggy loop's"),
+        ("different loss", resident_loop(ret="(torch.stack(losses) * 2).tolist()"), r"losses differ from the buggy loop's"),
     ],
 }

@@ -1,0 +1,156 @@
+"""Lesson 02's corrections (issue 11), held by tests: each fails on the lesson's old text or code."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from conftest import ROOT, read_notebook
+from grader import gpu
+from grader.checks import _plain, lesson02
+from grader.notebook import CheckFailed
+from grader.syncs import SyncCounter, modelled_seconds
+from mutants.lesson02 import PINNED, RESIDENT, _ANSWERS, loop_source
+
+SOLUTION = ROOT / "solutions" / "02_transfers" / "02_transfers.ipynb"
+
+
+def _text() -> str:
+    """The solution notebook's cells, whitespace runs made one space (so sentences match across line breaks)."""
+    return " ".join(" ".join(cell.source for cell in read_notebook(SOLUTION).cells).split())
+
+
+def _loop(source: str):
+    ns: dict = {}
+    exec(compile(source, "<learner>", "exec"), ns)
+    return ns["train_fixed"]
+
+
+VERSIONS = {
+    "buggy": loop_source("losses.append(loss.item())", ret="losses"),
+    "read once": loop_source("losses.append(loss.detach())"),
+    "resident": loop_source("losses.append(loss.detach())", **RESIDENT),
+    "pinned": loop_source("losses.append(loss.detach())", **PINNED),
+}
+
+
+# --- a copy from pageable memory is a sync point ---------------------------------------------------
+
+
+@pytest.mark.parametrize("code,waits", [("x.to(device)", True), ("x.to(device, non_blocking=True)", True),
+                                        ("x.pin_memory().to(device)", True),
+                                        ("x.pin_memory().to(device, non_blocking=True)", False)])
+def test_only_a_pinned_non_blocking_copy_leaves_the_host_free(code, waits):
+    with SyncCounter("cuda") as counter:
+        exec(compile(code, "<learner>", "exec"), {"torch": torch, "device": counter.device, "x": torch.randn(8)})
+    assert counter.copies == 1 and counter.sync_points == int(waits) and counter.blocking_copies == int(waits)
+    assert ("non_blocking" in counter.events[0].op) == ("non_blocking" in code)
+
+
+@pytest.mark.parametrize("steps,n_batches", [(16, 4), (5, 2), (3, 5)])
+@pytest.mark.parametrize("version", lesson02.LOOP_VERSIONS)
+def test_the_sync_point_model_is_what_the_counter_measures(version, steps, n_batches):
+    with SyncCounter("cuda") as counter:
+        _loop(VERSIONS[version])(lesson02.make_model(), lesson02.make_batches(n_batches), counter.device, steps)
+    assert counter.sync_points == lesson02._sync_points_model(version, steps, n_batches)
+
+
+def test_the_48_vs_33_gap_is_the_pageable_copies():
+    # the lesson's defaults (16 steps): the usual first fix (read once) keeps 32 blocking copies
+    assert lesson02._sync_points_model("buggy", 16, 4) == 16 + 32 == 48
+    assert lesson02._sync_points_model("read once", 16, 4) == 1 + 32 == 33
+    text = _text()
+    assert "copies from pageable memory inside the loop still make the host wait" in text
+    assert "memcpy_and_sync" in text and "cudaStreamSynchronize" in text  # what PyTorch does, cited
+    assert '"x_host.to(device)": "x_host.to(device)"' in text  # the probe table shows the copy
+
+
+def test_the_old_fix_fails_train_fixed_on_copies_inside_the_loop():
+    with pytest.raises(CheckFailed, match=r"inside the step loop with blocking copies"):
+        lesson02.check_train_fixed(_loop(VERSIONS["read once"]))
+    lesson02.check_train_fixed(_loop(VERSIONS["resident"]))
+    lesson02.check_train_fixed(_loop(VERSIONS["pinned"]))
+
+
+# --- one stream runs in order; overlap needs a side stream ----------------------------------------
+
+
+def test_no_claim_of_overlap_on_one_stream():
+    text = _text()
+    assert "The copy engine then moves it while the device computes" not in text
+    assert "Pinned memory with `non_blocking=True` lets copies overlap compute" not in text
+    for needed in ("torch.cuda.Stream()", "wait_stream", "record_stream", "event.synchronize()"):
+        assert needed in text, needed
+
+
+def test_the_link_model_charges_pinned_copies_on_one_stream():
+    with SyncCounter("cuda") as counter:
+        exec(compile("p = x.pin_memory(); d = p.to(device, non_blocking=True)", "<learner>", "exec"),
+             {"torch": torch, "device": counter.device, "x": torch.randn(250)})  # 1000 bytes
+    cost = lambda n, b, lat: lat + n / b  # noqa: E731
+    assert modelled_seconds(counter, cost, 1e9, 1e-5) == pytest.approx(1e-5 + 1000 / 1e9)
+    assert modelled_seconds(counter, cost, 1e9, 1e-5, side_stream=True) == pytest.approx(1e-5)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("call", [lambda: gpu.copy_compute_overlap(1024, 64), lambda: gpu.early_host_read(64)])
+def test_stream_functions_refuse_clearly_without_cuda(call):
+    with pytest.raises(RuntimeError, match="NVIDIA GPU"):
+        call()
+
+
+# --- the quiz names the idea, not the answers -------------------------------------------------------
+
+
+@pytest.mark.parametrize("label", sorted(_ANSWERS))
+def test_a_wrong_quiz_answer_names_the_idea_not_the_label(label):
+    answers = {**_ANSWERS, label: not _ANSWERS[label]}
+    with pytest.raises(CheckFailed) as caught:
+        lesson02.check_sync_answers(answers)
+    message = str(caught.value)
+    assert lesson02._CONCEPTS[lesson02._CONCEPT_OF[label]] in message
+    assert not re.search(r"\([a-n]\)", message), message  # no label
+    assert "does make the host wait" not in message and "does not make the host wait" not in message
+    assert lesson02.SYNC_SNIPPETS[label].splitlines()[0] not in message
+
+
+def test_the_quiz_answers_are_what_the_counter_sees():
+    assert {label: lesson02.snippet_waits(label) for label in lesson02.SYNC_SNIPPETS} == _ANSWERS
+
+
+# --- graphs kept alive ------------------------------------------------------------------------------
+
+
+def test_the_observation_counts_graphs_kept_alive():
+    leaky = lesson02._observe_train_fixed(_loop(loop_source("losses.append(loss)", **RESIDENT)))
+    fixed = lesson02._observe_train_fixed(_loop(VERSIONS["resident"]))
+    assert [r["graphs_alive"] for r in leaky["runs"]] == [7, 15]
+    assert all(r["graphs_alive"] <= 1 for r in fixed["runs"])
+
+
+# --- the two halves ---------------------------------------------------------------------------------
+
+
+def test_hidden_expected_values_never_go_to_observe():
+    assert lesson02.fixed_on.inputs.isdisjoint({"want", "why"})
+    assert lesson02.answers_are.inputs == frozenset()
+
+
+FORGED = [None, 3, "text", [], {}, [1, 2], {"runs": None}, {"runs": [{}, {}]}, {"calls": "x"},
+          {"runs": [{"got": [], "steps": 1, "events": "x", "forwards": 0, "graphs_alive": 0}] * 2, "batch_bytes": []}]
+
+
+@pytest.mark.parametrize("check", [lesson02.check_transfer_seconds, lesson02.check_sync_answers,
+                                   lesson02.check_sync_points, lesson02.check_train_fixed])
+@pytest.mark.parametrize("forged", FORGED, ids=[repr(f)[:30] for f in FORGED])
+def test_judges_refuse_forged_observations(check, forged):
+    with pytest.raises(Exception):  # noqa: B017  any exception: the pipeline turns it into a failure
+        check.judge(_plain.roundtrip(forged))
+
+
+def test_a_loop_that_calls_forward_directly_is_still_followed():
+    lesson02.check_train_fixed(_loop(VERSIONS["resident"].replace("model(x)", "model.forward(x)")))
+    with pytest.raises(CheckFailed, match="graphs were still alive"):
+        lesson02.check_train_fixed(_loop(loop_source("losses.append(loss)", **RESIDENT).replace("model(x)", "model.forward(x)")))
