@@ -161,7 +161,8 @@ def test_bandwidth_probe_counts_the_bytes_that_move():
     assert "big + big" not in cell, "adding a tensor to itself reads one array but counts two"
     probe = cell.split("with skip_if_not_done")[0]
     ns = {"torch": torch, "timing": timing, "statistics": statistics, "DEVICE": torch.device("cpu"),
-          "SYNC": lambda: None, "warmup": 0, "repeats": 1, "rounds": 1}
+          "SYNC": lambda: None, "warmup": 0, "repeats": 1, "rounds": 1, "spread_of": _defined("spread_of"),
+          "BUSY_SPREAD": 0.5}
     exec(compile(probe, "<probe>", "exec"), ns)
     a, b, out = ns["add_a"], ns["add_b"], ns["add_out"]
     assert a.data_ptr() != b.data_ptr() != out.data_ptr() != a.data_ptr(), "the add must read two tensors and write a third"
