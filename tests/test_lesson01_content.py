@@ -175,10 +175,13 @@ def test_bandwidth_probe_counts_the_bytes_that_move():
 
 def test_timer_comparison_states_its_tolerance():
     assert "The ratio should be near 1" not in _markdown()
-    cell = _cell_with("AGREE_WITHIN =")
-    tolerance = float(cell.split("AGREE_WITHIN =")[1].split("#")[0])
+    tolerance = float(_cell_with("AGREE_WITHIN =").split("AGREE_WITHIN =")[1].split("#")[0])
     assert 0 < tolerance < 1
+    cell = _cell_with("timing.benchmark_median")
     assert "They agree" in cell and "They disagree" in cell and "gap <= AGREE_WITHIN" in cell
+    cell = _cell_with("timing.unsynchronized")
+    assert "both timings agree (ratio" not in cell, "'agree' without a tolerance is back"
+    assert "differ <= AGREE_WITHIN" in cell
 
 
 # --- hidden tests name the right dtype -----------------------------------------------------------
@@ -275,3 +278,20 @@ def test_blank_release_fails_only_at_check_cells_with_one_line():
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             assert out.get("name") != "stderr" or "WARNING" in out.get("text", ""), out.get("text")
+
+
+def test_linear_forecast_judge_refuses_forged_observations():
+    from grader.checks._common import _key
+
+    args = [lesson01._linear_args(b, d) for b, d in lesson01._LINEAR_CASES]
+    right = [lesson01.linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
+    forged = [None, 1, "x", [], {}, {"calls": "x"}, {"name": "f", "calls": [["k", {"value": 1}]]},
+              {"name": "f", "calls": [[_key(a), {"value": [1, 2]}] for a in args]},
+              {"name": "f", "calls": [[_key(a), {"value": {**r, "intensity": {"__float__": "nan"}}}] for a, r in zip(args, right)]},
+              {"name": "f", "calls": [[_key(a), {"value": {**r, "bound": ["memory"]}}] for a, r in zip(args, right)]},
+              {"name": "f", "calls": [[_key(a), {"value": {**r, "extra": 1}}] for a, r in zip(args, right)]},
+              {"name": "f", "calls": [[_key(a), {"raised": "X", "message": "m"}] for a in args]}]
+    for observation in forged:
+        with pytest.raises(Exception):
+            lesson01.check_linear_forecast.judge(observation)
+    lesson01.check_linear_forecast.judge({"name": "f", "calls": [[_key(a), {"value": r}] for a, r in zip(args, right)]})
