@@ -293,3 +293,43 @@ def mib_lines(xs: Sequence[float], series: Mapping[str, Sequence[float]], xlabel
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
+def with_spread(
+    xs: Sequence[float],
+    series: Mapping[str, Sequence[float | Sequence[float]]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+) -> Figure:
+    """Log-log lines of the median at each x, with a min–max bar where a point holds several samples.
+
+    Each series maps a label to one entry per x: a number (a model or a
+    recorded figure: a plain point) or a sequence of samples (measured: the
+    median drawn, the range from the smallest to the largest sample as a bar).
+    The legend sits below the axes, off the data.
+    """
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    for i, (label, entries) in enumerate(series.items()):
+        color = f"C{i % 10}"
+        mids, lows, highs = [], [], []
+        for entry in entries:
+            values = [float(v) for v in entry] if isinstance(entry, (list, tuple)) else [float(entry)]
+            mid = float(np.median(values))
+            mids.append(mid)
+            lows.append(mid - min(values))
+            highs.append(max(values) - mid)
+        x = list(xs[: len(mids)])
+        ax.plot(x, mids, _series_style(label), marker="o", color=color, label=label)
+        if any(lows) or any(highs):
+            ax.errorbar(x, mids, yerr=[lows, highs], fmt="none", ecolor=color, capsize=4, linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=10)
+    ax.tick_params(labelsize=9)
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.legend(loc="outside lower center", fontsize=9, ncols=1, frameon=False)
+    return fig

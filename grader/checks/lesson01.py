@@ -398,3 +398,98 @@ def _judge_bound(bound: Callable[[float, float, float], str]) -> None:
 
 
 check_bound = recorded("bound", "bound", [(x, _PEAK, _BW) for x in (10.0, 1000.0, 49.0, 51.0)], _judge_bound)
+
+# --- predict, then measure: a Linear layer -----------------------------------------------------
+
+
+def linear_model(batch: int, d_in: int, d_out: int, itemsize: int, peak_flops: float, bandwidth: float) -> dict:
+    """The course's roofline model of y = x @ W.T (no bias): what linear_forecast should predict.
+
+    FLOPs 2·batch·d_in·d_out; bytes (d_in·d_out weights + batch·d_in inputs +
+    batch·d_out outputs) × itemsize, each read or written once; time is
+    FLOPs / attainable, i.e. the larger of compute time and memory time.
+    """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * (d_in + d_out)) * itemsize
+    x = flops / nbytes
+    seconds = max(flops / peak_flops, nbytes / bandwidth)
+    return {"intensity": x, "bound": "memory" if x < peak_flops / bandwidth else "compute",
+            "seconds_per_sample": seconds / batch}
+
+
+_D = 1024
+_LINEAR_CASES = [(1, torch.float32), (8, torch.float32), (512, torch.float32), (1, torch.bfloat16), (512, torch.bfloat16)]
+_KEYS = ("intensity", "bound", "seconds_per_sample")
+
+
+def _linear_args(batch: int, dtype: torch.dtype) -> tuple:
+    return (batch, _D, _D, dtype, _PEAK, _BW)
+
+
+def _shown(batch: int, dtype: torch.dtype) -> str:
+    return f"linear_forecast(batch={batch}, {_D}×{_D} weights, {str(dtype).removeprefix('torch.')})"
+
+
+def _judge_linear_forecast(linear_forecast: Callable) -> None:
+    """linear_forecast: intensity, bound and roofline seconds per sample of a bias-free Linear, as the model says."""
+    got = {}
+    for batch, dtype in _LINEAR_CASES:
+        shown = _shown(batch, dtype)
+        answer = call(linear_forecast, *_linear_args(batch, dtype), label=shown)
+        if not isinstance(answer, dict) or set(answer) != set(_KEYS):
+            keys = sorted(map(str, answer)) if isinstance(answer, dict) else type(answer).__name__
+            fail(f"{shown} returned {keys}; return a dict with exactly the keys 'intensity', 'bound' and "
+                 "'seconds_per_sample'.")
+        got[batch, dtype] = answer
+    for batch, dtype in _LINEAR_CASES:
+        answer, shown = got[batch, dtype], _shown(batch, dtype)
+        size = dtype.itemsize
+        want = linear_model(batch, _D, _D, size, _PEAK, _BW)
+        x = answer["intensity"]
+        if not is_number(x):
+            fail(f"{shown} gave intensity {x!r}; return FLOP per byte as a float.")
+        flops, weights, acts = 2 * batch * _D * _D, _D * _D * size, batch * 2 * _D * size
+        if not close(float(x), want["intensity"], rel=1e-6):
+            if close(float(x), flops / acts, rel=1e-6):
+                fail(f"{shown} gave intensity {x:.4g} FLOP/byte: you left out the weights. Every call reads the whole "
+                     f"{_D}×{_D} weight matrix ({weights / 2**20:.0f} MiB); at small batch it is almost all the bytes.")
+            if close(float(x), flops / (batch * (_D * _D + 2 * _D) * size), rel=1e-6):
+                fail(f"{shown} gave intensity {x:.4g} FLOP/byte, the same as at batch 1: you counted the weights once "
+                     "per sample. One batched matmul reads W once for the whole batch; that reuse is why batching helps.")
+            if dtype != torch.float32 and close(float(x), linear_model(batch, _D, _D, 4, _PEAK, _BW)["intensity"], rel=1e-6):
+                fail(f"{shown} gave the float32 intensity {x:.4g}: the dtype was ignored. bfloat16 takes 2 bytes per "
+                     "element (dtype.itemsize), so the same layer moves half the bytes.")
+            if close(float(x), want["intensity"] / 2, rel=1e-6):
+                fail(f"{shown} gave intensity {x:.4g}, half the model's {want['intensity']:.4g}: a multiply-add is two "
+                     "FLOPs, so the layer does 2·batch·d_in·d_out.")
+            fail(f"{shown} gave intensity {x!r}; the model says {want['intensity']:.4g} FLOP/byte: 2·batch·d_in·d_out "
+                 "FLOPs over (d_in·d_out + batch·d_in + batch·d_out) × itemsize bytes.")
+        verdict = answer["bound"]
+        if verdict not in ("memory", "compute"):
+            fail(f"{shown} gave bound {verdict!r}; use exactly 'memory' or 'compute'.")
+        if verdict != want["bound"]:
+            fail(f"{shown} called intensity {x:.4g} FLOP/byte {verdict}-bound on a chip that balances at "
+                 f"{_PEAK / _BW:.0f} FLOP/byte (100 TFLOP/s, 2 TB/s): below the balance point is memory-bound, above "
+                 "it compute-bound.")
+        seconds = answer["seconds_per_sample"]
+        if not is_number(seconds):
+            fail(f"{shown} gave seconds_per_sample {seconds!r}; return seconds as a float.")
+        seconds = float(seconds)
+        per = want["seconds_per_sample"]
+        if close(seconds, per, rel=1e-6):
+            continue
+        nbytes = weights + acts
+        if batch > 1 and close(seconds, per * batch, rel=1e-6):
+            fail(f"{shown} gave {seconds:.3g} s per sample, the time of the whole batch of {batch}; divide by the batch.")
+        if close(seconds * batch, flops / _PEAK + nbytes / _BW, rel=1e-6):
+            fail(f"{shown} added the compute time and the memory time. The roofline overlaps them: the time is "
+                 "FLOPs / attainable_flops, the larger of FLOPs / peak and bytes / bandwidth.")
+        if want["bound"] == "memory" and close(seconds * batch, flops / _PEAK, rel=1e-6):
+            fail(f"{shown} forecast the layer at the chip's peak FLOP/s, but at {x:.3g} FLOP/byte it is memory-bound: "
+                 "the time is set by reading the bytes (bytes / bandwidth).")
+        fail(f"{shown} gave {seconds:.4g} s per sample; the roofline says {per:.4g} s: FLOPs / attainable_flops(...) "
+             "for the whole batch, divided by the batch.")
+
+
+check_linear_forecast = recorded("linear_forecast", "linear_forecast",
+                                 lambda: [_linear_args(b, dt) for b, dt in _LINEAR_CASES], _judge_linear_forecast)

@@ -7,6 +7,10 @@ import statistics, time
 def time_op(fn, sync, warmup, repeats):
 """
 
+_LINEAR_HEAD = """
+def linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):
+"""
+
 MUTANTS = {
     "matmul_flops_check": [
         ("one FLOP per multiply-add", "def matmul_flops(n): return n**3", r"multiply-add is two"),
@@ -164,6 +168,105 @@ def crossover_size(sizes, cpu, gpu):
     return last
 """,
             r"expected the size 256",
+        ),
+    ],
+    "linear_forecast_check": [
+        (
+            "weights left out of the bytes",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
+""",
+            r"left out the weights",
+        ),
+        (
+            "weights read once per sample",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = batch * (d_in * d_out + d_in + d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
+""",
+            r"once per sample",
+        ),
+        (
+            "dtype ignored (always 4 bytes)",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * 4
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
+""",
+            r"dtype was ignored",
+        ),
+        (
+            "one FLOP per multiply-add",
+            _LINEAR_HEAD + """
+    flops = batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
+""",
+            r"multiply-add is two",
+        ),
+        (
+            "time of the whole batch",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth)}
+""",
+            r"divide by the batch",
+        ),
+        (
+            "compute and memory time added",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": (flops / peak_flops + nbytes / bandwidth) / batch}
+""",
+            r"added the compute time and the memory time",
+        ),
+        (
+            "always at peak",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth), "seconds_per_sample": flops / peak_flops / batch}
+""",
+            r"memory-bound: the time is set by reading the bytes",
+        ),
+        (
+            "bound compared the wrong way",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": "compute" if x < peak_flops / bandwidth else "memory",
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
+""",
+            r"below the balance point is memory-bound",
+        ),
+        (
+            "a tuple, not a dict",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + batch * d_in + batch * d_out) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return x, bound(x, peak_flops, bandwidth), flops / attainable_flops(x, peak_flops, bandwidth) / batch
+""",
+            r"return a dict with exactly the keys",
         ),
     ],
 }

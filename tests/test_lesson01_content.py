@@ -1,0 +1,298 @@
+"""Lesson 01's claims and corrections, each held by a test that fails on the old text or code."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import statistics
+from typing import Optional, Sequence
+
+import pytest
+import torch
+from nbclient import NotebookClient
+
+from conftest import ROOT, read_notebook
+from grader import plots, specs, timing
+from grader.checks import lesson01
+from grader.pipeline.judging import plan_cell
+
+LESSON = "01_crossover"
+SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
+STUDENT = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
+
+
+def _sources(kind: str) -> list[str]:
+    return [c.source for c in read_notebook(SOLUTION).cells if c.cell_type == kind]
+
+
+def _markdown() -> str:
+    return "\n".join(_sources("markdown"))
+
+
+def _cell_with(text: str) -> str:
+    found = [s for s in _sources("code") if text in s]
+    assert len(found) == 1, f"want one code cell holding {text!r}, found {len(found)}"
+    return found[0]
+
+
+def _defined(name: str, ns: dict | None = None) -> object:
+    """The notebook's function `name`, defined alone (its source cut out of the cell with ast)."""
+    for source in _sources("code"):
+        python = "\n".join("" if line.lstrip().startswith("%") else line for line in source.splitlines())
+        for node in ast.parse(python).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                scope = {"statistics": statistics, "Sequence": Sequence, "Optional": Optional, "torch": torch,
+                         **(ns or {})}
+                exec(compile(ast.Module([node], []), f"<{name}>", "exec"), scope)
+                return scope[name]
+    raise KeyError(name)
+
+
+def _parameters() -> dict:
+    cell = next(c for c in read_notebook(SOLUTION).cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    scope: dict = {}
+    exec(cell.source, scope)
+    return scope
+
+
+# --- balance points --------------------------------------------------------------------------
+
+
+def test_balance_text_agrees_with_the_table():
+    text = _markdown()
+    assert "25 to 300" not in text, "the old balance range (25 to 300 FLOP/byte) is back"
+    assert "10 to 20 FLOP/byte for fp32" in text and "100 to 300 for bf16" in text
+    training = [c for c in specs.load_chips() if any(t in c.name for t in ("V100", "A100", "H100", "H200"))]
+    assert len(training) == 4
+    assert all(9 <= c.balance("fp32") <= 21 for c in training), [(c.name, c.balance("fp32")) for c in training]
+    bf16 = [c.balance("bf16") for c in training if c.has_roofline("bf16")]
+    assert bf16 and all(100 <= b <= 300 for b in bf16), bf16
+
+
+def test_balance_ranges_are_printed_from_the_table():
+    cell = _cell_with("Training GPUs")
+    assert "c.balance(\"fp32\")" in cell and "c.balance(\"bf16\")" in cell, "the ranges must be computed, not typed"
+
+
+# --- batch 1 against batch 8: the weights, not the launch ------------------------------------
+
+
+def test_batch_section_explains_by_the_weight_read():
+    text = _markdown()
+    assert "A launch has a fixed cost" not in text, "the old explanation (the launch dominates) is back"
+    assert "memory-bound on reading its weights" in text
+    assert "LLM" in text and "batching" in text.lower()
+
+
+def test_the_gpu_model_shows_the_weight_read_dominating_at_small_batch():
+    params = _parameters()
+    chip = specs.chip(params["model_chip"])
+    d = params["linear_d"]
+    constants = specs.model_constants()
+    fixed = sum(constants[f"{k}_seconds"]["value"] for k in ("host_dispatch", "kernel_launch", "sync"))
+    weight_read = d * d * 4 / chip.bandwidth
+    assert weight_read > fixed, "at the lesson's defaults the launch would dominate, not the weights"
+    calls = {b: fixed + lesson01.linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["seconds_per_sample"] * b
+             for b in (1, 8)}
+    assert calls[8] < 1.1 * calls[1], "batch 8 should cost about what batch 1 does on the modelled GPU"
+    assert all(lesson01.linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["bound"] == "memory" for b in (1, 8))
+
+
+def test_the_measured_linear_table_shows_the_spread():
+    cell = _cell_with("layer = torch.nn.Linear")
+    assert "fastest–slowest run" in cell and "rounds" in cell and "time_op" in cell
+
+
+def test_the_solution_forecast_is_the_checks_model():
+    ns: dict = {}
+    for name in ("intensity", "attainable_flops", "bound"):
+        ns[name] = _defined(name)
+    forecast = _defined("linear_forecast", ns)
+    for args in [(1, 4096, 4096, torch.bfloat16, 989.5e12, 3350e9), (512, 2048, 1024, torch.float32, 8.1e12, 320e9),
+                 (64, 4096, 4096, torch.float32, 19.5e12, 2039e9)]:
+        got, want = forecast(*args), lesson01.linear_model(*args[:3], args[3].itemsize, *args[4:])
+        assert got["bound"] == want["bound"]
+        assert math.isclose(got["intensity"], want["intensity"], rel_tol=1e-12)
+        assert math.isclose(got["seconds_per_sample"], want["seconds_per_sample"], rel_tol=1e-12)
+
+
+# --- model constants ------------------------------------------------------------------------
+
+
+LESSON_CONSTANTS = ("host_dispatch_seconds", "kernel_launch_seconds", "sync_seconds")
+
+
+def test_model_constants_are_labelled_assumptions():
+    doc = json.loads((ROOT / "data" / "model_constants.json").read_text(encoding="utf-8"))
+    for key, entry in doc.items():
+        if not key.startswith("_"):
+            assert entry["kind"] == "model assumption", key
+            assert isinstance(entry["value"], (int, float)) and entry["value"] > 0, key
+    for key in LESSON_CONSTANTS:
+        entry = doc[key]  # the GPU model of lesson 01 needs each of them
+        assert entry["stands_for"].strip() and entry["source"].strip(), key
+        words = json.dumps(entry).lower()
+        assert "measured" not in words and "measures" not in words, f"{key} is an assumption: it names nothing measured"
+
+
+def test_the_gpu_model_includes_dispatch_and_sync():
+    cell = _cell_with("def matmul_rounds")
+    assert '"host_dispatch", "kernel_launch", "sync"' in cell and "overhead +" in cell
+
+
+# --- the crossover sentence ---------------------------------------------------------------------
+
+
+def test_crossover_sentence_reads_right_when_the_crossover_is_the_smallest_size():
+    sentence = _defined("crossover_sentence")
+    sizes = [32, 64, 128]
+    smallest = sentence(32, sizes, "GPU")
+    assert "Below that" not in smallest and "every size" in smallest
+    middle = sentence(64, sizes, "GPU")
+    assert "Below that" in middle and "n = 64" in middle
+    assert "never" in sentence(None, sizes, "GPU")
+
+
+# --- the bandwidth probe --------------------------------------------------------------------
+
+
+def test_bandwidth_probe_counts_the_bytes_that_move():
+    cell = _cell_with("here_bandwidth =")
+    assert "big + big" not in cell, "adding a tensor to itself reads one array but counts two"
+    probe = cell.split("with skip_if_not_done")[0]
+    ns = {"torch": torch, "timing": timing, "statistics": statistics, "DEVICE": torch.device("cpu"),
+          "SYNC": lambda: None, "warmup": 0, "repeats": 1, "rounds": 1, "spread_of": _defined("spread_of"),
+          "BUSY_SPREAD": 0.5}
+    exec(compile(probe, "<probe>", "exec"), ns)
+    a, b, out = ns["add_a"], ns["add_b"], ns["add_out"]
+    assert a.data_ptr() != b.data_ptr() != out.data_ptr() != a.data_ptr(), "the add must read two tensors and write a third"
+    assert ns["add_bytes"] == 3 * a.numel() * a.element_size()
+    assert ns["here_bandwidth"] > 0
+
+
+# --- timers agree within a stated tolerance ------------------------------------------------------
+
+
+def test_timer_comparison_states_its_tolerance():
+    assert "The ratio should be near 1" not in _markdown()
+    tolerance = float(_cell_with("AGREE_WITHIN =").split("AGREE_WITHIN =")[1].split("#")[0])
+    assert 0 < tolerance < 1
+    cell = _cell_with("timing.benchmark_median")
+    assert "They agree" in cell and "They disagree" in cell and "gap <= AGREE_WITHIN" in cell
+    cell = _cell_with("timing.unsynchronized")
+    assert "both timings agree (ratio" not in cell, "'agree' without a tolerance is back"
+    assert "differ <= AGREE_WITHIN" in cell
+
+
+# --- hidden tests name the right dtype -----------------------------------------------------------
+
+
+def _hidden_steps():
+    for cell in read_notebook(SOLUTION).cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            for step in plan_cell(cell.source):
+                if step.hidden:
+                    yield step
+
+
+def test_hidden_test_messages_name_the_dtype_of_their_arguments():
+    checked = 0
+    for step in _hidden_steps():
+        dtypes = [a for a in step.kwargs.get("args", ()) if isinstance(a, torch.dtype)]
+        for dtype in dtypes:
+            assert str(dtype).removeprefix("torch.") in step.kwargs["why"], step.kwargs["why"]
+            checked += 1
+    assert checked >= 5
+
+
+def test_the_bf16_bound_test_uses_a_bf16_intensity_and_peak():
+    for step in _hidden_steps():
+        why = step.kwargs.get("why", "")
+        if step.names == ["bound"] and "bfloat16" in why:
+            x, peak, _ = step.kwargs["args"]
+            assert math.isclose(x, 2 * 4096**3 / (3 * 4096**2 * 2)), "a 4096² bf16 matmul does 4096/3 FLOP per byte"
+            assert peak == specs.chip("H100").peak("bf16")
+            return
+    pytest.fail("no hidden bound test for a bf16 matmul")
+
+
+def test_linear_forecast_hidden_answers_are_the_model():
+    found = 0
+    for step in _hidden_steps():
+        if step.names == ["linear_forecast"]:
+            batch, d_in, d_out, dtype, peak, bandwidth = step.kwargs["args"]
+            want = lesson01.linear_model(batch, d_in, d_out, dtype.itemsize, peak, bandwidth)
+            got = step.kwargs["want"]
+            assert got["bound"] == want["bound"]
+            assert all(math.isclose(got[k], want[k], rel_tol=1e-9) for k in ("intensity", "seconds_per_sample"))
+            found += 1
+    assert found >= 2
+
+
+# --- the sweep figure ---------------------------------------------------------------------
+
+
+def test_thread_count_label_has_the_right_plural():
+    plural = _defined("plural")
+    assert plural(1, "thread") == "1 thread" and plural(2, "thread") == "2 threads"
+    assert "threads (measured here)" not in _cell_with("def matmul_rounds")
+
+
+def test_sweep_says_when_the_machine_was_too_busy():
+    cell = _cell_with("def matmul_rounds")
+    assert "too busy" in cell and "BUSY_SPREAD" in cell and "plots.with_spread" in cell
+    spread_of = _defined("spread_of")
+    assert spread_of([1.0, 1.0, 3.0]) == 2.0 and spread_of([2.0, 2.0]) == 0.0
+
+
+def test_spread_figure_draws_bars_for_samples_and_keeps_the_legend_off_the_data():
+    fig = plots.with_spread([32, 64], {"CPU (measured here)": [[1e-5, 2e-5, 4e-5], [3e-5, 5e-5]],
+                                       "T4 (model)": [1e-5, 2e-5]}, "matrix size n", "seconds per call", "t")
+    ax = fig.axes[0]
+    assert len(ax.containers) == 1, "one error-bar set: the measured series, not the model"
+    assert ax.get_legend() is None and len(fig.legends) == 1
+    assert ax.get_xlabel() and ax.get_ylabel()
+    assert all(t.get_fontsize() >= 9 for t in fig.legends[0].get_texts())
+    assert ax.xaxis.label.get_fontsize() >= 9 and ax.yaxis.label.get_fontsize() >= 9
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64"]
+
+
+# --- what a learner sees in a blank notebook -------------------------------------------------------
+
+
+def test_opening_says_where_run_all_stops():
+    assert "Run All\n# stops" not in _markdown()
+    assert "stops at the first exercise you have not done yet, with one line saying which" in " ".join(_markdown().split())
+
+
+def test_blank_release_fails_only_at_check_cells_with_one_line():
+    nb = read_notebook(STUDENT)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(STUDENT.parent)}}).execute()
+    graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    errors = {i: o for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"}
+    assert set(errors) == graded, f"errors outside check cells: {sorted(set(errors) - graded)}"
+    for i, error in errors.items():
+        assert error.ename == "NotDone" and len(error.traceback) == 1, (i, error.ename, error.traceback)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out.get("name") != "stderr" or "WARNING" in out.get("text", ""), out.get("text")
+
+
+def test_linear_forecast_judge_refuses_forged_observations():
+    from grader.checks._common import _key
+
+    args = [lesson01._linear_args(b, d) for b, d in lesson01._LINEAR_CASES]
+    right = [lesson01.linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
+    forged = [None, 1, "x", [], {}, {"calls": "x"}, {"name": "f", "calls": [["k", {"value": 1}]]},
+              {"name": "f", "calls": [[_key(a), {"value": [1, 2]}] for a in args]},
+              {"name": "f", "calls": [[_key(a), {"value": {**r, "intensity": {"__float__": "nan"}}}] for a, r in zip(args, right)]},
+              {"name": "f", "calls": [[_key(a), {"value": {**r, "bound": ["memory"]}}] for a, r in zip(args, right)]},
+              {"name": "f", "calls": [[_key(a), {"value": {**r, "extra": 1}}] for a, r in zip(args, right)]},
+              {"name": "f", "calls": [[_key(a), {"raised": "X", "message": "m"}] for a in args]}]
+    for observation in forged:
+        with pytest.raises(Exception):
+            lesson01.check_linear_forecast.judge(observation)
+    lesson01.check_linear_forecast.judge({"name": "f", "calls": [[_key(a), {"value": r}] for a, r in zip(args, right)]})
