@@ -116,6 +116,13 @@ def _bits(value: int, width: int) -> str:
     return format(value, f"0{width}b") if width else ""
 
 
+def _stored_text(stored: float, exponent: int, mantissa: int, fmt: Format) -> str:
+    """The stored value and its kind ("0.1 (normal)"); inf and nan are their own kind, so they are named once."""
+    if not math.isfinite(stored):
+        return repr(stored)
+    return f"{stored!r} ({kind_of(exponent, mantissa, fmt)})"
+
+
 def fields_html(x: float, formats: dict[str, Format], decode: Callable[[float, str], tuple[int, int, int]]) -> str:
     """An HTML table: each format's bits coloured by field, the stored value and its error.
 
@@ -146,7 +153,7 @@ def fields_html(x: float, formats: dict[str, Format], decode: Callable[[float, s
         rows.append(
             f"<tr><td><b>{name}</b> ({fmt.exponent_bits}, {fmt.mantissa_bits})</td>"
             f"<td style='font-family:monospace'>{bits}</td><td>{sign}</td><td>{exponent}</td><td>{mantissa}</td>"
-            f"<td>{stored!r} · {kind_of(exponent, mantissa, fmt)}</td><td>{error_text}</td></tr>"
+            f"<td>{_stored_text(stored, exponent, mantissa, fmt)}</td><td>{error_text}</td></tr>"
         )
     head = (
         "<tr><th>format (exp, man)</th><th>bits: "

@@ -54,7 +54,7 @@ CAROL = {
         "master copy",
     ),
 }
-GRADED_CELLS = {"01_crossover": 7, "02_transfers": 3, "03_float_formats": 6, "04_memory": 4}
+GRADED_CELLS = {"01_crossover": 7, "02_transfers": 3, "03_float_formats": 7, "04_memory": 4}
 
 
 @pytest.fixture(scope="module")
