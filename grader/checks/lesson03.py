@@ -369,11 +369,17 @@ def _rescue_scale(grads: torch.Tensor, dtype: torch.dtype) -> float | None:
 _SCALE_CASES = [
     (torch.tensor([1e-10, 1e-3, -4e-6]), torch.float16),
     (torch.tensor([0.0, 3e-9, 0.5, 0.0]), torch.float16),
-    (torch.tensor([1e-12, 1e-3]), torch.bfloat16),
+    (torch.tensor([1e-12, 4.0]), torch.bfloat16),  # a bf16 scale that fp32 can still hold (2^125)
     (torch.tensor([1e5, 1.0]), torch.float16),  # overflows fp16 even unscaled: the scale goes below 1
     (torch.tensor([-3000.0, 2.0, 1e-6]), torch.float16),  # the largest magnitude is negative
     (torch.tensor([1.0]), torch.float16),
 ]
+
+
+def _pow2(scale: float) -> str:
+    """A power of two as a learner reads it: 2^25 = 3.36e+07."""
+    k = math.log2(scale)
+    return f"2^{k:g} = {scale:.3g}" if k.is_integer() and abs(k) > 10 else f"{scale:g}"
 
 
 def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dtype], float]) -> None:
@@ -390,7 +396,7 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if got == want:
             continue
         if got.is_integer() and abs(got) < 400 and got == math.log2(want):
-            fail(f"{label} returned {got:g}, which is the exponent k; return the scale itself, 2.0 ** k = {want:g}.")
+            fail(f"{label} returned {_pow2(got)}, which is the exponent k; return the scale itself, 2.0 ** k = {_pow2(want)}.")
         if got != 2.0 ** round(math.log2(got)):
             fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
         amax_at = int(grads.abs().argmax())
@@ -398,29 +404,29 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if not _all_finite(grads, dtype, got):
             if want < 1 and got == 1:
                 fail(f"{label} returned 1, but {largest:g} overflows {dtype} already at scale 1 (its largest finite value "
-                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1, to {want:g} here. GradScaler's goes "
+                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1, to {_pow2(want)} here. GradScaler's goes "
                      "below 1 too after enough overflows.")
             if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
-                fail(f"{label} returned {got:g}, which turns {largest:g} into -inf: the gradient with the largest "
+                fail(f"{label} returned {_pow2(got)}, which turns {largest:g} into -inf: the gradient with the largest "
                      "magnitude is negative. Compare magnitudes (abs), not signed values.")
             if got == 2 * want:
-                fail(f"{label} returned {got:g}: one power of two too high, it turns {largest:g} into inf in {dtype}. "
-                     f"The largest scale that keeps every scaled gradient finite is {want:g}.")
+                fail(f"{label} returned {_pow2(got)}: one power of two too high, it turns {largest:g} into inf in {dtype}. "
+                     f"The largest scale that keeps every scaled gradient finite is {_pow2(want)}.")
             if got == _rescue_scale(grads, dtype):
-                fail(f"{label} returned {got:g}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
+                fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
                      f"{largest:g} into inf. Aim for the largest scale that keeps every gradient finite, not for rescuing the smallest.")
-            fail(f"{label} returned {got:g}, but that turns {largest:g} into inf in {dtype}: "
-                 f"a scale must keep the largest gradient finite (here at most {want:g}).")
+            fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
+                 f"a scale must keep the largest gradient finite (here at most {_pow2(want)}).")
         if got == _rescue_scale(grads, dtype):
-            fail(f"{label} returned {got:g}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
-                 f"Return the largest power of two that keeps every scaled gradient finite ({want:g} here): that is "
+            fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
+                 f"Return the largest power of two that keeps every scaled gradient finite ({_pow2(want)} here): that is "
                  "where GradScaler's dynamic scale settles, and it leaves the large gradients, which carry the update, intact.")
         if got == want / 2:
-            fail(f"{label} returned {got:g}, one power of two too low: twice that, {want:g}, still keeps every gradient "
-                 f"finite in {dtype} ({largest:g} × {want:g} = {abs(largest) * want:g} ≤ {torch.finfo(dtype).max:g}). "
+            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that, {_pow2(want)}, still keeps every gradient "
+                 f"finite in {dtype} (|{largest:g}| × {want:g} = {abs(largest) * want:g} ≤ {torch.finfo(dtype).max:g}). "
                  "Return the largest such scale.")
-        fail(f"{label} returned {got:g}; the largest power of two that keeps every scaled gradient finite in {dtype} "
-             f"is {want:g}: check how you find it.")
+        fail(f"{label} returned {_pow2(got)}; the largest power of two that keeps every scaled gradient finite in {dtype} "
+             f"is {_pow2(want)}: check how you find it.")
 
 
 check_choose_loss_scale = _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
