@@ -117,10 +117,10 @@ def _bits(value: int, width: int) -> str:
 
 
 def _stored_text(stored: float, exponent: int, mantissa: int, fmt: Format) -> str:
-    """The stored value and its kind ("0.1 (normal)"); inf and nan are their own kind, so they are named once."""
+    """The stored value with its kind below it (normal, subnormal, zero); inf and nan are their own kind, named once."""
     if not math.isfinite(stored):
         return repr(stored)
-    return f"{stored!r} ({kind_of(exponent, mantissa, fmt)})"
+    return f"{stored!r}<br><small>{kind_of(exponent, mantissa, fmt)}</small>"
 
 
 def fields_html(x: float, formats: dict[str, Format], decode: Callable[[float, str], tuple[int, int, int]]) -> str:
@@ -146,8 +146,8 @@ def fields_html(x: float, formats: dict[str, Format], decode: Callable[[float, s
         )
         if math.isfinite(stored) and math.isfinite(x):
             error = stored - x
-            relative = f"{abs(error) / abs(x):.2e}" if x else "0"
-            error_text = f"{error:+.3e} (relative {relative})"
+            relative = f"{abs(error) / abs(x):.1e}" if x else "0"
+            error_text = f"{error:+.2e}<br><small>relative {relative}</small>"  # two short lines keep the table narrow
         else:
             error_text = "—"
         rows.append(
