@@ -522,6 +522,11 @@ def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, flo
     return trace
 
 
+def _same_flag(got: Any, want: bool) -> bool:
+    """update()'s answer read as a bool: True/False, or 1/0 (a plain int is accepted, anything else is not)."""
+    return got is want or (type(got) is int and got == int(want))
+
+
 def _attr(obj: Any, name: str) -> Any:
     """obj.name, or the string 'missing' when the learner's object has no such attribute (or reading it raises)."""
     try:
@@ -570,7 +575,7 @@ def _judge_loss_scaler(observation: dict) -> None:
         good_run, before = 0, float(run["init"])
         for i, (found_inf, (applied, scale), (got, mine_scale)) in enumerate(zip(flags, want, steps)):
             where = f"at step {i} (overflows so far: {[j for j in range(i + 1) if flags[j]]}, settings {settings})"
-            if got is not applied:
+            if not _same_flag(got, applied):
                 if found_inf:
                     fail(f"update(found_inf=True) returned {got!r} {where}: skip the step on overflow, return False.")
                 fail(f"update(found_inf=False) returned {got!r} {where}: a step without overflow is applied, return True.")
@@ -610,7 +615,7 @@ def _judge_scaler_on(observation: dict, settings: dict, flags: list, want: list,
     if not observation.get("has_update") or not isinstance(steps, list) or len(steps) != len(want):
         fail(f"{why} (your LossScaler did not answer every update)")
     for (got, scale), (applied, want_scale) in zip(steps, want):
-        if got is not applied or not is_number(scale) or not same(float(scale), float(want_scale)):
+        if not _same_flag(got, applied) or not is_number(scale) or not same(float(scale), float(want_scale)):
             fail(f"{why} (your LossScaler gave {[(g, s) for g, s in steps]!r})")
 
 
