@@ -116,6 +116,13 @@ def _bits(value: int, width: int) -> str:
     return format(value, f"0{width}b") if width else ""
 
 
+def _stored_text(stored: float, exponent: int, mantissa: int, fmt: Format) -> str:
+    """The stored value with its kind below it (normal, subnormal, zero); inf and nan are their own kind, named once."""
+    if not math.isfinite(stored):
+        return repr(stored)
+    return f"{stored!r}<br><small>{kind_of(exponent, mantissa, fmt)}</small>"
+
+
 def fields_html(x: float, formats: dict[str, Format], decode: Callable[[float, str], tuple[int, int, int]]) -> str:
     """An HTML table: each format's bits coloured by field, the stored value and its error.
 
@@ -139,14 +146,14 @@ def fields_html(x: float, formats: dict[str, Format], decode: Callable[[float, s
         )
         if math.isfinite(stored) and math.isfinite(x):
             error = stored - x
-            relative = f"{abs(error) / abs(x):.2e}" if x else "0"
-            error_text = f"{error:+.3e} (relative {relative})"
+            relative = f"{abs(error) / abs(x):.1e}" if x else "0"
+            error_text = f"{error:+.2e}<br><small>relative {relative}</small>"  # two short lines keep the table narrow
         else:
             error_text = "—"
         rows.append(
             f"<tr><td><b>{name}</b> ({fmt.exponent_bits}, {fmt.mantissa_bits})</td>"
             f"<td style='font-family:monospace'>{bits}</td><td>{sign}</td><td>{exponent}</td><td>{mantissa}</td>"
-            f"<td>{stored!r} · {kind_of(exponent, mantissa, fmt)}</td><td>{error_text}</td></tr>"
+            f"<td>{_stored_text(stored, exponent, mantissa, fmt)}</td><td>{error_text}</td></tr>"
         )
     head = (
         "<tr><th>format (exp, man)</th><th>bits: "

@@ -39,10 +39,10 @@ CAROL = {
         "inside the step loop with blocking copies (32 blocking copies in 16 steps",
     ),
     "03_float_formats": (
-        "LossScaler",
-        _mutant(lesson03, "LossScaler_check", "never grows back"),
-        "LossScaler_check",
-        "never grows back",
+        "choose_loss_scale",
+        _mutant(lesson03, "choose_loss_scale_check", "the old contract: the smallest scale that rescues the smallest gradient"),
+        "choose_loss_scale_check",
+        "the old aim",
     ),
     "04_memory": (
         "training_bytes",

@@ -1,10 +1,15 @@
-"""Checks for lesson 03 (float formats): decode, round_to, underflows, choose_loss_scale, stall_point, LossScaler.
+"""Checks for lesson 03 (float formats): decode, round_to, predict_vanishing, underflows, stall_point,
+choose_loss_scale, LossScaler.
 
-References are independent of the learner's route: struct for fp32 bits, numpy's
-float16 for fp16 bits, torch's own casts for bf16, a running sum actually run in
-the dtype for stall points, and torch.amp.GradScaler itself for the scaler. tf32
-has no storage type to compare with, so it is checked by what rounding to
-nearest even means: the stored value is the nearer neighbour, ties go to even.
+Each check is two halves (grader.checks._common.Check): observe calls the
+learner's code on the check's own cases and returns plain data; judge reads
+that data and names the mistake. References are independent of the learner's
+route and are computed on the judging side: struct for fp32 bits, numpy's
+float16 for fp16 bits, torch's own casts for bf16, a running sum actually run
+in the dtype for stall points, and torch.amp.GradScaler itself for the
+scaler. tf32 has no storage type to compare with, so it is checked by what
+rounding to nearest even means: the stored value is the nearer neighbour,
+ties go to even.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ import math
 import numbers
 import struct
 import warnings
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from grader.checks._common import call, close, fail, is_number, passed, require_callable
+from grader.checks._common import Check, Replay, call, close, fail, is_number, record, recorded, require_callable, same
+from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.floats import FORMATS, value_of
 
 _WIDTHS = {name: (f.exponent_bits, f.mantissa_bits) for name, f in FORMATS.items()}
@@ -67,6 +73,20 @@ def _tf32_problem(x: float, stored: float, mantissa: int) -> str | None:
     return None
 
 
+def _recorded_with_copies(what: str, name: str, cases: Callable[[], list[tuple]], judge: Callable[[Replay], None]) -> Check:
+    """Like `recorded`, but every tensor argument is handed to the learner as a copy, so an in-place edit cannot change the case."""
+
+    def observe(fn):
+        require_callable(fn, name)
+
+        def on_copies(*args):
+            return fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+
+        return record(on_copies, name, cases())
+
+    return Check(what, observe, lambda observation: judge(Replay(observation)))
+
+
 # --- decode ---------------------------------------------------------------------------------
 
 
@@ -78,9 +98,8 @@ def _fields(decode: Callable, x: float, fmt: str) -> tuple[int, int, int]:
     return tuple(int(v) for v in got)
 
 
-def check_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
+def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
     """decode(x, fmt): the raw (sign, exponent, mantissa) fields of x stored in fmt."""
-    require_callable(decode, "decode")
     got = _fields(decode, 1.0, "fp32")
     if got[1] == 0:
         fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰ is stored with the biased exponent 0 + 127 = 127. "
@@ -109,8 +128,7 @@ def check_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
                 fail(f"decode({x!r}, {fmt!r}) included the hidden leading 1 in the mantissa: return only the {m_bits} stored bits.")
             what = "zero" if x == 0 else "a subnormal" if want[1] == 0 else "inf" if math.isinf(x) else "a negative number" if x < 0 else "a number"
             fail(
-                f"decode({x!r}, {fmt!r}) returned {got}, but {fmt} stores it as {want} "
-                f"(bits {_split(_reference_bits(x, fmt), e_bits, m_bits)}); check how you handle {what}. "
+                f"decode({x!r}, {fmt!r}) returned {got}, but {fmt} stores it as {want}; check how you handle {what}. "
                 f"{fmt} has {e_bits} exponent bits and {m_bits} mantissa bits."
             )
     tf32 = FORMATS["tf32"]
@@ -129,7 +147,10 @@ def check_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
         if problem:
             fail(f"decode({x!r}, 'tf32') gives fields {got} that store {stored!r}: {problem}. "
                  "tf32 is fp32 rounded to nearest even at 10 mantissa bits; the exponent stays 8 bits.")
-    passed("decode")
+
+
+check_decode = recorded("decode", "decode", [(x, fmt) for fmt in ("fp32", "fp16", "bf16", "tf32") for x in _EDGE],
+                        _judge_decode)
 
 
 # --- round_to -------------------------------------------------------------------------------
@@ -140,13 +161,21 @@ def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:
     return (bits & ~(2**drop_bits - 1)).view(torch.float32)
 
 
-def check_round_to(round_to: Callable[[torch.Tensor, str], torch.Tensor]) -> None:
-    """round_to(x, fmt): float32 tensor of x rounded to nearest even in fmt."""
-    require_callable(round_to, "round_to")
+def _round_input() -> torch.Tensor:
+    """The edge values and 200 random ones spread over 14 decades (the same every time)."""
     g = torch.Generator().manual_seed(3)
-    x = torch.cat([torch.tensor(_EDGE, dtype=torch.float32), torch.randn(200, generator=g) * 10.0 ** torch.randint(-9, 5, (200,), generator=g)])
-    for fmt in ("fp16", "bf16", "fp32", "tf32"):
-        got = call(round_to, x.clone(), fmt, label=f"round_to(x, {fmt!r})")
+    return torch.cat([torch.tensor(_EDGE, dtype=torch.float32),
+                      torch.randn(200, generator=g) * 10.0 ** torch.randint(-9, 5, (200,), generator=g)])
+
+
+_ROUND_FORMATS = ("fp16", "bf16", "fp32", "tf32")
+
+
+def _judge_round_to(round_to: Callable[[torch.Tensor, str], torch.Tensor]) -> None:
+    """round_to(x, fmt): float32 tensor of x rounded to nearest even in fmt."""
+    x = _round_input()
+    for fmt in _ROUND_FORMATS:
+        got = call(round_to, x, fmt, label=f"round_to(x, {fmt!r})")
         if not isinstance(got, torch.Tensor):
             fail(f"round_to(x, {fmt!r}) returned {type(got).__name__}; return a torch.Tensor.")
         if got.dtype != torch.float32:
@@ -181,22 +210,101 @@ def check_round_to(round_to: Callable[[torch.Tensor, str], torch.Tensor]) -> Non
                          "a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always up.")
                 if problem:
                     fail(f"round_to(x, 'tf32') gave {gi!r} for {xi!r}: {problem}.")
-    passed("round_to")
+
+
+check_round_to = _recorded_with_copies("round_to", "round_to", lambda: [(_round_input(), fmt) for fmt in _ROUND_FORMATS],
+                                       _judge_round_to)
+
+
+# --- predict, then measure: which gradients vanish -----------------------------------------------
+
+
+def vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
+    """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
+    bias = 2 ** (exponent_bits - 1) - 1
+    half_smallest = 2.0 ** (-bias - mantissa_bits)
+    return [x != 0 and abs(x) <= half_smallest for x in values]
+
+
+def _half_subnormal(e: int, m: int) -> float:
+    return 2.0 ** (-(2 ** (e - 1) - 1) - m)
+
+
+# (values, exponent bits, mantissa bits): fp16, bf16, fp8 e4m3, fp8 e5m2 and a made-up (6, 5) format, each with the
+# exact tie at half the smallest subnormal, values just either side, one between that and the smallest normal, zero, a big one.
+def _vanishing_cases() -> list[tuple]:
+    cases = []
+    for e, m in ((5, 10), (8, 7), (4, 3), (5, 2), (6, 5)):
+        h = _half_subnormal(e, m)
+        normal = 2.0 ** (1 - (2 ** (e - 1) - 1))
+        cases.append(([h, h * 1.25, -h * 0.75, h * 0.5, -h * 1.5, h * 2, normal * 0.5, 0.0, 1.0, -h], e, m))
+    return cases
+
+
+_VANISH_CASES = _vanishing_cases()
+
+
+def _as_bools(got: Any, n: int) -> list[bool] | None:
+    if isinstance(got, torch.Tensor) and got.dtype == torch.bool:
+        got = got.reshape(-1).tolist()
+    if isinstance(got, (list, tuple)) and len(got) == n and all(isinstance(v, bool) for v in got):
+        return list(got)
+    return None
+
+
+def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
+    """predict_vanishing(values, e, m): from the field widths alone, which values a cast to zero."""
+    for values, e, m in _VANISH_CASES:
+        label = f"predict_vanishing({values!r}, {e}, {m})"
+        got = call(predict_vanishing, values, e, m, label=label)
+        mine = _as_bools(got, len(values))
+        if mine is None:
+            fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
+        want = vanishing_model(values, e, m)
+        if mine == want:
+            continue
+        bias = 2 ** (e - 1) - 1
+        half, smallest, normal = _half_subnormal(e, m), 2 * _half_subnormal(e, m), 2.0 ** (1 - bias)
+        wrong = [(x, g) for x, g, w in zip(values, mine, want) if g != w]
+        x, g = wrong[0]
+        fmt = f"a format with {e} exponent bits and {m} mantissa bits"
+        if mine == [v != 0 and abs(v) < normal for v in values]:
+            fail(f"for {fmt} you predicted that everything below the smallest normal ({normal:.3g}) vanishes; below it come "
+                 f"the subnormals, down to {smallest:.3g}, which keep small values nonzero with fewer digits.")
+        if mine == [v != 0 and abs(v) < smallest for v in values]:
+            fail(f"for {fmt} you predicted that {x:.3g} vanishes, but it lies above half the smallest subnormal "
+                 f"({half:.3g}), so the cast rounds it up to {smallest:.3g}. Only values at most half of it round to 0.")
+        if mine == [v != 0 and abs(v) < half for v in values]:
+            fail(f"for {fmt} you predicted that {half!r}, exactly half the smallest subnormal, survives: a tie rounds "
+                 "to the even neighbour, and that is 0 (mantissa 0), so it vanishes. Use <=, not <.")
+        if mine == vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
+            fail(f"for {fmt} your threshold is off by a factor of two: the bias is 2^(e−1) − 1 = {bias}, "
+                 f"so the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
+        if any(v < 0 and want[i] for i, v in enumerate(values)) and mine == [v > 0 and w for v, w in zip(values, want)]:
+            fail(f"predict_vanishing missed {[v for v, w in zip(values, want) if v < 0 and w][0]:.3g}: a negative value "
+                 "vanishes too. Compare magnitudes (abs).")
+        if x == 0 and g:
+            fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
+        fail(f"for {fmt} you predicted {g} for {x:.3g}; the cast {'keeps it' if not g else 'rounds it to 0'} "
+             f"(half the smallest subnormal is {half:.3g}).")
+
+
+check_predict_vanishing = recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing)
 
 
 # --- underflow ------------------------------------------------------------------------------
 
+_UNDERFLOW_CASES = {
+    torch.float16: [1e-8, 3e-8, -1e-8, 1e-7, 1e-5, -1e-5, 1e-4, 0.0, -0.0, math.inf, math.nan, 1.0, 7e4],
+    torch.bfloat16: [1e-40, 1e-45, -1e-45, 1e-30, 0.0, 2e-8, math.nan, 1.0],
+}
 
-def check_underflows(underflows: Callable[[torch.Tensor, torch.dtype], torch.Tensor]) -> None:
+
+def _judge_underflows(underflows: Callable[[torch.Tensor, torch.dtype], torch.Tensor]) -> None:
     """underflows(values, dtype): nonzero values that become zero when cast to dtype."""
-    require_callable(underflows, "underflows")
-    cases = {
-        torch.float16: [1e-8, 3e-8, -1e-8, 1e-7, 1e-5, -1e-5, 1e-4, 0.0, -0.0, math.inf, math.nan, 1.0, 7e4],
-        torch.bfloat16: [1e-40, 1e-45, -1e-45, 1e-30, 0.0, 2e-8, math.nan, 1.0],
-    }
-    for dtype, values in cases.items():
+    for dtype, values in _UNDERFLOW_CASES.items():
         v = torch.tensor(values, dtype=torch.float32)
-        got = call(underflows, v.clone(), dtype, label=f"underflows(values, {dtype})")
+        got = call(underflows, v, dtype, label=f"underflows(values, {dtype})")
         if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
             fail(f"underflows returned {type(got).__name__} {getattr(got, 'dtype', '')}; return a bool tensor, one entry per value.")
         if got.shape != v.shape:
@@ -221,71 +329,108 @@ def check_underflows(underflows: Callable[[torch.Tensor, torch.dtype], torch.Ten
             if not w and (math.isnan(value) or math.isinf(value) or abs(value) > 1):
                 fail(f"underflows flagged {value!r}: inf, nan and large values do not become zero.")
             fail(f"underflows gave {g} for {value!r} in {dtype}; casting it gives {v.new_tensor([value]).to(dtype).item()!r}.")
-    passed("underflows")
+
+
+check_underflows = _recorded_with_copies(
+    "underflows", "underflows",
+    lambda: [(torch.tensor(values, dtype=torch.float32), dtype) for dtype, values in _UNDERFLOW_CASES.items()],
+    _judge_underflows)
 
 
 # --- loss scale -----------------------------------------------------------------------------
 
 
-def check_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dtype], float]) -> None:
-    """choose_loss_scale: the smallest power of two ≥ 1 that saves every nonzero gradient without overflow."""
-    require_callable(choose_loss_scale, "choose_loss_scale")
+def _all_finite(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> bool:
+    """True when every gradient times `scale`, stored in `dtype`, is finite (the cast rounds to nearest)."""
+    return bool(torch.isfinite((grads.double() * scale).to(dtype)).all())
 
-    def fits(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> tuple[bool, bool]:
-        scaled = (grads.double() * scale).to(dtype)
-        nonzero = grads != 0
-        return bool((scaled[nonzero] != 0).all()), bool(torch.isfinite(scaled).all())
 
-    cases = [
-        (torch.tensor([1e-10, 1e-3, -4e-6]), torch.float16),
-        (torch.tensor([0.0, 3e-9, 0.5, 0.0]), torch.float16),
-        (torch.tensor([1e-12, 1e-3]), torch.bfloat16),
-        (torch.tensor([2e-3, 1.0]), torch.float16),
-    ]
-    for grads, dtype in cases:
-        label = f"choose_loss_scale({grads.tolist()}, {dtype})"
-        try:
-            got = choose_loss_scale(grads.clone(), dtype)
-        except ValueError:
-            zero = " It holds zeros: a zero gradient stays zero at any scale, so leave zeros out." if (grads == 0).any() else ""
-            fail(f"{label} raised ValueError, but a scale exists.{zero}")
-        except (NotImplementedError, AssertionError):
-            raise
-        except Exception as exc:
-            fail(f"{label} raised {type(exc).__name__}: {exc}")
-        if not is_number(got):
-            fail(f"{label} returned {got!r}; return the scale as a float.")
+def largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
+    """The largest power of two S such that every gradient × S stays finite in dtype (grads finite, one nonzero)."""
+    amax = float(grads.abs().max())
+    k = math.floor(math.log2(torch.finfo(dtype).max / amax))
+    while _all_finite(grads, dtype, 2.0 ** (k + 1)):
+        k += 1
+    while not _all_finite(grads, dtype, 2.0**k):
+        k -= 1
+    return 2.0**k
+
+
+def _rescue_scale(grads: torch.Tensor, dtype: torch.dtype) -> float | None:
+    """The old aim: the smallest power of two ≥ 1 that keeps every nonzero gradient nonzero (None if none does)."""
+    nonzero = grads[grads != 0].abs().double()
+    for k in range(0, 400):
+        scaled = (nonzero * 2.0**k).to(dtype)
+        if (scaled != 0).all():
+            return 2.0**k
+    return None
+
+
+_SCALE_CASES = [
+    (torch.tensor([1e-10, 1e-3, -4e-6]), torch.float16),
+    (torch.tensor([0.0, 3e-9, 0.5, 0.0]), torch.float16),
+    (torch.tensor([1e-12, 4.0]), torch.bfloat16),  # a bf16 scale that fp32 can still hold (2^125)
+    (torch.tensor([1e5, 1.0]), torch.float16),  # overflows fp16 even unscaled: the scale goes below 1
+    (torch.tensor([-3000.0, 2.0, 1e-6]), torch.float16),  # the largest magnitude is negative
+    (torch.tensor([1.0]), torch.float16),
+]
+
+
+def _pow2(scale: float) -> str:
+    """A power of two as a learner reads it: 2^25 = 3.36e+07."""
+    k = math.log2(scale)
+    return f"2^{k:g} = {scale:.3g}" if k.is_integer() and abs(k) > 10 else f"{scale:g}"
+
+
+def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dtype], float]) -> None:
+    """choose_loss_scale: the largest power of two that keeps every scaled gradient finite in dtype."""
+    for grads, dtype in _SCALE_CASES:
+        label = f"choose_loss_scale([{', '.join(f'{v:.3g}' for v in grads.tolist())}], {dtype})"
+        got = call(choose_loss_scale, grads, dtype, label=label)
+        if isinstance(got, torch.Tensor) and got.numel() == 1 and got.dtype.is_floating_point:
+            got = float(got)
+        if not is_number(got) or not math.isfinite(float(got)) or float(got) <= 0:
+            fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
         got = float(got)
-        if got < 1 or got != 2.0 ** round(math.log2(got)):
-            fail(f"{label} returned {got!r}; the scale is a power of two, at least 1 (2.0**k, k ≥ 0).")
-        saved, finite = fits(grads, dtype, got)
-        if not finite:
-            fail(f"{label} returned {got:g}, but that turns the largest gradient into inf in {dtype}: "
-                 "a scale must also keep the largest one finite.")
-        if not saved:
-            fail(f"{label} returned {got:g}, but the smallest nonzero gradient still becomes 0 at that scale.")
-        smaller = got / 2
-        if smaller >= 1 and fits(grads, dtype, smaller)[0]:
-            tiny = torch.finfo(dtype).tiny
-            if bool(((grads.abs() * got >= tiny) | (grads == 0)).all()):
-                fail(f"{label} returned {got:g}, but {smaller:g} already keeps every gradient nonzero: "
-                     f"below the smallest normal ({tiny:.3g}) subnormals still hold them. Aim for nonzero, not normal.")
-            fail(f"{label} returned {got:g}, but {smaller:g} already keeps every gradient nonzero; return the smallest such scale.")
-    for grads, dtype, why in (
-        (torch.tensor([1e-10, 200.0]), torch.float16, "1e-10 needs at least 512, which turns 200 into inf"),
-        (torch.tensor([1e5]), torch.float16, "1e5 is beyond fp16's 65504 even at scale 1"),
-    ):
-        label = f"choose_loss_scale({grads.tolist()}, {dtype})"
-        try:
-            got = choose_loss_scale(grads.clone(), dtype)
-        except ValueError:
+        want = largest_finite_scale(grads, dtype)
+        if got == want:
             continue
-        except (NotImplementedError, AssertionError):
-            raise
-        except Exception as exc:
-            fail(f"{label} raised {type(exc).__name__}: {exc}; raise ValueError when no scale works.")
-        fail(f"{label} returned {got!r}, but no scale works: {why}. Check for overflow too, and raise ValueError.")
-    passed("choose_loss_scale")
+        if got.is_integer() and abs(got) < 400 and got == math.log2(want):
+            fail(f"{label} returned {_pow2(got)}, which is the exponent k; return the scale itself, 2.0 ** k = {_pow2(want)}.")
+        if got != 2.0 ** round(math.log2(got)):
+            fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
+        amax_at = int(grads.abs().argmax())
+        largest = float(grads[amax_at])
+        if not _all_finite(grads, dtype, got):
+            if want < 1 and got == 1:
+                fail(f"{label} returned 1, but {largest:g} overflows {dtype} already at scale 1 (its largest finite value "
+                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1, to {_pow2(want)} here. GradScaler's goes "
+                     "below 1 too after enough overflows.")
+            if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
+                fail(f"{label} returned {_pow2(got)}, which turns {largest:g} into -inf: the gradient with the largest "
+                     "magnitude is negative. Compare magnitudes (abs), not signed values.")
+            if got == 2 * want:
+                fail(f"{label} returned {_pow2(got)}: one power of two too high, it turns {largest:g} into inf in {dtype}. "
+                     f"The largest scale that keeps every scaled gradient finite is {_pow2(want)}.")
+            if got == _rescue_scale(grads, dtype):
+                fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
+                     f"{largest:g} into inf. Aim for the largest scale that keeps every gradient finite, not for rescuing the smallest.")
+            fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
+                 f"a scale must keep the largest gradient finite (here at most {_pow2(want)}).")
+        if got == _rescue_scale(grads, dtype):
+            fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
+                 f"Return the largest power of two that keeps every scaled gradient finite ({_pow2(want)} here): that is "
+                 "where GradScaler's dynamic scale settles, and it leaves the large gradients, which carry the update, intact.")
+        if got == want / 2:
+            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that, {_pow2(want)}, still keeps every gradient "
+                 f"finite in {dtype} (|{largest:g}| × {want:g} = {abs(largest) * want:g} ≤ {torch.finfo(dtype).max:g}). "
+                 "Return the largest such scale.")
+        fail(f"{label} returned {_pow2(got)}; the largest power of two that keeps every scaled gradient finite in {dtype} "
+             f"is {_pow2(want)}: check how you find it.")
+
+
+check_choose_loss_scale = _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
+                                                _judge_choose_loss_scale)
 
 
 # --- stall point ----------------------------------------------------------------------------
@@ -303,15 +448,23 @@ def _running_sum_stall(dtype: torch.dtype, step: float, limit: int = 200_000) ->
     raise RuntimeError("the running sum did not stall")
 
 
-def check_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> None:
+_STALL_RUN = ((torch.float16, 1.0), (torch.float16, 0.01), (torch.bfloat16, 1.0), (torch.bfloat16, 0.01), (torch.float16, 3.0))
+_STALL_FP32 = (1.0, 2.0**-10, 0.01, 3.0)
+
+
+def _as_float(got: Any, label: str) -> float:
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        return float(got)
+    if not is_number(got):
+        fail(f"{label} returned {got!r}; return the value as a float.")
+    return float(got)
+
+
+def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> None:
     """stall_point(dtype, step): where a running sum adding `step` in `dtype` stops growing."""
-    require_callable(stall_point, "stall_point")
-    for dtype, step in ((torch.float16, 1.0), (torch.float16, 0.01), (torch.bfloat16, 1.0), (torch.bfloat16, 0.01), (torch.float16, 3.0)):
+    for dtype, step in _STALL_RUN:
         label = f"stall_point({dtype}, {step})"
-        got = call(stall_point, dtype, step, label=label)
-        if not is_number(got) and not (isinstance(got, torch.Tensor) and got.numel() == 1):
-            fail(f"{label} returned {got!r}; return the value as a float.")
-        got = float(got)
+        got = _as_float(call(stall_point, dtype, step, label=label), label)
         want = _running_sum_stall(dtype, step)
         if close(got, want):
             continue
@@ -323,22 +476,32 @@ def check_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> Non
                 "At step/eps the spacing between numbers equals the step; the sum stops once the step is at most "
                 "half the spacing, because a + step then rounds back to a (round to nearest, ties to even)."
             )
-        if close(got, float(call(stall_point, torch.float32, step))):
+        fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
+        if is_number(fp32) and close(got, float(fp32)):
             fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
         fail(f"{label} returned {got:g}; adding {step} in {dtype} over and over stops growing at {want:g}.")
-    for step in (1.0, 2.0**-10):  # too long to run in fp32: check that it stalls there and not just below
-        got = float(call(stall_point, torch.float32, step))
+    for step in _STALL_FP32[:2]:  # too long to run in fp32: check that it stalls there and not just below
+        label = f"stall_point(torch.float32, {step})"
+        got = _as_float(call(stall_point, torch.float32, step, label=label), label)
         s = torch.tensor(got, dtype=torch.float32)
         below = torch.nextafter(s, torch.tensor(0.0))
         if s + step != s or below + step == below:
-            fail(f"stall_point(torch.float32, {step}) returned {got:g}; in float32 the sum stops growing elsewhere.")
-    passed("stall_point")
+            fail(f"{label} returned {got:g}; in float32 the sum stops growing elsewhere.")
+
+
+check_stall_point = recorded("stall_point", "stall_point",
+                             lambda: [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32)], _judge_stall_point)
 
 
 # --- the scaler -----------------------------------------------------------------------------
 
 _OVERFLOWS = [False, False, False, True, False, False, True, True, False, False, False, False,
               False, False, False, True, False, False, False, False, False, False, False]
+_SCALER_CASES = (
+    (dict(init_scale=1024.0, growth_interval=3), _OVERFLOWS),
+    (dict(init_scale=8.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=2),
+     [False, True, False, False, False, True, False, False]),
+)
 
 
 def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, float]]:
@@ -359,35 +522,66 @@ def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, flo
     return trace
 
 
-def check_loss_scaler(LossScaler: type) -> None:
-    """LossScaler's scale and skipped steps match GradScaler's on the same overflows."""
+def _same_flag(got: Any, want: bool) -> bool:
+    """update()'s answer read as a bool: True/False, or 1/0 (a plain int is accepted, anything else is not)."""
+    return got is want or (type(got) is int and got == int(want))
+
+
+def _attr(obj: Any, name: str) -> Any:
+    """obj.name, or the string 'missing' when the learner's object has no such attribute (or reading it raises)."""
+    try:
+        return getattr(obj, name)
+    except Exception:  # noqa: BLE001  a learner's property may raise
+        return "missing"
+
+
+def _drive(LossScaler: type, settings: dict, flags: list[bool]) -> dict:
+    """Make a LossScaler with `settings`, call update(flag) for each flag: its start scale and (returned, scale) per step."""
+    mine = call(LossScaler, label=f"LossScaler({settings})", **settings)
+    update = _attr(mine, "update")
+    run = {"init": _attr(mine, "scale"), "has_update": callable(update), "steps": []}
+    if callable(update):
+        for flag in flags:
+            got = call(update, flag, label=f"update(found_inf={flag})")
+            run["steps"].append([got, _attr(mine, "scale")])
+    return run
+
+
+def _observe_loss_scaler(LossScaler: type) -> dict:
     require_callable(LossScaler, "LossScaler")
     default = call(LossScaler, label="LossScaler()")
-    if not is_number(getattr(default, "scale", None)) or float(default.scale) != 65536.0:
-        fail(f"LossScaler().scale is {getattr(default, 'scale', 'missing')!r}; it should start at init_scale (65536.0 by default).")
-    for settings, flags in (
-        (dict(init_scale=1024.0, growth_interval=3), _OVERFLOWS),
-        (dict(init_scale=8.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=2), [False, True, False, False, False, True, False, False]),
-    ):
-        want = gradscaler_trace(flags, **settings)
-        mine = call(LossScaler, label=f"LossScaler({settings})", **settings)
-        if not callable(getattr(mine, "update", None)):
+    return {"default_scale": _attr(default, "scale"),
+            "runs": [_drive(LossScaler, settings, flags) for settings, flags in _SCALER_CASES]}
+
+
+def _judge_loss_scaler(observation: dict) -> None:
+    """LossScaler's scale and skipped steps match GradScaler's on the same overflows."""
+    default = observation["default_scale"]
+    if not is_number(default) or float(default) != 65536.0:
+        fail(f"LossScaler().scale is {default!r}; it should start at init_scale (65536.0 by default).")
+    runs = observation["runs"]
+    if len(runs) != len(_SCALER_CASES):
+        fail("the check could not read what your LossScaler did (a recording of the wrong length)")
+    for (settings, flags), run in zip(_SCALER_CASES, runs):
+        if not run["has_update"]:
             fail("LossScaler has no update(found_inf) method; add one that returns True when the step is applied.")
-        if not is_number(getattr(mine, "scale", None)) or float(mine.scale) != settings["init_scale"]:
-            fail(f"LossScaler(init_scale={settings['init_scale']}).scale is {getattr(mine, 'scale', 'missing')!r}; "
+        if not is_number(run["init"]) or float(run["init"]) != settings["init_scale"]:
+            fail(f"LossScaler(init_scale={settings['init_scale']}).scale is {run['init']!r}; "
                  "keep the current scale in self.scale, starting at init_scale.")
-        good_run = 0
-        for i, (found_inf, (applied, scale)) in enumerate(zip(flags, want)):
-            before = float(mine.scale)
-            got = call(mine.update, found_inf, label=f"update(found_inf={found_inf})")
+        want = gradscaler_trace(flags, **settings)
+        steps = run["steps"]
+        if len(steps) != len(flags):
+            fail("the check could not read what your LossScaler did (a recording of the wrong length)")
+        good_run, before = 0, float(run["init"])
+        for i, (found_inf, (applied, scale), (got, mine_scale)) in enumerate(zip(flags, want, steps)):
             where = f"at step {i} (overflows so far: {[j for j in range(i + 1) if flags[j]]}, settings {settings})"
-            if got is not applied and got != applied:
+            if not _same_flag(got, applied):
                 if found_inf:
                     fail(f"update(found_inf=True) returned {got!r} {where}: skip the step on overflow, return False.")
                 fail(f"update(found_inf=False) returned {got!r} {where}: a step without overflow is applied, return True.")
-            if not is_number(getattr(mine, "scale", None)):
-                fail(f"after update() your LossScaler's scale is {getattr(mine, 'scale', 'missing')!r}; keep a number in self.scale.")
-            mine_scale = float(mine.scale)
+            if not is_number(mine_scale):
+                fail(f"after update() your LossScaler's scale is {mine_scale!r}; keep a number in self.scale.")
+            mine_scale = float(mine_scale)
             if mine_scale != scale:
                 if found_inf and mine_scale >= before:
                     fail(f"On an overflow {where} your scale stayed at {mine_scale:g}; multiply it by backoff_factor "
@@ -405,4 +599,26 @@ def check_loss_scaler(LossScaler: type) -> None:
             good_run = 0 if found_inf else good_run + 1
             if good_run == settings["growth_interval"]:
                 good_run = 0
-    passed("LossScaler")
+            before = mine_scale
+
+
+check_loss_scaler = Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler)
+
+
+def _observe_scaler_on(LossScaler: type, settings: dict, flags: list) -> dict:
+    require_callable(LossScaler, "LossScaler")
+    return _drive(LossScaler, dict(settings), [bool(f) for f in flags])
+
+
+def _judge_scaler_on(observation: dict, settings: dict, flags: list, want: list, why: str) -> None:
+    steps = observation.get("steps") if isinstance(observation, dict) else None
+    if not observation.get("has_update") or not isinstance(steps, list) or len(steps) != len(want):
+        fail(f"{why} (your LossScaler did not answer every update)")
+    for (got, scale), (applied, want_scale) in zip(steps, want):
+        if not _same_flag(got, applied) or not is_number(scale) or not same(float(scale), float(want_scale)):
+            fail(f"{why} (your LossScaler gave {[(g, s) for g, s in steps]!r})")
+
+
+scaler_on = Check("LossScaler on given overflows", _observe_scaler_on, _judge_scaler_on, inputs=("settings", "flags"),
+                  announce=False)
+scaler_on.__doc__ = "Hidden test: LossScaler(**settings) fed `flags`; its (returned, scale) after each update must be `want`."

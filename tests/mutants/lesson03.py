@@ -115,6 +115,62 @@ def round_to(x, fmt):
             r"return float32",
         ),
     ],
+    "predict_vanishing_check": [
+        (
+            "everything below the smallest normal vanishes",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [x != 0 and abs(x) < 2.0 ** (1 - bias) for x in values]
+""",
+            r"subnormals",
+        ),
+        (
+            "the smallest subnormal itself as the threshold",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) for x in values]
+""",
+            r"rounds it up",
+        ),
+        (
+            "a tie at exactly half kept (< for <=)",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
+""",
+            r"tie rounds to the even neighbour",
+        ),
+        (
+            "bias off by one",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1)
+    return [x != 0 and abs(x) <= 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
+""",
+            r"off by a factor of two",
+        ),
+        (
+            "negative values never vanish",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [0 < x <= 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
+""",
+            r"negative value vanishes too",
+        ),
+        (
+            "zero counted as vanishing",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [abs(x) <= 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
+""",
+            r"zero already",
+        ),
+    ],
     "underflows_check": [
         (
             "judged against the smallest normal",
@@ -146,7 +202,7 @@ def underflows(values, dtype):
     ],
     "choose_loss_scale_check": [
         (
-            "ignores overflow",
+            "the old contract: the smallest scale that rescues the smallest gradient",
             """
 import torch
 def choose_loss_scale(grads, dtype):
@@ -154,41 +210,62 @@ def choose_loss_scale(grads, dtype):
     scale = 1.0
     while ((g * scale).to(dtype) == 0).any():
         scale *= 2
-    return scale
-""",
-            r"Check for overflow too",
-        ),
-        (
-            "aims for the smallest normal",
-            """
-import torch
-def choose_loss_scale(grads, dtype):
-    g = grads[grads != 0].abs().double()
-    scale = 1.0
-    while (g * scale < torch.finfo(dtype).tiny).any():
-        scale *= 2
     if not torch.isfinite((g * scale).to(dtype)).all():
-        raise ValueError("overflow")
+        raise ValueError("no scale fits")
     return scale
 """,
-            r"Aim for nonzero, not normal",
+            r"the old aim",
         ),
         (
-            "counts zero gradients",
+            "one power too high: returns the first scale that overflows",
             """
 import torch
 def choose_loss_scale(grads, dtype):
-    g = grads.abs().double()
-    for k in range(64):
-        s = 2.0 ** k
-        cast = (g * s).to(dtype)
-        if not torch.isfinite(cast).all():
-            break
-        if (cast != 0).all():
-            return s
-    raise ValueError("none")
+    g = grads.abs().max().double()
+    scale = 2.0 ** -40
+    while torch.isfinite((g * scale).to(dtype)):
+        scale *= 2
+    return scale
 """,
-            r"leave zeros out",
+            r"one power of two too high",
+        ),
+        (
+            "one power too low: keeps a spare factor of two",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    return 2.0 ** (math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max()))) - 1)
+""",
+            r"one power of two too low",
+        ),
+        (
+            "never goes below 1",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    k = math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max())))
+    return 2.0 ** max(k, 0)
+""",
+            r"may go below 1",
+        ),
+        (
+            "signed maximum, not the largest magnitude",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    k = math.floor(math.log2(torch.finfo(dtype).max / float(grads.max())))
+    return 2.0 ** k
+""",
+            r"largest magnitude is negative",
+        ),
+        (
+            "returns the exponent",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    return float(math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max()))))
+""",
+            r"the exponent k",
         ),
     ],
     "stall_point_check": [

@@ -1,0 +1,243 @@
+"""Lesson 03's corrections (issue 11) and what a learner sees (issue 12), held by tests that fail on the old text or code."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import pytest
+import torch
+from nbclient import NotebookClient
+
+from conftest import ROOT, read_notebook
+from grader.checks import _plain, lesson03
+from notebook_cells import check_cells, namespace
+
+LESSON = "03_float_formats"
+SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
+RELEASE = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
+EXERCISES = ("decode", "round_to", "predict_vanishing", "underflows", "stall_point", "choose_loss_scale", "LossScaler")
+
+
+def _cells(path=SOLUTION):
+    return read_notebook(path).cells
+
+
+def _text(path=SOLUTION) -> str:
+    return "\n".join(c.source for c in _cells(path))
+
+
+def _code_cell(marker: str) -> str:
+    found = [c.source for c in _cells() if c.cell_type == "code" and marker in c.source]
+    assert len(found) == 1, f"want one code cell containing {marker!r}, found {len(found)}"
+    return found[0]
+
+
+# --- choose_loss_scale: the largest power of two that keeps every scaled gradient finite -----------------------------
+
+
+def test_choose_loss_scale_contract_is_the_largest_finite_scale():
+    text = _text()
+    assert "smallest power of two $S \\ge 1$" not in text, "the old contract (rescue the smallest gradient) is still taught"
+    assert "largest** power of two that keeps every scaled gradient" in text
+    assert lesson03.largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
+    assert lesson03.largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
+    assert lesson03.largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
+
+
+def test_largest_finite_scale_respects_the_cast_rounding():
+    # 65510 rounds down to 65504 in fp16, so 65510/65536 × 2¹⁶ is still finite although it is above fp16's max
+    assert lesson03.largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
+    assert lesson03.largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
+
+
+def test_the_reference_solution_is_the_largest_finite_scale():
+    ns = namespace(LESSON)
+    for grads, dtype in ((torch.tensor([1e-10, 1e-3]), torch.float16), (torch.tensor([1e-12, -7.0]), torch.bfloat16),
+                         (torch.tensor([65510 / 65536]), torch.float16)):
+        assert ns["choose_loss_scale"](grads, dtype) == lesson03.largest_finite_scale(grads, dtype)
+
+
+# --- tf32 defaults stated by code, and how the emulation differs -----------------------------------------------------
+
+
+def test_tf32_defaults_are_read_by_code():
+    cell = _code_cell("tf32_settings")
+    for reading in ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
+                    "torch.get_float32_matmul_precision()"):
+        assert reading in cell
+    text = _text()
+    assert "On NVIDIA's A100 and later, an fp32 matmul may run" not in text  # the old sentence said nothing of the defaults
+
+
+def test_tf32_products_are_exact_in_fp32():
+    """What the lesson says of its emulation: products of two tf32 numbers fit fp32 exactly; only the sums round."""
+    ns = namespace(LESSON)
+    gen = torch.Generator().manual_seed(1)
+    p, q = (ns["round_to"](torch.randn(4096, generator=gen) * 1e3, "tf32") for _ in range(2))
+    assert torch.equal((p * q).double(), p.double() * q.double())
+    assert "torch.equal((p * q).double(), p.double() * q.double())" in _code_cell("exact_products")
+
+
+# --- fp8: scaling and saturation ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no fp8")
+def test_fp8_facts_the_lesson_measures():
+    assert torch.finfo(torch.float8_e4m3fn).max == 448 and torch.finfo(torch.float8_e5m2).max == 57344
+    over = torch.tensor([1e6]).to(torch.float8_e4m3fn).float()
+    assert not torch.isinf(over).any(), "e4m3fn has no inf"
+    assert torch.isinf(torch.tensor([1e5]).to(torch.float8_e5m2).float()).all(), "e5m2 overflows to inf"
+    cell = _code_cell("e4m3_rule")
+    assert "float8_e4m3fn" in cell and "float8_e5m2" in cell
+    assert "saturates to ±448" in cell and "turns it into" in cell  # the sentence is chosen by what the cast did
+    text = _text()
+    assert "per-tensor" in text.lower() and "amax" in text
+
+
+# --- loss_weight: the reason given is true -------------------------------------------------------------------------------
+
+
+def test_loss_weight_reason_is_not_averaging():
+    text = _text()
+    assert "as a loss averaged over very many\n# elements is" not in text and "as a loss averaged over very many" not in text
+    assert "is *not* what averaging does" in text
+    cell = _code_cell("natural = batch_gradients")
+    assert "ratio" in cell and "batch of 64" in cell  # both halves of the reason are shown by code
+
+
+# --- autocast and bf16 + master copy: 16 bytes per parameter either way ----------------------------------------------
+
+
+def test_both_layouts_measure_16_bytes_per_parameter():
+    cell = _code_cell("def tensor_bytes")
+    ns = {"torch": torch, "pd": __import__("pandas"), "display": lambda *a, **k: None, "print": lambda *a, **k: None}
+    exec(compile(cell, "<bytes cell>", "exec"), ns)
+    totals = ns["layouts"].loc["total"]
+    assert list(totals) == [16.0, 16.0], totals
+    assert ns["layouts"].loc["weights"].tolist() == [4.0, 2.0]
+
+
+# --- the predict-then-measure exercise ---------------------------------------------------------------------------------
+
+
+def test_prediction_model_agrees_with_torch_casts():
+    formats = [(torch.float16, 5, 10), (torch.bfloat16, 8, 7)]
+    if hasattr(torch, "float8_e4m3fn"):
+        formats += [(torch.float8_e4m3fn, 4, 3), (torch.float8_e5m2, 5, 2)]
+    for dtype, e, m in formats:
+        h = 2.0 ** (-(2 ** (e - 1) - 1) - m)
+        values = [h, h * 1.01, -h, h * 0.99, 2 * h, 0.0]
+        cast = ((torch.tensor(values, dtype=torch.float32).to(dtype) == 0) & (torch.tensor(values) != 0)).tolist()
+        assert lesson03.vanishing_model(values, e, m) == cast, dtype
+
+
+def test_the_notebook_measures_after_the_prediction():
+    cells = [c for c in _cells() if c.cell_type == "code"]
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    check = ids.index("predict_vanishing_check")
+    assert "predict_vanishing(" in cells[check + 1].source and ".to(dtype)" in cells[check + 1].source
+
+
+# --- checks in the new shape -------------------------------------------------------------------------------------------
+
+
+def test_hidden_answers_stay_with_the_judge():
+    assert lesson03.scaler_on.inputs == frozenset({"settings", "flags"})
+    assert lesson03.expect.inputs == frozenset({"args"})
+    for source in check_cells(LESSON).values():
+        assert "assert " not in source, "hidden tests are check calls now, not asserts"
+
+
+FORGED = [None, 1, "x", [], {}, {"calls": []}, {"calls": [["x", {}]]}, {"default_scale": 65536.0, "runs": "x"},
+          {"default_scale": 65536.0, "runs": [{"init": 1.0}] * 2}, [{"got": 1}], _plain.roundtrip({"__nope": 1})]
+
+
+@pytest.mark.parametrize("name", ["check_decode", "check_round_to", "check_predict_vanishing", "check_underflows",
+                                  "check_stall_point", "check_choose_loss_scale", "check_loss_scaler"])
+def test_judges_never_pass_a_forged_observation(name):
+    check = getattr(lesson03, name)
+    for forged in FORGED:
+        with pytest.raises(Exception):
+            check.judge(forged)
+
+
+# --- what a person sees (issue 12) -------------------------------------------------------------------------------------
+
+
+def test_opening_says_what_run_all_does():
+    opening = " ".join(_cells()[0].source.split())
+    assert "Run All stops at the first exercise you have not done yet, with one line saying which" in opening
+    assert "from grader.notebook import skip_if_not_done" in _text()
+
+
+def _is_skip(node: ast.AST) -> bool:
+    return isinstance(node, ast.With) and any(
+        isinstance(i.context_expr, ast.Call) and getattr(i.context_expr.func, "id", "") == "skip_if_not_done" for i in node.items)
+
+
+def _free_names_outside_skip(tree: ast.AST) -> set[str]:
+    """Names a cell reads outside any `with skip_if_not_done():` block (and outside function bodies) and does not bind."""
+    loads: set[str] = set()
+
+    def visit(node):
+        if _is_skip(node) or isinstance(node, (ast.FunctionDef, ast.Lambda)):  # function bodies run only when called
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    stores = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    stores |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in (*n.args, *n.kwonlyargs)}
+    stores |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return loads - stores
+
+
+def test_show_cells_use_exercises_only_under_skip_if_not_done():
+    skipped_defs: set[str] = set()
+    for cell in _cells(RELEASE):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or meta.get("solution") or meta.get("grade"):
+            continue
+        tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.startswith("%")))
+        bad = _free_names_outside_skip(tree) & (set(EXERCISES) | skipped_defs)
+        assert not bad, f"a show cell uses {sorted(bad)} outside `with skip_if_not_done():`\n{cell.source[:300]}"
+        for node in ast.walk(tree):  # names only a skipped block defines
+            if _is_skip(node):
+                skipped_defs |= {t.id for stmt in node.body if isinstance(stmt, ast.Assign)
+                                 for target in stmt.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+
+
+def test_blank_release_runs_cell_by_cell_failing_only_at_checks():
+    nb = read_notebook(RELEASE)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(RELEASE.parent)}}).execute()
+    graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    errors = {i: (o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              for o in c.outputs if o.output_type == "error"}
+    assert set(errors) == graded, {i: errors.get(i) for i in set(errors) ^ graded}
+    assert all(ename in ("NotDone", "NotImplementedError") for ename, _ in errors.values()), errors
+    for i in graded:  # one line, naming the exercise
+        traceback = [o for o in nb.cells[i].outputs if o.output_type == "error"][0].traceback
+        assert len(traceback) == 1 and "not done yet" in traceback[0], traceback
+    stderr = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"]
+    assert not stderr, stderr
+    shown = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "⏭ skipped" in shown
+    html = "\n".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert ".py:" not in shown and "inf · inf" not in html
+
+
+def test_tables_hold_no_nan_where_blank_is_meant():
+    text = _text()
+    assert 'float("nan")) / 1e12' not in text, "the peak table filled missing formats with NaN"
+    assert '"—"' in _code_cell("peak_formats")
+
+
+def test_fields_table_does_not_say_inf_twice():
+    from grader import floats
+
+    html = floats.fields_html(math.inf, floats.FORMATS, lambda x, fmt: (0, 255 if fmt != "fp16" else 31, 0))
+    assert "inf · inf" not in html and "inf (inf)" not in html and ">inf<" in html
