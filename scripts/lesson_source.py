@@ -30,6 +30,36 @@ def mark_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+# jupyterlab-rise's notebook settings for presenting: a 1280×800 slide that scrolls where a part is long.
+RISE = {"scroll": True, "width": 1280, "height": 800, "minScale": 0.5, "center": False, "theme": "simple",
+        "transition": "none", "start_slideshow_at": "beginning", "enable_chalkboard": False}
+
+
+def _is_heading(cell) -> bool:
+    return cell.cell_type == "markdown" and cell.source.lstrip().startswith("#")
+
+
+def mark_presenter_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Slides that fit a screen, for presenter copies (`python -m grader run --demo`), not the stored lessons.
+
+    Every heading (any level) starts a slide; every code cell, with its output, is a
+    subslide of its own, and so is prose that follows a code cell; prose right after
+    prose or a heading stays on that slide. Sets jupyterlab-rise's settings (RISE) too.
+    """
+    previous = None
+    for cell in nb.cells:
+        if _is_heading(cell):
+            kind = "slide"
+        elif cell.cell_type == "code" or (previous is not None and previous.cell_type == "code"):
+            kind = "subslide"
+        else:
+            kind = "-"
+        cell.metadata["slideshow"] = {"slide_type": kind}
+        previous = cell
+    nb.metadata["rise"] = dict(RISE)
+    return nb
+
+
 def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Strip outputs, counts and editor metadata; keep nbgrader metadata and tags; mark slides."""
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
