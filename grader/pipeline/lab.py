@@ -103,6 +103,7 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
     started = time.monotonic()
     if instructor:
         folder = root
+        (root / "course").mkdir(exist_ok=True)  # where nbgrader_config.py keeps the formgrader's gradebook
     else:
         copied = workspace(root, folder)
         out(f"{folder}: " + (f"added {', '.join(copied)}; " if copied else "") + f"data/ refreshed, {INDEX} written")

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -139,6 +140,10 @@ def course_index(root: Path, target: Path) -> nbformat.NotebookNode:
     ]
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("\n".join(lines), id="start-here")]
+    # The language_info the kernel reports, so opening the index does not mark it as changed.
+    version = ".".join(map(str, sys.version_info[:3]))
     nb.metadata = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-                   "language_info": {"name": "python"}}
+                   "language_info": {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                                     "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                                     "pygments_lexer": "ipython3", "version": version}}
     return nb
