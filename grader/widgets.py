@@ -16,7 +16,7 @@ from grader.specs import Chip
 
 
 # One control's box: a fixed comfortable width that shrinks to the panel's, never wider.
-_CONTROL_WIDTH = "300px"
+_CONTROL_WIDTH = "280px"  # two to a row in a 1024-px window with the file browser open
 
 
 def _fit(control: widgets.Widget) -> widgets.Widget:
@@ -27,6 +27,12 @@ def _fit(control: widgets.Widget) -> widgets.Widget:
     if hasattr(control.style, "description_width"):
         control.style.description_width = "initial"
     return control
+
+
+# CSS for a table in a widget: as wide as its panel at most, cells wrapping anywhere when they must.
+_FIT_TABLE = (".grader-fit-table{max-width:100%;overflow-x:auto}"
+              ".grader-fit-table table{width:100%;max-width:100%;table-layout:auto;border-collapse:collapse}"
+              ".grader-fit-table td{overflow-wrap:anywhere;padding:2px 6px}.grader-fit-table th{padding:2px 6px}")
 
 
 def controls_row(controls: Sequence[widgets.Widget]) -> widgets.HBox:
@@ -197,7 +203,9 @@ def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: st
         except ValueError:
             table.value = f"<p>{box.value!r} is not a number (try 0.1, -3e-8, 65504, inf, nan)</p>"
             return
-        table.value = floats.fields_html(x, {**floats.FORMATS, **floats.FP8}, decode)
+        # The table shrinks to its panel: long bit strings and numbers wrap rather than run off the side.
+        table.value = (f"<style>{_FIT_TABLE}</style><div class='grader-fit-table'>"
+                       + floats.fields_html(x, {**floats.FORMATS, **floats.FP8}, decode) + "</div>")
 
     box.observe(redraw, names="value")
     redraw()
