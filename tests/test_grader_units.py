@@ -309,3 +309,104 @@ def test_sync_places_are_in_the_learners_words():
         exec(compile(code, cell, "exec"), {"x": x})
     (row,) = counter.table()
     assert row["place"] == "line 3 of your train_fixed" and row["where"] == "2641094725.py:3"
+
+
+def test_learner_config_hides_every_nbgrader_extension():
+    import json
+
+    learner = ROOT / "lab-config" / "learner"
+    disabled = json.loads((learner / "labconfig" / "page_config.json").read_text())["disabledExtensions"]
+    assert disabled.get("@jupyter/nbgrader") is True
+    server = json.loads((learner / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"]
+    installed = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
+    if installed.exists():  # every server extension nbgrader enables is turned off for learners
+        enabled = json.loads(installed.read_text())["ServerApp"]["jpserver_extensions"]
+        assert {name for name, on in enabled.items() if on} <= {name for name, on in server.items() if on is False}
+
+
+def test_lab_command_culls_kernels_and_only_the_learner_gets_the_learner_config(tmp_path):
+    from grader.pipeline import lab
+    from grader.pipeline.release import CULL_IDLE_MINUTES, INDEX
+
+    learner = lab.server_command(tmp_path, 8899, "t0k3n")
+    assert f"--MappingKernelManager.cull_idle_timeout={CULL_IDLE_MINUTES * 60}" in learner
+    assert "--MappingKernelManager.cull_connected=False" in learner and "--ServerApp.port_retries=0" in learner
+    assert f"--ServerApp.default_url=/lab/tree/{INDEX}" in learner and "--IdentityProvider.token=t0k3n" in learner
+    assert not any("default_url" in a for a in lab.server_command(tmp_path, 8899, "t", instructor=True))
+    assert lab.server_env(ROOT)["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(ROOT / "lab-config" / "learner")
+    assert "lab-config" not in lab.server_env(ROOT, instructor=True).get("JUPYTER_CONFIG_PATH", "")
+    box = lab.banner("http://127.0.0.1:8899/lab/tree/x?token=t", Path("my-work/.jupyter-server.log"), False)
+    assert "\n  http://127.0.0.1:8899/lab/tree/x?token=t\n" in box and box.splitlines()[-1].startswith("===")
+
+
+def test_make_lab_prints_the_url_last_and_hides_nbgrader(tmp_path):
+    """`python -m grader lab` for real: the URL comes last, the server answers, nbgrader's pages are not there."""
+    import re
+    import signal
+    import urllib.error
+    import urllib.request
+
+    from grader.pipeline.lab import free_port
+
+    port = free_port(20000)
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(tmp_path / "mine"),
+                             "--no-browser", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("===") and len([l for l in lines if l.startswith("===")]) == 2:
+                break
+        text = "".join(lines)
+        url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab/tree/00_START_HERE\.ipynb\?token=\w+)$", text, re.M)
+        assert url, text
+        token = url.group(1).rsplit("=", 1)[1]
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=10).status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/formgrader?token={token}", timeout=10)
+        assert missing.value.code == 404
+        assert (tmp_path / "mine" / "00_START_HERE.ipynb").exists() and (tmp_path / "mine" / "data" / "chips.csv").exists()
+        assert "[I " not in text, "the server's log belongs in the log file"
+        assert (tmp_path / "mine" / ".jupyter-server.log").read_text().strip()
+    finally:
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C would: the launcher stops the server and its kernels
+        assert proc.wait(timeout=60) == 0
+
+
+def test_presenter_copy_shows_stubs_no_hidden_tests_and_slides_that_fit():
+    import importlib.util
+
+    import nbformat
+
+    from grader.pipeline.run import hide_answers
+
+    spec = importlib.util.spec_from_file_location("lesson_source", ROOT / "scripts" / "lesson_source.py")
+    lesson_source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lesson_source)
+    lesson = "01_crossover"
+    source = nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+    release = nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), as_version=4)
+    for cell in source.cells:  # as if executed: an output under every code cell
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", text="shown\n")]
+    shown = hide_answers(source, release)
+    text = "\n".join(c.source for c in shown.cells)
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    assert "raise NotImplementedError()" in text
+    for cell in shown.cells:
+        if cell.cell_type == "code":
+            solution = cell.metadata.get("nbgrader", {}).get("solution")
+            assert bool(cell.outputs) != bool(solution), "exercise outputs go, every other output stays"
+    # without a release to copy from, the solution regions become nbgrader's stub
+    alone = hide_answers(nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4), None)
+    assert "BEGIN SOLUTION" not in "\n".join(c.source for c in alone.cells)
+    marked = lesson_source.mark_presenter_slides(shown)
+    kinds = [c.metadata["slideshow"]["slide_type"] for c in marked.cells]
+    for cell, kind in zip(marked.cells, kinds):
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+            assert kind == "slide"
+        if cell.cell_type == "code":
+            assert kind == "subslide"
+    assert kinds[0] == "slide" and kinds.count("slide") >= 5
+    assert marked.metadata["rise"]["scroll"] is True and marked.metadata["rise"]["width"] == 1280
