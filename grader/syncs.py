@@ -180,6 +180,11 @@ class SyncCounter(TorchFunctionMode):
             row["nbytes"] += e.nbytes
         return list(rows.values())
 
+    def display_rows(self) -> list[dict]:
+        """`table()` as a learner should see it: "where" is the place in their words, never a temporary file."""
+        return [{"where": row["place"], **{k: v for k, v in row.items() if k not in ("place", "where")}}
+                for row in self.table()]
+
     def on_device(self, t: torch.Tensor) -> bool:
         """True when `t` is (or, pretending, would be) in device memory."""
         if self.pretend:

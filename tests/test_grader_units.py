@@ -309,6 +309,9 @@ def test_sync_places_are_in_the_learners_words():
         exec(compile(code, cell, "exec"), {"x": x})
     (row,) = counter.table()
     assert row["place"] == "line 3 of your train_fixed" and row["where"] == "2641094725.py:3"
+    (shown,) = counter.display_rows()
+    assert shown["where"] == "line 3 of your train_fixed" and "place" not in shown
+    assert ".py" not in " ".join(str(v) for v in shown.values())
 
 
 def test_learner_config_hides_every_nbgrader_extension():
