@@ -1,7 +1,7 @@
 """The lessons as a learner and a presenter see them: JupyterLab in headless Chromium, driven by Playwright.
 
 At 1280×800 and 1024×768:
-- a blank lesson, Run All: it stops at the first check cell with one short "not done yet"
+- a blank lesson (the first), Run All: it stops at the first check cell with one short "not done yet"
   line (the show cells before it skip with a note), as the lesson's opening says;
 - a finished lesson, Run All: no error, every check passes, figures and widgets appear,
   and no control, figure or table of a widget reaches past its output area or the window;
@@ -42,7 +42,8 @@ PRESENTED = "01_crossover"  # the lesson whose presenter copy is shown as slides
 # What a learner may meet as an error: an unfinished exercise, or a check that names a mistake.
 LEARNER_ERRORS = {"NotDone", "NotImplementedError", "CheckFailed"}
 
-pytestmark = pytest.mark.xdist_group("browser")  # one JupyterLab server and one browser for all of them
+# One JupyterLab server and one browser for all the browser tests: they share an xdist worker.
+in_browser = pytest.mark.xdist_group("browser")
 
 
 def _free_port() -> int:
@@ -252,7 +253,8 @@ def _is_check(meta: dict | None) -> bool:
     return bool(meta) and bool(meta.get("grade")) and not meta.get("solution")
 
 
-@pytest.mark.parametrize("lesson,size", [(lesson, "1280x800") for lesson in lesson_ids()] + [(lesson_ids()[0], "1024x768")])
+@in_browser
+@pytest.mark.parametrize("lesson,size", [(lesson_ids()[0], size) for size in VIEWPORTS])
 def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browser, lesson, size):
     page = browser.new_page(viewport=VIEWPORTS[size])
     _open(page, lab, f"{lesson}/{lesson}.ipynb")
@@ -284,6 +286,7 @@ def _solved(page, lab: str, lesson: str) -> list[dict]:
     return page.evaluate(_OUTPUTS)
 
 
+@in_browser
 @pytest.mark.parametrize("lesson", lesson_ids())
 def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson):
     """Run once at 1024×768, the narrowest window a learner should have, then look again at 1280×800."""
@@ -322,15 +325,15 @@ def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson
     assert not any(clipped.values()), f"widget parts reach past their output area or the window: {clipped}"
 
 
-@pytest.mark.parametrize("size", VIEWPORTS)
-def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy, size):
-    """The presenter copy as RISE slides: one slide per section, no solutions or hidden tests, fitting the window."""
+@in_browser
+def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
+    """The presenter copy as RISE slides at each size: one slide per section, no solutions or hidden tests, fitting."""
     nb = nbformat.read(str(presenter_copy), as_version=4)
     sections = [c for c in nb.cells if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "slide"]
     secrets = _secret_lines(PRESENTED)
     assert secrets, "found no solution lines to look for"
     has_maths = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
-    page = browser.new_page(viewport=VIEWPORTS[size])
+    page = browser.new_page(viewport=VIEWPORTS["1280x800"])
     page.goto(f"{lab}/rise/presenter/{presenter_copy.name}?token={TOKEN}", wait_until="domcontentloaded")
     slides = page.locator(".reveal .slides > section")
     slides.first.wait_for(timeout=60_000)
@@ -338,28 +341,30 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy, 
     if has_maths:
         page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
     problems = []
-    for k in range(slides.count()):
-        page.evaluate(f"() => {{ window.location.hash = '#/{k}'; }}")
-        page.wait_for_function(f"() => document.querySelectorAll('.reveal .slides > section')[{k}].classList.contains('present')",
-                               timeout=10_000)
-        page.wait_for_timeout(250)
-        _shot(page, f"presenter-{PRESENTED}-section-{k + 1:02d}-{size}")
-        text = slides.nth(k).evaluate("el => el.textContent")
-        for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
-            if marker in text:
-                problems.append(f"slide {k + 1} shows {marker!r}")
-        problems += [f"slide {k + 1} shows solution text {line!r}" for line in secrets if line in text]
-        fit = page.evaluate("""() => {
-          const el = document.querySelector('.reveal .slides section.present section.present')
-                  || document.querySelector('.reveal .slides > section.present');
-          const r = el.getBoundingClientRect(), style = getComputedStyle(el);
-          return {right: r.right, width: document.documentElement.clientWidth, tall: el.scrollHeight > el.clientHeight + 2,
-                  scrolls: ['auto', 'scroll'].includes(style.overflowY)};
-        }""")
-        if fit["right"] > fit["width"] + 1:
-            problems.append(f"slide {k + 1} is wider than the window: {fit}")
-        if fit["tall"] and not fit["scrolls"]:
-            problems.append(f"slide {k + 1} is taller than the screen and does not scroll: {fit}")
+    for size in VIEWPORTS:
+        page.set_viewport_size(VIEWPORTS[size])
+        for k in range(slides.count()):
+            page.evaluate(f"() => {{ window.location.hash = '#/{k}'; }}")
+            page.wait_for_function(f"() => document.querySelectorAll('.reveal .slides > section')[{k}].classList.contains('present')",
+                                   timeout=10_000)
+            page.wait_for_timeout(250)
+            _shot(page, f"presenter-{PRESENTED}-section-{k + 1:02d}-{size}")
+            text = slides.nth(k).evaluate("el => el.textContent")
+            for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
+                if marker in text:
+                    problems.append(f"{size} slide {k + 1} shows {marker!r}")
+            problems += [f"{size} slide {k + 1} shows solution text {line!r}" for line in secrets if line in text]
+            fit = page.evaluate("""() => {
+              const el = document.querySelector('.reveal .slides section.present section.present')
+                      || document.querySelector('.reveal .slides > section.present');
+              const r = el.getBoundingClientRect(), style = getComputedStyle(el);
+              return {right: r.right, width: document.documentElement.clientWidth, tall: el.scrollHeight > el.clientHeight + 2,
+                      scrolls: ['auto', 'scroll'].includes(style.overflowY)};
+            }""")
+            if fit["right"] > fit["width"] + 1:
+                problems.append(f"{size} slide {k + 1} is wider than the window: {fit}")
+            if fit["tall"] and not fit["scrolls"]:
+                problems.append(f"{size} slide {k + 1} is taller than the screen and does not scroll: {fit}")
     page.close()
     assert not problems, "\n".join(problems)
 
@@ -368,9 +373,13 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy, 
 
 
 def _run_cell_by_cell(path: Path) -> nbformat.NotebookNode:
+    """Every cell in turn, errors kept, with the lesson's quickest settings (demo = True)."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            cell.source = re.sub(r"^demo = False", "demo = True", cell.source, flags=re.M)
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     return nb
