@@ -229,6 +229,20 @@ def _shot(page_or_element, name: str) -> None:
     page_or_element.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
+def _shot_output(page, element, name: str) -> None:
+    """A screenshot of one output as it sits in the notebook: centred in the notebook's panel, clipped to the window."""
+    element.evaluate("el => el.scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(150)
+    box, view = element.bounding_box(), page.viewport_size
+    if not box:
+        return
+    left, top = max(box["x"], 0), max(box["y"], 0)
+    right, bottom = min(box["x"] + box["width"], view["width"]), min(box["y"] + box["height"], view["height"])
+    if right > left and bottom > top:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), clip=dict(x=left, y=top, width=right - left, height=bottom - top))
+
+
 def _change_first_control(box) -> None:
     """Change the widget's first control as a person would: pick another option, or type a new number."""
     dropdown = box.locator(".widget-dropdown select")
@@ -299,7 +313,7 @@ def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson
     images = page.locator(".jp-OutputArea-output img")
     images.first.wait_for(timeout=30_000)
     for k in range(min(images.count(), 8)):
-        _shot(images.nth(k), f"{lesson}-figure-{k + 1}")
+        _shot_output(page, images.nth(k), f"{lesson}-figure-{k + 1}-1024x768")
     box = page.locator(".jp-OutputArea-output .widget-vbox").first
     box.wait_for(timeout=30_000)
     clipped = {}
