@@ -4,6 +4,9 @@
     python scripts/lesson_source.py to-ipynb /tmp/01.py solutions/01_crossover/01_crossover.ipynb
     python scripts/lesson_source.py slides solutions/*/*.ipynb     # re-mark slides in place
 
+`mark_presenter_slides` (finer slides for presenting: a slide per heading, a subslide per
+code cell) is applied only to presenter copies, by `python -m grader run --demo`.
+
 Cell metadata (nbgrader's, tags) travels in the `# %%` header lines. The
 notebook written is normalised the way the repository stores notebooks: no
 outputs, no execution counts, no jupytext metadata, the python3 kernelspec.

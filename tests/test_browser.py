@@ -97,6 +97,7 @@ def presenter_copy(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("presenter")
     results = presenter_copies(ROOT, [PRESENTED], {}, out, log=lambda line: None)
     assert results[0][2] == "ok", f"the demo run failed: {results}"
+    assert (out / "rise.css").exists()
     return out / f"{PRESENTED}.ipynb"
 
 
@@ -110,8 +111,7 @@ def lab(tmp_path_factory, presenter_copy):
     for lesson in lesson_ids():
         shutil.copytree(ROOT / "notebooks" / lesson, work / lesson)
         nbformat.write(_filled_in(lesson), str(work / lesson / f"{lesson}_done.ipynb"))
-    (work / "presenter").mkdir()
-    shutil.copy(presenter_copy, work / "presenter" / presenter_copy.name)
+    shutil.copytree(presenter_copy.parent, work / "presenter")  # the copy and its rise.css
     # A learner's JupyterLab, minus the "get notified about Jupyter news?" prompt over the outputs.
     settings = work / ".settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)

@@ -18,6 +18,14 @@ from grader.pipeline.tools import lessons
 _SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[ \t]*$", re.S | re.M)
 # What nbgrader leaves in place of a solution (its ClearSolutions stub for Python).
 _STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+# jupyterlab-rise reads rise.css beside the notebook: type big enough for a projector on a 1280×800 slide.
+RISE_CSS = """\
+.reveal .jp-RenderedHTMLCommon { font-size: 19px; line-height: 1.45; }
+.reveal .jp-RenderedHTMLCommon h1 { font-size: 1.9em; }
+.reveal .jp-RenderedHTMLCommon h2 { font-size: 1.6em; }
+.reveal .jp-RenderedHTMLCommon h3 { font-size: 1.3em; }
+.reveal .jp-InputArea-editor .cm-content, .reveal .jp-OutputArea-output pre { font-size: 15px; }
+"""
 
 
 def run(
@@ -131,6 +139,7 @@ def presenter_copies(
                 cell.metadata.pop("papermill", None)
             slides.mark_presenter_slides(nb)
             nbformat.write(nb, str(out_dir / f"{lesson}.ipynb"))
+        (out_dir / "rise.css").write_text(RISE_CSS)
         log(f"presenter copies in {out_dir}: open them with `jupyter lab {out_dir}`, then Alt+R for slides")
         return results
     finally:
