@@ -413,3 +413,28 @@ def test_presenter_copy_shows_stubs_no_hidden_tests_and_slides_that_fit():
             assert kind == "subslide"
     assert kinds[0] == "slide" and kinds.count("slide") >= 5
     assert marked.metadata["rise"]["scroll"] is True and marked.metadata["rise"]["width"] == 1280
+
+
+def test_figure_gallery_for_review():
+    """Each plot function on made-up data, saved to test-artifacts/plots/ so a person can look at the figures."""
+    out = ROOT / "test-artifacts" / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    busy = [timing.Timing((1e-5, 1.2e-5, 6e-5)), timing.Timing((8e-5, 9e-5, 1e-4)), timing.Timing((6e-4, 7e-4, 9e-4))]
+    gpu = [1e-5, 1.1e-5, 2e-5]
+    figures = {
+        "time_vs_size-spread-busy-note-coinciding": plots.time_vs_size(
+            [64, 128, 256], {f"CPU, {device.threads_label(1)} (measured here)": busy, "GPU (recorded)": gpu,
+                             "GPU (model)": gpu}, "matmul: seconds per call", note=timing.trust_note(busy)),
+        "bars-log-as-points-with-a-zero": plots.bars(
+            ["copy batch in (model)", "reads back (model)", "device memory read (model)"], [7.7e-5, 0.0, 3.3e-6],
+            "seconds per step", "host link vs device memory (model)", log=True),
+        "memory_stack-labelled-chip-line": plots.memory_stack(
+            [("GPT-2 small", {"parameters": 2**29, "gradients": 2**29, "optimizer state": 2**31,
+                              "activations (model)": 6 * 2**30})], [("NVIDIA T4 (datasheet)", 15 * 2**30)]),
+        "lines-coinciding-and-reference-line": plots.lines(
+            {"float32": ([0, 1, 2], [0, 1, 2]), "bfloat16": ([0, 1, 2], [0, 1, 2]), "float16": ([0, 1, 2], [0, 1, 1])},
+            "additions", "running sum", "coinciding series", hlines={"float16 stalls at 1": 1.0}),
+    }
+    for name, fig in figures.items():
+        fig.savefig(out / f"{name}.png", dpi=80)
+        assert (out / f"{name}.png").stat().st_size > 1000
