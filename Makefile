@@ -8,11 +8,11 @@ BIN := $(VENV)/bin
 #   make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
-# JupyterLab refuses to start as root (containers, cloud notebooks) unless told it may.
-LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
+# Extra flags for `python -m grader lab`, e.g. LAB_FLAGS="--port 9999 --no-browser".
+LAB_FLAGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab test release run grade doctor clean
+.PHONY: lab lab-instructor demo test release run grade doctor clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,10 +21,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-## make lab: open the course in JupyterLab, in your own copy of the notebooks (my-work/)
+## make lab: open the course in JupyterLab, in your own copy of the notebooks (my-work/).
+## It prints the URL to open last; the server's log goes to my-work/.jupyter-server.log.
 lab: $(STAMP)
-	$(BIN)/python -m grader workspace my-work
-	$(BIN)/jupyter lab $(LAB_FLAGS) my-work/
+	$(BIN)/python -m grader lab my-work $(LAB_FLAGS)
+
+## make lab-instructor: JupyterLab at the course root with nbgrader's instructor menus and formgrader
+lab-instructor: $(STAMP)
+	$(BIN)/python -m grader lab --instructor $(LAB_FLAGS)
+
+## make demo: presenter copies in runs/presenter/ (solutions run with demo=True, shown as learners see them)
+demo: $(STAMP)
+	$(BIN)/python -m grader run --demo
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)

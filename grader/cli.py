@@ -1,7 +1,10 @@
-"""One command for the course: release, run, autograde, doctor.
+"""One command for the course: lab, release, run, autograde, doctor.
 
+    python -m grader lab                     # JupyterLab on my-work/ for a learner; prints the URL to open
+    python -m grader lab --instructor        # at the course root, with nbgrader's formgrader
     python -m grader release                 # notebooks/ from solutions/
     python -m grader run --device cuda -p sizes "[256, 1024, 4096]"
+    python -m grader run --demo              # presenter copies in runs/presenter/: outputs, no solutions
     python -m grader autograde SUBMISSIONS --out grades/   # isolated, parallel, resumable
     python -m grader autograde SUBMISSIONS --shard 0/4 --out grades/shard-0
     python -m grader merge grades/shard-* --out grades/     # one result from many shards
@@ -53,12 +56,24 @@ def cmd_workspace(args) -> int:
     return 0
 
 
+def cmd_lab(args) -> int:
+    from grader.pipeline.lab import lab
+
+    return lab(_root(args), Path(args.folder), instructor=args.instructor, port=args.port,
+               open_browser=not args.no_browser)
+
+
 def cmd_run(args) -> int:
-    from grader.pipeline.run import run
+    from grader.pipeline.run import presenter_copies, run
 
     params = {name: _parse_value(value) for name, value in args.parameter}
     if args.device:
         params["device"] = args.device
+    if args.demo:
+        if args.student:
+            raise ValueError("--demo runs the solutions and hides them itself; leave out --student")
+        results = presenter_copies(_root(args), args.lesson or None, params, Path(args.out) if args.out else None)
+        return 1 if any(r[2] != "ok" for r in results) else 0
     results = run(_root(args), args.lesson or None, params, Path(args.out) if args.out else None, student=args.student)
     failed = [r for r in results if r[2] != "ok"]
     return 1 if failed and not args.student else 0
@@ -151,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", nargs="?", default="my-work", help="default: my-work/")
     p.set_defaults(func=cmd_workspace)
 
+    p = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons and print the URL to open")
+    p.add_argument("folder", nargs="?", default="my-work", help="the learner's folder (default: my-work/)")
+    p.add_argument("--instructor", action="store_true",
+                   help="at the course root, with nbgrader's instructor menus and formgrader")
+    p.add_argument("--port", type=int, help="default: 8888, or the next free port")
+    p.add_argument("--no-browser", action="store_true", help="only print the URL; do not try to open a browser")
+    p.set_defaults(func=cmd_lab)
+
     p = sub.add_parser("run", help="execute lessons with papermill")
     p.add_argument("lesson", nargs="*", help="lesson ids (default: all)")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -158,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="auto, cpu, cuda, cuda:1 or mps (default: the lesson's own, auto)")
     p.add_argument("--out", help="folder for executed notebooks (default: runs/)")
     p.add_argument("--student", action="store_true", help="run the student versions from notebooks/ instead")
+    p.add_argument("--demo", action="store_true",
+                   help="presenter copies: run the solutions with demo=True, then show the learners' stubs and "
+                        "no hidden tests, outputs kept, slides marked (default --out runs/presenter/)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("autograde", help="grade SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb with nbgrader")

@@ -114,7 +114,7 @@ def name(device: torch.device | str) -> str:
 def describe(device: torch.device | str) -> str:
     """One line saying what the lesson will run on, for the top of every notebook."""
     device = torch.device(device)
-    line = f"device: {device} ({name(device)}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    line = f"device: {device} ({name(device)}), torch {torch.__version__}, {threads_label(torch.get_num_threads())}"
     if device.type == "cpu":
         line += ". No GPU here: GPU figures below are recorded runs or models from data/, labelled as such."
     return line
@@ -126,3 +126,38 @@ def cpu_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
         return os.cpu_count() or 1
+
+
+# At most this many threads by default: past it a lesson's small matmuls gain little and the machine gets noisy.
+_MAX_DEFAULT_THREADS = 8
+
+
+def default_threads(cores: int | None = None) -> int:
+    """The CPU threads a lesson should give torch on this machine, so its timings stay legible.
+
+    The contract of the lessons' `threads` parameter: `threads = 0` means "choose for me",
+    i.e. `set_threads(0)` uses this number; any other value is used as given. On a small
+    machine (4 cores or fewer) it is 1: the browser, JupyterLab and the kernel share those
+    cores, and a matmul split over every core waits for whichever core the browser took,
+    so small sizes jump from microseconds to milliseconds and the curves zig-zag. On a
+    bigger machine it is half the cores (leaving the rest to everything else), at most 8.
+    `cores` defaults to the cores this process may use (`cpu_threads()`).
+    """
+    cores = cpu_threads() if cores is None else int(cores)
+    if cores <= 4:
+        return 1
+    return max(1, min(cores // 2, _MAX_DEFAULT_THREADS))
+
+
+def set_threads(threads: int = 0) -> int:
+    """Give torch `threads` CPU threads (0: `default_threads()`); returns the number now in use."""
+    if threads < 0:
+        raise ValueError(f"threads must be 0 (choose for this machine) or a positive number, not {threads}")
+    torch.set_num_threads(threads or default_threads())
+    return torch.get_num_threads()
+
+
+def threads_label(threads: int | None = None) -> str:
+    """"1 CPU thread", "4 CPU threads": torch's current count unless given, said in English."""
+    threads = torch.get_num_threads() if threads is None else threads
+    return f"{threads} CPU thread" + ("" if threads == 1 else "s")

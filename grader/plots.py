@@ -7,6 +7,7 @@ Labels say where each series came from: measured here, recorded, or modelled.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -14,6 +15,75 @@ from matplotlib.figure import Figure
 
 # How a series was obtained decides how it is drawn: measured solid, recorded dashed, modelled dotted.
 _STYLE = {"measured": "-", "recorded": "--", "model": ":"}
+# Every label, note and legend entry is at least this big (points), so it reads on a projector.
+FONT = 9
+# Two series coincide when every shared point agrees within this fraction.
+COINCIDE_RTOL = 0.02
+
+
+def spread(values) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(middle, low, high) of a series: each value a number, a Timing or a sequence of samples.
+
+    A Timing or a sequence of samples gives its median, fastest and slowest; a plain number
+    has no spread (low and high are None when no value in the series has one).
+    """
+    mids, lows, highs, any_spread = [], [], [], False
+    for v in values:
+        samples = getattr(v, "samples", v)
+        if np.ndim(samples) == 0:
+            x = float(samples)
+            mids.append(x), lows.append(x), highs.append(x)
+        else:
+            arr = np.asarray(samples, dtype=float)
+            mids.append(float(np.median(arr))), lows.append(float(arr.min())), highs.append(float(arr.max()))
+            any_spread = True
+    mid = np.asarray(mids, dtype=float)
+    return (mid, np.asarray(lows), np.asarray(highs)) if any_spread else (mid, None, None)
+
+
+def coinciding(series: Mapping[str, Sequence[float]], rtol: float = COINCIDE_RTOL) -> dict[str, str]:
+    """{label: the earlier label it coincides with} for series drawn on top of one another.
+
+    Two series coincide when they have the same length and every point agrees within `rtol`
+    (relative; exact zeros must match), so the later one hides under the earlier one.
+    """
+    hidden: dict[str, str] = {}
+    items = [(label, np.asarray(values, dtype=float)) for label, values in series.items()]
+    for j, (label, ys) in enumerate(items):
+        for first, xs in items[:j]:
+            if first in hidden or len(xs) != len(ys) or not len(ys):
+                continue
+            if np.allclose(ys, xs, rtol=rtol, atol=0.0, equal_nan=True):
+                hidden[label] = first
+                break
+    return hidden
+
+
+def _coincide_labels(mids: Mapping[str, Sequence[float]]) -> dict[str, str]:
+    """Each label as the legend shows it: "B (coincides with A)" for a series drawn over another."""
+    hidden = coinciding(mids)
+    return {label: f"{label} (coincides with {hidden[label]})" if label in hidden else label for label in mids}
+
+
+def _legend(fig: Figure, ax, columns: int = 1, note: str | None = None) -> None:
+    """The legend below the axes, off the data; `note` is a line under it (a coincidence, a busy machine)."""
+    handles, labels = ax.get_legend_handles_labels()
+    note = "\n".join(textwrap.fill(line, 90) for line in note.splitlines()) if note else None
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize=FONT, frameon=False,
+                   title=note, title_fontsize=FONT)
+    elif note:
+        fig.supxlabel(note, fontsize=FONT, color="0.25")
+
+
+def _draw_series(ax, xs, values, label, fmt, marker="o", color=None):
+    """One series: its middle as a line, its spread (fastest to slowest run) as a band around it."""
+    mid, low, high = spread(values)
+    xs = np.asarray(xs[: len(mid)], dtype=float)
+    (line,) = ax.plot(xs, mid, fmt, marker=marker, label=label, color=color)
+    if low is not None:
+        ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    return mid, low is not None
 
 
 def _series_style(label: str) -> str:
@@ -25,32 +95,44 @@ def _series_style(label: str) -> str:
     return _STYLE["measured"]
 
 
-def time_vs_size(sizes: Sequence[int], seconds: Mapping[str, Sequence[float]], title: str = "") -> Figure:
-    """Log-log seconds per call against problem size, one line per series."""
-    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+def _measured_lines(xs, series, xlabel, ylabel, title, scale=1.0, logx=True, logy=True, note=None) -> Figure:
+    """Lines with their spread as bands, coinciding series named, the legend and any note below the axes."""
+    fig = Figure(figsize=(6.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
-    for label, values in seconds.items():
-        ax.loglog(sizes[: len(values)], values, _series_style(label), marker="o", label=label)
-    ax.set_xlabel("matrix size n (n×n @ n×n)")
-    ax.set_ylabel("seconds per call")
-    ax.set_title(title or "Time against size")
+    shown = _coincide_labels({label: spread(values)[0] for label, values in series.items()})
+    banded = False
+    for label, values in series.items():
+        scaled = [np.asarray(getattr(v, "samples", v), dtype=float) / scale for v in values]
+        banded |= _draw_series(ax, xs, scaled, shown[label], _series_style(label))[1]
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    notes = [n for n in (note, "shaded: fastest to slowest run; line: median" if banded else None) if n]
+    _legend(fig, ax, columns=1, note="\n".join(notes) or None)
     return fig
 
 
-def rate_vs_size(sizes: Sequence[int], flops_per_second: Mapping[str, Sequence[float]], title: str = "") -> Figure:
-    """GFLOP/s against problem size, one line per series (log x, log y)."""
-    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    for label, values in flops_per_second.items():
-        ax.loglog(sizes[: len(values)], np.asarray(values) / 1e9, _series_style(label), marker="o", label=label)
-    ax.set_xlabel("matrix size n")
-    ax.set_ylabel("GFLOP/s achieved")
-    ax.set_title(title or "Throughput against size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return fig
+def time_vs_size(sizes: Sequence[int], seconds: Mapping[str, Sequence], title: str = "", note: str | None = None) -> Figure:
+    """Log-log seconds per call against problem size, one line per series.
+
+    Each value is seconds, a Timing or a sequence of samples; the last two draw their
+    spread (fastest to slowest run) as a band. `note` is a sentence under the legend
+    (e.g. `timing.trust_note(...)`).
+    """
+    return _measured_lines(sizes, seconds, "matrix size n (n×n @ n×n)", "seconds per call",
+                           title or "Time against size", note=note)
+
+
+def rate_vs_size(sizes: Sequence[int], flops_per_second: Mapping[str, Sequence], title: str = "",
+                 note: str | None = None) -> Figure:
+    """GFLOP/s against problem size, one line per series (log x, log y); values as in `time_vs_size`."""
+    return _measured_lines(sizes, flops_per_second, "matrix size n", "GFLOP/s achieved",
+                           title or "Throughput against size", scale=1e9, note=note)
 
 
 def roofline(
@@ -64,37 +146,69 @@ def roofline(
     `attainable(intensity, peak, bandwidth)` draws the roof; lessons pass the
     learner's own function, so the plot is only as right as their code.
     """
-    fig = Figure(figsize=(7, 4.6), layout="constrained")
+    fig = Figure(figsize=(7, 5.0), layout="constrained")
     ax = fig.add_subplot()
     intensities = np.logspace(-2, 4, 200)
     colors = [f"C{i}" for i in range(10)]
+    roofs = {label: np.asarray([attainable(float(x), peak, bandwidth) for x in intensities]) / 1e9
+             for label, peak, bandwidth in machines}
+    shown = _coincide_labels(roofs)
     for i, (label, peak, bandwidth) in enumerate(machines):
         color = colors[i % len(colors)]
-        roof = [attainable(float(x), peak, bandwidth) for x in intensities]
-        ax.loglog(intensities, np.asarray(roof) / 1e9, _series_style(label), color=color, label=label)
+        ax.loglog(intensities, roofs[label], _series_style(label), color=color, label=shown[label])
         for point_label, x in points:
             y = attainable(float(x), peak, bandwidth) / 1e9
             ax.plot([x], [y], "o", color=color, markersize=5)
             if i == 0:
-                ax.annotate(point_label, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=8)
+                ax.annotate(point_label, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=FONT)
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
     ax.set_ylabel("attainable GFLOP/s")
     ax.set_title(title or "Roofline: attainable = min(peak, intensity × bandwidth)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(fig, ax, columns=1 if len(machines) < 4 else 2)
     return fig
 
 
+def _value_text(value: float) -> str:
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def _log_floor(*value_lists) -> float:
+    """Where a zero is drawn on a log axis: a tenth of the smallest positive value."""
+    values = np.concatenate([np.asarray(v, dtype=float).ravel() for v in value_lists])
+    positive = values[values > 0]
+    return float(positive.min() / 10) if positive.size else 1e-12
+
+
+def _points_on_log(ax, xs: np.ndarray, values: np.ndarray, floor: float, color, label=None, marker="o") -> None:
+    """Points, not bars, on a log axis (a bar has no bottom there): a zero sits at `floor`, marked "0"."""
+    values = np.asarray(values, dtype=float)
+    shown = np.where(values > 0, values, floor)
+    ax.scatter(xs, shown, s=60, color=color, marker=marker, label=label, zorder=3)
+    ax.vlines(xs, floor, shown, color=color, linewidth=1, alpha=0.5)
+    for x, v, y in zip(xs, values, shown):
+        ax.annotate(_value_text(v), (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=FONT)
+
+
 def bars(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str = "", log: bool = False) -> Figure:
-    """A plain labelled bar chart."""
-    fig = Figure(figsize=(6.5, 3.8), layout="constrained")
+    """A labelled bar chart; with `log` the values are points on a log axis (bars on a log axis mislead)."""
+    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
     ax = fig.add_subplot()
-    ax.bar(labels, values, color=[f"C{i % 10}" for i in range(len(labels))])
+    xs = np.arange(len(labels))
+    colors = [f"C{i % 10}" for i in range(len(labels))]
     if log:
         ax.set_yscale("log")
+        floor = _log_floor(values)
+        _points_on_log(ax, xs, np.asarray(values, dtype=float), floor, colors)
+        ax.set_ylim(floor / 2, max(floor, max(values)) * 4)
+    else:
+        drawn = ax.bar(xs, values, color=colors)
+        ax.bar_label(drawn, labels=[_value_text(v) for v in values], fontsize=FONT, padding=2)
+    ax.set_xticks(xs, labels)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.tick_params(axis="x", labelrotation=20)
+    ax.tick_params(axis="x", labelrotation=15)
     return fig
 
 
@@ -115,18 +229,27 @@ def grouped_bars(
     groups: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: str, title: str = "", log: bool = False
 ) -> Figure:
     """Bars for each group (x), one bar per series side by side, e.g. loop versions × chips."""
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    fig = Figure(figsize=(7, 4.6), layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / max(len(series), 1)
-    for i, (label, values) in enumerate(series.items()):
-        xs = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
-        ax.bar(xs, values, width, label=label, color=f"C{i % 10}")
-    ax.set_xticks(np.arange(len(groups)), groups)
     if log:
         ax.set_yscale("log")
+    markers = "osD^vP*X"
+    floor = _log_floor(*series.values()) if series else 1e-12
+    for i, (label, values) in enumerate(series.items()):
+        xs = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
+        if log:  # points, not bars: a bar on a log axis has no bottom, and a zero vanishes
+            _points_on_log(ax, xs, np.asarray(values, dtype=float), floor, f"C{i % 10}", label=label,
+                           marker=markers[i % 8])
+        else:
+            ax.bar(xs, values, width, label=label, color=f"C{i % 10}")
+    if log:
+        top = max([floor] + [float(np.max(v)) for v in series.values() if len(v)])
+        ax.set_ylim(floor / 2, top * 4)
+    ax.set_xticks(np.arange(len(groups)), groups)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend(fig, ax, columns=min(len(series), 3))
     return fig
 
 
@@ -139,7 +262,7 @@ def memory_stack(
 
     A term whose name contains "model" is hatched, so a modelled figure never looks measured.
     """
-    fig = Figure(figsize=(7, 4.4), layout="constrained")
+    fig = Figure(figsize=(7, 4.8), layout="constrained")
     ax = fig.add_subplot()
     terms = list(dict.fromkeys(term for _, stack in stacks for term in stack))
     bottoms = np.zeros(len(stacks))
@@ -150,30 +273,28 @@ def memory_stack(
                hatch="//" if "model" in term.lower() else None, edgecolor="white")
         bottoms += heights
     for j, (name, nbytes) in enumerate(chips):
-        ax.axhline(nbytes / 2**30, linestyle="--", color=f"C{(j + len(terms)) % 10}", linewidth=1)
-        ax.annotate(f"{name} ({nbytes / 2**30:.0f} GiB)", (len(stacks) - 0.5, nbytes / 2**30), fontsize=7,
-                    ha="right", va="bottom")
+        gib = nbytes / 2**30
+        ax.axhline(gib, linestyle="--", color=f"C{(j + len(terms)) % 10}", linewidth=1.5,
+                   label=f"{name}: {gib:.0f} GiB of memory")
+        ax.annotate(f"{name} memory: {gib:.0f} GiB", (0.99, gib), xycoords=("axes fraction", "data"),
+                    fontsize=FONT, ha="right", va="bottom", color=f"C{(j + len(terms)) % 10}")
+    top = max([float(bottoms.max()) if len(bottoms) else 0.0] + [nbytes / 2**30 for _, nbytes in chips])
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     ax.set_xticks(xs, [label for label, _ in stacks])
     ax.tick_params(axis="x", labelrotation=10)
     ax.set_ylabel("GiB")
     ax.set_title(title or "What is in memory during training")
-    ax.legend(fontsize=8, loc="upper left")
+    _legend(fig, ax, columns=2)
     return fig
 
 
 def bytes_vs(xs: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, title: str = "") -> Figure:
     """MiB against a size (batch or sequence length), one line per series; linear axes, so a line looks straight."""
-    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    for label, values in series.items():
-        ax.plot(xs[: len(values)], np.asarray(values) / 2**20, _series_style(label), marker="o", label=label)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("MiB saved for backward")
-    ax.set_title(title)
+    fig = _measured_lines(xs, {label: np.asarray(values, dtype=float) for label, values in series.items()},
+                          xlabel, "MiB saved for backward", title, scale=2**20, logx=False, logy=False)
+    ax = fig.axes[0]
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
     return fig
 
 
@@ -188,14 +309,18 @@ def lines(
     marker: str | None = None,
 ) -> Figure:
     """One line per (label -> (xs, ys)) series, with optional labelled horizontal reference lines."""
-    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    fig = Figure(figsize=(6.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
+    # Two series coincide only where their xs agree too: compare xs and middles together.
+    shown = _coincide_labels({label: np.concatenate([np.asarray(xs, dtype=float), spread(ys)[0]])
+                              for label, (xs, ys) in series.items()})
+    banded = False
     for label, (xs, ys) in series.items():
-        ax.plot(xs, ys, _series_style(label), marker=marker, label=label)
+        banded |= _draw_series(ax, xs, ys, shown[label], _series_style(label), marker=marker)[1]
     for label, y in (hlines or {}).items():
         ax.axhline(y, color="0.35", linestyle=":", linewidth=1)
         ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), textcoords="offset points",
-                    xytext=(0, 3), fontsize=8, color="0.25")
+                    xytext=(0, 3), fontsize=FONT, color="0.25")
     if logx:
         ax.set_xscale("log")
     if logy:
@@ -204,7 +329,8 @@ def lines(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(fig, ax, columns=1 if len(series) < 4 else 2,
+            note="shaded: fastest to slowest run; line: median" if banded else None)
     return fig
 
 
@@ -219,7 +345,7 @@ def format_ranges(
     Regions: flushed to zero (below half the smallest subnormal), subnormal, normal, overflow (above max).
     `magnitudes` (absolute values, e.g. gradients) are drawn as a histogram over the bars.
     """
-    fig = Figure(figsize=(8, 1.2 + 0.55 * len(formats)), layout="constrained")
+    fig = Figure(figsize=(8, 1.8 + 0.55 * len(formats)), layout="constrained")
     ax = fig.add_subplot()
     lo, hi = -50.0, 42.0  # log10 span of the axis
     colours = {"zero": "#bbbbbb", "subnormal": "#fdae61", "normal": "#66bd63", "overflow": "#d73027"}
@@ -237,8 +363,11 @@ def format_ranges(
         top = ax.twinx()
         top.hist(np.log10(values), bins=80, color="black", alpha=0.55, label=magnitudes_label or "values")
         top.set_ylabel("count")
-        top.legend(loc="upper right", fontsize=8)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
+    handles, labels = ax.get_legend_handles_labels()
+    if magnitudes is not None:
+        more_h, more_l = top.get_legend_handles_labels()
+        handles, labels = handles + more_h, labels + more_l
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), fontsize=FONT, frameon=False)
     ax.set_title(title or "Where each format can hold a number")
     return fig
 

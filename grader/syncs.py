@@ -76,8 +76,26 @@ class Event:
     op: str  # ".item()", "float()", ".to(device)", ...
     nbytes: int  # bytes crossing the host link
     blocking: bool  # True when the host waits for it: every read, and a copy unless pinned + non_blocking
-    where: str  # "file:line"
+    where: str  # "file:line", the data (for a notebook cell the file is ipykernel's temporary one)
     line: str  # that line's source, stripped
+    place: str = ""  # the same place in the learner's words: "line 3 of your train_fixed", "cell line 8"
+
+
+def _is_cell(filename: str) -> bool:
+    """True for code typed into a notebook cell or compiled from a string (ipykernel's temporary files, "<...>")."""
+    return filename.startswith("<") or os.path.basename(os.path.dirname(filename)).startswith("ipykernel_")
+
+
+def describe_place(filename: str, lineno: int, function: str = "<module>", first_line: int = 1) -> str:
+    """Where a line is, as a learner would say it: "line 3 of your train_fixed", "cell line 8", "loop.py line 8".
+
+    A line inside a function is counted from its `def` (line 1), so it reads the same
+    whichever cell holds the function; a cell's temporary file name never appears.
+    """
+    if function and not function.startswith("<"):
+        where = f"line {lineno - first_line + 1} of your {function}"
+        return where if _is_cell(filename) else f"{where} ({os.path.basename(filename)})"
+    return f"cell line {lineno}" if _is_cell(filename) else f"{os.path.basename(filename)} line {lineno}"
 
 
 def _is_library(filename: str) -> bool:
@@ -160,17 +178,25 @@ class SyncCounter(TorchFunctionMode):
         return Counter(e.op for e in self.events if kind in (None, e.kind))
 
     def table(self) -> list[dict]:
-        """One row per (kind, op, line): how often it happened and the bytes it moved."""
+        """One row per (kind, op, line): how often it happened and the bytes it moved.
+
+        "place" is where, in the learner's words (show that); "where" is file:line, for code.
+        """
         rows: dict[tuple, dict] = {}
         for e in self.events:
             row = rows.setdefault(
                 (e.kind, e.op, e.where),
-                {"kind": e.kind, "op": e.op, "line": e.line, "where": e.where, "count": 0, "nbytes": 0,
+                {"kind": e.kind, "op": e.op, "line": e.line, "place": e.place, "where": e.where, "count": 0, "nbytes": 0,
                  "blocking": e.blocking},
             )
             row["count"] += 1
             row["nbytes"] += e.nbytes
         return list(rows.values())
+
+    def display_rows(self) -> list[dict]:
+        """`table()` as a learner should see it: "where" is the place in their words, never a temporary file."""
+        return [{"where": row["place"], **{k: v for k, v in row.items() if k not in ("place", "where")}}
+                for row in self.table()]
 
     def on_device(self, t: torch.Tensor) -> bool:
         """True when `t` is (or, pretending, would be) in device memory."""
@@ -186,7 +212,9 @@ class SyncCounter(TorchFunctionMode):
             return
         filename, lineno = frame.f_code.co_filename, frame.f_lineno
         line = linecache.getline(filename, lineno, frame.f_globals).strip()
-        self.events.append(Event(kind, op, int(nbytes), blocking, f"{os.path.basename(filename)}:{lineno}", line))
+        code = frame.f_code
+        place = describe_place(filename, lineno, code.co_name, code.co_firstlineno)
+        self.events.append(Event(kind, op, int(nbytes), blocking, f"{os.path.basename(filename)}:{lineno}", line, place))
 
     def _is_target(self, value: Any) -> bool:
         """True for a device (or device string) that names the pretend device."""

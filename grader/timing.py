@@ -33,6 +33,19 @@ class Timing:
         q1, _, q3 = statistics.quantiles(self.samples, n=4)
         return (q3 - q1) / self.median if self.median else 0.0
 
+    @property
+    def low(self) -> float:
+        """The fastest sample, seconds."""
+        return min(self.samples)
+
+    @property
+    def high(self) -> float:
+        """The slowest sample, seconds."""
+        return max(self.samples)
+
+    def __float__(self) -> float:
+        return float(self.median)
+
 
 def measure(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 2, repeats: int = 7) -> Timing:
     """Time `fn`: `warmup` untimed calls, then `repeats` calls each synchronized before the clock."""
@@ -64,6 +77,45 @@ def unsynchronized(fn: Callable[[], object], repeats: int = 7) -> Timing:
         fn()
         samples.append(time.perf_counter() - start)
     return Timing(tuple(samples))
+
+
+# A figure is rough when its slowest run took this many times its fastest, or its runs vary this much.
+BUSY_RATIO = 3.0
+BUSY_CV = 0.5
+
+
+def _samples_of(measurement) -> tuple[float, ...]:
+    """The samples of a Timing, or a plain sequence of seconds."""
+    return tuple(float(x) for x in getattr(measurement, "samples", measurement))
+
+
+def trust_note(samples, ratio: float = BUSY_RATIO, cv: float = BUSY_CV) -> str | None:
+    """A plain sentence when the machine was too busy for these timings to be trusted, else None.
+
+    `samples` is one measurement (a Timing or a sequence of seconds) or several (a list or
+    dict of them, e.g. one per size of a figure); the worst one speaks. It is too busy when
+    the slowest run took `ratio` times the fastest or more, or the runs' coefficient of
+    variation (standard deviation over mean) is `cv` or more. Fewer than 3 runs say nothing.
+    """
+    if isinstance(samples, dict):
+        samples = list(samples.values())
+    if hasattr(samples, "samples"):
+        groups = [_samples_of(samples)]
+    else:
+        items = list(samples)
+        one = all(isinstance(x, (int, float)) for x in items)
+        groups = [_samples_of(items)] if one else [_samples_of(m) for m in items]
+    worst_ratio, worst_cv = 0.0, 0.0
+    for group in groups:
+        group = [x for x in group if x > 0]
+        if len(group) < 3:
+            continue
+        worst_ratio = max(worst_ratio, max(group) / min(group))
+        worst_cv = max(worst_cv, statistics.pstdev(group) / statistics.fmean(group))
+    if worst_ratio < ratio and worst_cv < cv:
+        return None
+    return (f"This machine was busy while timing (the slowest run took {worst_ratio:.0f}× the fastest): "
+            "treat these numbers as rough, or close other programs and run the cell again.")
 
 
 def format_seconds(seconds: float) -> str:

@@ -1,4 +1,8 @@
-"""Thin ipywidgets wrappers over the plot functions: controls in, a Figure out."""
+"""Thin ipywidgets wrappers over the plot functions: controls in, a Figure out.
+
+Every panel fits a 1024-pixel-wide window: controls sit in rows that wrap, each control
+is at most as wide as the panel, and descriptions take the width their words need.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,33 @@ from IPython.display import display
 
 from grader import floats, plots
 from grader.specs import Chip
+
+
+# One control's box: a fixed comfortable width that shrinks to the panel's, never wider.
+_CONTROL_WIDTH = "280px"  # two to a row in a 1024-px window with the file browser open
+
+
+def _fit(control: widgets.Widget) -> widgets.Widget:
+    """Size `control` to wrap with its neighbours: at most the panel's width, its label as wide as its words."""
+    control.layout.width = _CONTROL_WIDTH
+    control.layout.max_width = "100%"
+    control.layout.flex = "0 1 auto"
+    if hasattr(control.style, "description_width"):
+        control.style.description_width = "initial"
+    return control
+
+
+# CSS for a table in a widget: as wide as its panel at most, cells wrapping anywhere when they must.
+_FIT_TABLE = (".grader-fit-table{max-width:100%;overflow-x:auto}"
+              ".grader-fit-table table{width:100%;max-width:100%;table-layout:auto;border-collapse:collapse}"
+              ".grader-fit-table td{overflow-wrap:anywhere;padding:2px 6px}.grader-fit-table th{padding:2px 6px}")
+
+
+def controls_row(controls: Sequence[widgets.Widget]) -> widgets.HBox:
+    """A row of controls that wraps onto more lines in a narrow window instead of clipping them."""
+    return widgets.HBox([_fit(c) for c in controls],
+                        layout=widgets.Layout(flex_flow="row wrap", width="100%", max_width="100%",
+                                              grid_gap="4px 12px", align_items="center"))
 
 
 def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], tuple[str, object]]) -> widgets.Widget:
@@ -25,7 +56,10 @@ def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], t
         for control in row:
             control.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([*(widgets.HBox(list(row)) for row in rows), verdict, out])
+    verdict.layout.max_width = "100%"
+    out.layout.max_width = "100%"
+    return widgets.VBox([*(controls_row(row) for row in rows), verdict, out],
+                        layout=widgets.Layout(width="100%", max_width="100%", overflow="hidden"))
 
 
 def roofline_explorer(
@@ -158,8 +192,12 @@ def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: st
         except ValueError:
             table.value = f"<p>{box.value!r} is not a number (try 0.1, -3e-8, 65504, inf, nan)</p>"
             return
-        table.value = floats.fields_html(x, {**floats.FORMATS, **floats.FP8}, decode)
+        # The table shrinks to its panel: long bit strings and numbers wrap rather than run off the side.
+        table.value = (f"<style>{_FIT_TABLE}</style><div class='grader-fit-table'>"
+                       + floats.fields_html(x, {**floats.FORMATS, **floats.FP8}, decode) + "</div>")
 
     box.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([box, table])
+    table.layout.max_width = "100%"
+    table.layout.overflow = "auto"  # a wide table scrolls inside the panel rather than pushing it wider
+    return widgets.VBox([controls_row([box]), table], layout=widgets.Layout(width="100%", max_width="100%"))

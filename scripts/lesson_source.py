@@ -4,6 +4,9 @@
     python scripts/lesson_source.py to-ipynb /tmp/01.py solutions/01_crossover/01_crossover.ipynb
     python scripts/lesson_source.py slides solutions/*/*.ipynb     # re-mark slides in place
 
+`mark_presenter_slides` (finer slides for presenting: a slide per heading, a subslide per
+code cell) is applied only to presenter copies, by `python -m grader run --demo`.
+
 Cell metadata (nbgrader's, tags) travels in the `# %%` header lines. The
 notebook written is normalised the way the repository stores notebooks: no
 outputs, no execution counts, no jupytext metadata, the python3 kernelspec.
@@ -27,6 +30,36 @@ def mark_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.metadata["slideshow"] = {"slide_type": "slide"}
         else:
             cell.metadata.pop("slideshow", None)
+    return nb
+
+
+# jupyterlab-rise's notebook settings for presenting: a 1280×800 slide that scrolls where a part is long.
+RISE = {"scroll": True, "width": 1280, "height": 800, "minScale": 0.5, "center": False, "theme": "simple",
+        "transition": "none", "start_slideshow_at": "beginning", "enable_chalkboard": False}
+
+
+def _is_heading(cell) -> bool:
+    return cell.cell_type == "markdown" and cell.source.lstrip().startswith("#")
+
+
+def mark_presenter_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Slides that fit a screen, for presenter copies (`python -m grader run --demo`), not the stored lessons.
+
+    Every heading (any level) starts a slide; every code cell, with its output, is a
+    subslide of its own, and so is prose that follows a code cell; prose right after
+    prose or a heading stays on that slide. Sets jupyterlab-rise's settings (RISE) too.
+    """
+    previous = None
+    for cell in nb.cells:
+        if _is_heading(cell):
+            kind = "slide"
+        elif cell.cell_type == "code" or (previous is not None and previous.cell_type == "code"):
+            kind = "subslide"
+        else:
+            kind = "-"
+        cell.metadata["slideshow"] = {"slide_type": kind}
+        previous = cell
+    nb.metadata["rise"] = dict(RISE)
     return nb
 
 

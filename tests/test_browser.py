@@ -1,17 +1,25 @@
-"""The lessons as a learner opens them: JupyterLab in headless Chromium, driven by Playwright.
+"""The lessons as a learner and a presenter see them: JupyterLab in headless Chromium, driven by Playwright.
 
-For every student notebook: run the blank release cell by cell (the only errors
-may be the exercise stubs' NotImplementedError), then run a copy with the
-exercises filled in, as a learner who finished would have it (no errors, every
-check passes, the figures appear, the widget renders and answers a change).
-Screenshots go to test-artifacts/browser/. Skipped, with the reason, where
-Chromium or Playwright is missing; .ci/run installs both.
+At 1280×800 and 1024×768:
+- a blank lesson (the first), Run All: it stops at the first check cell with one short "not done yet"
+  line (the show cells before it skip with a note), as the lesson's opening says;
+- a finished lesson, Run All: no error, every check passes, figures and widgets appear,
+  and no control, figure or table of a widget reaches past its output area or the window;
+  a widget redraws when a control changes;
+- a presenter copy (`python -m grader run --demo`) as RISE slides: one slide per section,
+  each showing no solution, no "BEGIN SOLUTION" and no hidden tests, fitting the window.
+And without a browser: a blank release run cell by cell (nbclient), where no show cell
+fails and every error a learner meets is one short line with no frames from the package.
+
+Screenshots go to test-artifacts/browser/, named for what they show. The browser tests
+skip, saying why, where Chromium or Playwright is missing; .ci/run installs both.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,11 +37,13 @@ from notebook_cells import solution_cells
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 TOKEN = "course-browser-test"
+VIEWPORTS = {"1280x800": {"width": 1280, "height": 800}, "1024x768": {"width": 1024, "height": 768}}
+PRESENTED = "01_crossover"  # the lesson whose presenter copy is shown as slides
+# What a learner may meet as an error: an unfinished exercise, or a check that names a mistake.
+LEARNER_ERRORS = {"NotDone", "NotImplementedError", "CheckFailed"}
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
-    pytest.mark.xdist_group("browser"),  # one JupyterLab server and one browser for all of them
-]
+# One JupyterLab server and one browser for all the browser tests: they share an xdist worker.
+in_browser = pytest.mark.xdist_group("browser")
 
 
 def _free_port() -> int:
@@ -42,31 +52,73 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
 def _filled_in(lesson: str) -> nbformat.NotebookNode:
-    """The student notebook with every exercise written, as a learner who finished would save it."""
+    """The student notebook with every exercise written, as a learner who finished would save it.
+
+    Its parameters say demo = True (the quickest settings that still show every point), to keep the test short.
+    """
     nb = nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), as_version=4)
     answers = solution_cells(lesson)
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id in answers and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            cell.source = answers[grade_id]  # the solution markers are only comments
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            cell.source = re.sub(r"^demo = False", "demo = True", cell.source, flags=re.M)
+        if _nbgrader(cell).get("grade_id") in answers and _nbgrader(cell).get("solution"):
+            cell.source = answers[_nbgrader(cell)["grade_id"]]  # the solution markers are only comments
     return nb
 
 
+def _secret_lines(lesson: str) -> list[str]:
+    """Lines of the instructor source that learners never see: solution bodies and hidden tests."""
+    release = json.dumps(nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), as_version=4).cells)
+    source = nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+    secret = []
+    for cell in source.cells:
+        for region in re.findall(r"### BEGIN (?:SOLUTION|HIDDEN TESTS)(.*?)### END", cell.source, re.S):
+            for line in region.splitlines():
+                line = line.strip()
+                if len(line) > 15 and json.dumps(line)[1:-1] not in release:
+                    secret.append(line)
+    return secret
+
+
+def _strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server on loopback, serving a scratch copy of the student notebooks."""
+def presenter_copy(tmp_path_factory) -> Path:
+    """`python -m grader run --demo` for one lesson: the executed presenter copy."""
+    from grader.pipeline.run import presenter_copies
+
+    out = tmp_path_factory.mktemp("presenter")
+    results = presenter_copies(ROOT, [PRESENTED], {}, out, log=lambda line: None)
+    assert results[0][2] == "ok", f"the demo run failed: {results}"
+    assert (out / "rise.css").exists()
+    return out / f"{PRESENTED}.ipynb"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, presenter_copy):
+    """A JupyterLab server on loopback, serving scratch copies of the student notebooks and the presenter copy."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
     pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
     work = tmp_path_factory.mktemp("lab")
     for lesson in lesson_ids():
         shutil.copytree(ROOT / "notebooks" / lesson, work / lesson)
         nbformat.write(_filled_in(lesson), str(work / lesson / f"{lesson}_done.ipynb"))
+    shutil.copytree(presenter_copy.parent, work / "presenter")  # the copy and its rise.css
     # A learner's JupyterLab, minus the "get notified about Jupyter news?" prompt over the outputs.
     settings = work / ".settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     port = _free_port()
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(work / ".jupyter"), JUPYTER_RUNTIME_DIR=str(work / ".runtime"))
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(work / ".jupyter"), JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
+               JUPYTER_CONFIG_PATH=str(ROOT / "lab-config" / "learner"))  # the learner's config, as `make lab`
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={work}", "--LabApp.expose_app_in_browser=True",
@@ -91,7 +143,7 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(lab):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -113,14 +165,6 @@ _WAIT_READY = """async () => {
   return panel.content.widgets.length;
 }"""
 
-_RUN_CELL = """async (i) => {
-  const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
-  panel.content.activeCellIndex = i;
-  await app.commands.execute('notebook:run-cell');
-  return true;
-}"""
-
 _RUN_ALL = """async () => {
   const app = window.jupyterapp;
   await app.commands.execute('notebook:run-all-cells');
@@ -130,9 +174,46 @@ _RUN_ALL = """async () => {
 _OUTPUTS = """() => {
   const panel = window.jupyterapp.shell.currentWidget;
   return panel.content.widgets.map((cell, i) => {
-    if (cell.model.type !== 'code') return {i, type: cell.model.type, outputs: []};
-    return {i, type: 'code', count: cell.model.executionCount, outputs: cell.model.outputs.toJSON()};
+    const meta = cell.model.getMetadata ? cell.model.getMetadata('nbgrader') : undefined;
+    if (cell.model.type !== 'code') return {i, type: cell.model.type, source: cell.model.sharedModel.getSource(), outputs: []};
+    const shown = [...cell.node.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText);
+    return {i, type: 'code', nbgrader: meta || null, count: cell.model.executionCount,
+            outputs: cell.model.outputs.toJSON(), shown};
   });
+}"""
+
+# Every control, figure and table of every widget, measured against its output area and the window.
+_CLIPPED = """() => {
+  const vw = document.documentElement.clientWidth;
+  const bad = [];
+  const boxes = [...document.querySelectorAll('.jp-OutputArea-output .widget-vbox')].filter(b => !b.parentElement.closest('.widget-vbox'));
+  boxes.forEach((box, k) => {
+    const area = box.closest('.jp-OutputArea-output').getBoundingClientRect();
+    const parts = box.querySelectorAll('.widget-dropdown, .widget-hslider, .widget-checkbox, .widget-text, '
+      + '.widget-button, .widget-toggle-buttons, .widget-inline-hbox, img, table');
+    parts.forEach(el => {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) return;
+      if (r.left < area.left - 1 || r.right > area.right + 1 || r.right > vw + 1) {
+        bad.push({widget: k, what: el.className || el.tagName, text: (el.innerText || '').slice(0, 40),
+                  left: Math.round(r.left), right: Math.round(r.right),
+                  area: [Math.round(area.left), Math.round(area.right)], window: vw});
+      }
+    });
+    if (box.scrollWidth > box.clientWidth + 1) bad.push({widget: k, what: 'the panel scrolls sideways', width: box.scrollWidth, room: box.clientWidth});
+  });
+  return {count: boxes.length, bad};
+}"""
+
+
+# Bring an output to the top of the notebook (JupyterLab scrolls its own panel, not the page).
+_SCROLL_TO = """async (el) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const node = el.closest('.jp-Cell');
+  const i = panel.content.widgets.findIndex(c => c.node === node);
+  if (i >= 0) { panel.content.activeCellIndex = i; await panel.content.scrollToItem(i, 'start'); }
+  el.scrollIntoView({block: 'start'});
+  return i;
 }"""
 
 
@@ -141,6 +222,25 @@ def _open(page, base: str, path: str) -> int:
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget && "
                            "window.jupyterapp.shell.currentWidget.sessionContext", timeout=60_000)
     return page.evaluate(_WAIT_READY)
+
+
+def _shot(page_or_element, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page_or_element.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def _shot_output(page, element, name: str) -> None:
+    """A screenshot of one output as it sits in the notebook: centred in the notebook's panel, clipped to the window."""
+    element.evaluate("el => el.scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(150)
+    box, view = element.bounding_box(), page.viewport_size
+    if not box:
+        return
+    left, top = max(box["x"], 0), max(box["y"], 0)
+    right, bottom = min(box["x"] + box["width"], view["width"]), min(box["y"] + box["height"], view["height"])
+    if right > left and bottom > top:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), clip=dict(x=left, y=top, width=right - left, height=bottom - top))
 
 
 def _change_first_control(box) -> None:
@@ -157,70 +257,164 @@ def _change_first_control(box) -> None:
     text.first.press("Enter")
 
 
-def _errors(cells) -> list[tuple[int, str, str]]:
-    return [(c["i"], o.get("ename"), o.get("evalue")) for c in cells for o in c["outputs"] if o.get("output_type") == "error"]
+def _errors(cells) -> list[dict]:
+    return [dict(i=c["i"], ename=o.get("ename"), evalue=o.get("evalue"), nbgrader=c.get("nbgrader"),
+                 shown="\n".join(c.get("shown", [])))
+            for c in cells for o in c["outputs"] if o.get("output_type") == "error"]
 
 
-@pytest.mark.parametrize("lesson", lesson_ids())
-def test_blank_notebook_fails_only_at_the_exercises(lab, browser, lesson):
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    n = _open(page, lab, f"{lesson}/{lesson}.ipynb")
-    for i in range(n):
-        page.evaluate(_RUN_CELL, i)
-    cells = page.evaluate(_OUTPUTS)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{lesson}-blank.png"), full_page=False)
-    errors = _errors(cells)
-    assert errors, "the blank notebook raised nothing: are the exercises stubs?"
-    assert {e[1] for e in errors} == {"NotImplementedError"}, f"errors other than the stubs: {errors}"
-    page.close()
+def _is_check(meta: dict | None) -> bool:
+    return bool(meta) and bool(meta.get("grade")) and not meta.get("solution")
 
 
-@pytest.mark.parametrize("lesson", lesson_ids())
-def test_finished_notebook_shows_figures_and_a_live_widget(lab, browser, lesson):
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    _open(page, lab, f"{lesson}/{lesson}_done.ipynb")
+@in_browser
+@pytest.mark.parametrize("lesson,size", [(lesson_ids()[0], size) for size in VIEWPORTS])
+def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browser, lesson, size):
+    page = browser.new_page(viewport=VIEWPORTS[size])
+    _open(page, lab, f"{lesson}/{lesson}.ipynb")
     page.evaluate(_RUN_ALL)
     cells = page.evaluate(_OUTPUTS)
+    errors = _errors(cells)
+    first_error = next((c for c in cells if c["type"] == "code" and _errors([c])), None)
+    if first_error is not None:
+        page.locator(".jp-Cell").nth(first_error["i"]).scroll_into_view_if_needed()
+    _shot(page, f"{lesson}-blank-run-all-{size}")
+    page.close()
+    opening = " ".join(c["source"] for c in cells[:6] if c["type"] == "markdown")
+    assert "Run All" in opening, "the lesson's opening does not say where Run All stops"
+    assert len(errors) == 1, f"Run All on a blank lesson should stop at one error, got {errors}"
+    (error,) = errors
+    assert _is_check(error["nbgrader"]), f"Run All stopped in cell {error['i']}, which is not a check cell: {error}"
+    assert error["ename"] == "NotDone", f"a blank exercise should say NotDone, not {error['ename']}: {error['evalue']}"
+    assert "not done yet" in error["evalue"], error["evalue"]
+    shown = error["shown"].strip()
+    assert len(shown.splitlines()) <= 2 and "Traceback" not in shown and "grader/" not in shown, \
+        f"a learner sees more than one line for an unfinished exercise:\n{shown}"
+    ran = [c for c in cells if c["type"] == "code" and c["i"] < error["i"]]
+    assert all(c["count"] is not None for c in ran), "Run All skipped cells before the first check"
+
+
+def _solved(page, lab: str, lesson: str) -> list[dict]:
+    _open(page, lab, f"{lesson}/{lesson}_done.ipynb")
+    page.evaluate(_RUN_ALL)
+    return page.evaluate(_OUTPUTS)
+
+
+@in_browser
+@pytest.mark.parametrize("lesson", lesson_ids())
+def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson):
+    """Run once at 1024×768, the narrowest window a learner should have, then look again at 1280×800."""
+    page = browser.new_page(viewport=VIEWPORTS["1024x768"])
+    cells = _solved(page, lab, lesson)
     assert not _errors(cells), f"a finished notebook raised: {_errors(cells)}"
     unrun = [c["i"] for c in cells if c["type"] == "code" and c["count"] is None]
     assert not unrun, f"cells {unrun} did not run"
-    text = json.dumps(cells)
-    assert "all checks passed" in text
+    assert "all checks passed" in json.dumps(cells)
     images = page.locator(".jp-OutputArea-output img")
     images.first.wait_for(timeout=30_000)
-    assert images.count() >= 1, "no figure appeared"
+    for k in range(min(images.count(), 8)):
+        _shot_output(page, images.nth(k), f"{lesson}-figure-{k + 1}-1024x768")
     box = page.locator(".jp-OutputArea-output .widget-vbox").first
     box.wait_for(timeout=30_000)
-    box.scroll_into_view_if_needed()
+    clipped = {}
+    for size in ("1024x768", "1280x800"):
+        page.set_viewport_size(VIEWPORTS[size])
+        page.wait_for_timeout(300)
+        page.evaluate(_SCROLL_TO, box.element_handle())
+        page.wait_for_timeout(300)
+        _shot(page, f"{lesson}-widget-{size}")
+        found = page.evaluate(_CLIPPED)
+        assert found["count"] >= 1, "no widget appeared"
+        clipped[size] = found["bad"]
+    # the widget answers a change: its text and its figure are redrawn
     before = box.inner_text()
     figure = box.locator("img").first
     figure_before = figure.get_attribute("src") if figure.count() else None
     _change_first_control(box)
     page.wait_for_function("([el, before]) => el.innerText !== before", arg=[box.element_handle(), before], timeout=30_000)
-    if figure_before is not None:  # the widget's figure is redrawn too, not only its text
+    if figure_before is not None:
         page.wait_for_function("([el, src]) => { const img = el.querySelector('img'); return img && img.src !== src; }",
                                arg=[box.element_handle(), figure_before], timeout=30_000)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    box.screenshot(path=str(ARTIFACTS / f"{lesson}-widget.png"))
-    page.screenshot(path=str(ARTIFACTS / f"{lesson}-done.png"), full_page=False)
     page.close()
+    assert not any(clipped.values()), f"widget parts reach past their output area or the window: {clipped}"
+
+
+@in_browser
+def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
+    """The presenter copy as RISE slides at each size: one slide per section, no solutions or hidden tests, fitting."""
+    nb = nbformat.read(str(presenter_copy), as_version=4)
+    sections = [c for c in nb.cells if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "slide"]
+    secrets = _secret_lines(PRESENTED)
+    assert secrets, "found no solution lines to look for"
+    has_maths = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
+    page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+    page.goto(f"{lab}/rise/presenter/{presenter_copy.name}?token={TOKEN}", wait_until="domcontentloaded")
+    slides = page.locator(".reveal .slides > section")
+    slides.first.wait_for(timeout=60_000)
+    assert slides.count() == len(sections) >= 3, f"{slides.count()} slides for {len(sections)} sections"
+    if has_maths:
+        page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
+    problems = []
+    for size in VIEWPORTS:
+        page.set_viewport_size(VIEWPORTS[size])
+        for k in range(slides.count()):
+            page.evaluate(f"() => {{ window.location.hash = '#/{k}'; }}")
+            page.wait_for_function(f"() => document.querySelectorAll('.reveal .slides > section')[{k}].classList.contains('present')",
+                                   timeout=10_000)
+            page.wait_for_timeout(250)
+            _shot(page, f"presenter-{PRESENTED}-section-{k + 1:02d}-{size}")
+            text = slides.nth(k).evaluate("el => el.textContent")
+            for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
+                if marker in text:
+                    problems.append(f"{size} slide {k + 1} shows {marker!r}")
+            problems += [f"{size} slide {k + 1} shows solution text {line!r}" for line in secrets if line in text]
+            fit = page.evaluate("""() => {
+              const el = document.querySelector('.reveal .slides section.present section.present')
+                      || document.querySelector('.reveal .slides > section.present');
+              const r = el.getBoundingClientRect(), style = getComputedStyle(el);
+              return {right: r.right, width: document.documentElement.clientWidth, tall: el.scrollHeight > el.clientHeight + 2,
+                      scrolls: ['auto', 'scroll'].includes(style.overflowY)};
+            }""")
+            if fit["right"] > fit["width"] + 1:
+                problems.append(f"{size} slide {k + 1} is wider than the window: {fit}")
+            if fit["tall"] and not fit["scrolls"]:
+                problems.append(f"{size} slide {k + 1} is taller than the screen and does not scroll: {fit}")
+    page.close()
+    assert not problems, "\n".join(problems)
+
+
+# --- without a browser -----------------------------------------------------------------------------------
+
+
+def _run_cell_by_cell(path: Path) -> nbformat.NotebookNode:
+    """Every cell in turn, errors kept, with the lesson's quickest settings (demo = True)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            cell.source = re.sub(r"^demo = False", "demo = True", cell.source, flags=re.M)
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return nb
 
 
 @pytest.mark.parametrize("lesson", lesson_ids())
-def test_presenter_slides_render_with_maths(lab, browser, lesson):
-    """jupyterlab-rise turns the notebook into slides, one per section heading, with the maths typeset."""
-    nb = nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), as_version=4)
-    headings = [c for c in nb.cells if c.get("metadata", {}).get("slideshow", {}).get("slide_type") == "slide"]
-    has_maths = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(f"{lab}/rise/{lesson}/{lesson}.ipynb?token={TOKEN}", wait_until="domcontentloaded")
-    page.locator(".reveal .slides > section").first.wait_for(timeout=60_000)
-    assert page.locator(".reveal .slides > section").count() == len(headings) >= 3
-    if has_maths:
-        page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
-    page.keyboard.press("ArrowRight")
-    page.wait_for_timeout(500)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{lesson}-slides.png"))
-    page.close()
+def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson):
+    """Every cell of the blank release run in turn: show cells never fail; each error is short, from the learner's side."""
+    nb = _run_cell_by_cell(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "error":
+                continue
+            trace = [_strip_ansi(line) for line in out.get("traceback", [])]
+            where = f"cell {i} ({_nbgrader(cell).get('grade_id') or 'show cell'})"
+            if not _nbgrader(cell):
+                problems.append(f"{where}: a show cell failed with {out['ename']}: {out['evalue']}")
+            if out["ename"] not in LEARNER_ERRORS:
+                problems.append(f"{where}: {out['ename']} is not an unfinished exercise or a failed check: {out['evalue']}")
+            frames = [line for line in "\n".join(trace).splitlines() if "grader/" in line or "site-packages" in line]
+            if frames:
+                problems.append(f"{where}: the learner sees frames from the package: {frames[:3]}")
+    assert not problems, "\n".join(problems)

@@ -165,3 +165,276 @@ def test_workspace_copies_once_and_never_overwrites(tmp_path):
     notebook.write_text("my answers")
     assert workspace(ROOT, tmp_path / "mine") == []
     assert notebook.read_text() == "my answers"
+
+
+def test_workspace_refreshes_a_read_only_data_copy_and_writes_the_index(tmp_path):
+    import nbformat
+
+    from grader.pipeline.release import INDEX, workspace
+    from grader.pipeline.tools import lessons
+
+    mine = tmp_path / "mine"
+    workspace(ROOT, mine)
+    copied = mine / "data" / "chips.csv"
+    assert copied.read_text() == (ROOT / "data" / "chips.csv").read_text()
+    assert not os.access(copied, os.W_OK) or os.getuid() == 0  # root may write anything; the mode says read-only
+    assert not copied.stat().st_mode & 0o222
+    (mine / "data" / "stale.csv").write_text("old")  # refreshed on every call: what data/ no longer has goes
+    workspace(ROOT, mine)
+    assert not (mine / "data" / "stale.csv").exists()
+    index = nbformat.read(str(mine / INDEX), as_version=4)
+    assert [c.cell_type for c in index.cells] == ["markdown"]
+    text = index.cells[0].source
+    for lesson in lessons(ROOT):  # in order, each a link to the learner's copy
+        assert f"]({lesson}/{lesson}.ipynb)" in text
+    positions = [text.index(f"]({lesson}/") for lesson in lessons(ROOT)]
+    assert positions == sorted(positions)
+    assert "data/chips.csv" in text and "30 minutes" in text and "Shut Down All Kernels" in text
+    assert "Run All stops at the first unfinished exercise" in text
+
+
+def test_default_threads_contract():
+    assert device.default_threads(1) == 1 and device.default_threads(2) == 1 and device.default_threads(4) == 1
+    assert device.default_threads(8) == 4 and device.default_threads(64) == 8
+    assert device.default_threads() >= 1
+    before = torch.get_num_threads()
+    try:
+        assert device.set_threads(0) == device.default_threads()
+        assert device.set_threads(1) == 1
+        with pytest.raises(ValueError):
+            device.set_threads(-1)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_are_counted_in_english():
+    assert device.threads_label(1) == "1 CPU thread"
+    assert device.threads_label(4) == "4 CPU threads"
+    assert "1 CPU threads" not in device.describe("cpu")
+
+
+def test_trust_note_speaks_only_when_the_machine_was_busy():
+    assert timing.trust_note([1e-5, 1.1e-5, 1.2e-5, 1.05e-5]) is None
+    note = timing.trust_note([1e-5, 1.1e-5, 6e-5])
+    assert note and "busy" in note and "6×" in note and "rough" in note
+    # several measurements (one per size): the worst speaks; a Timing works too
+    assert timing.trust_note([timing.Timing((1.0, 1.0, 1.0)), timing.Timing((1.0, 1.0, 12.0))]).count("12×") == 1
+    assert timing.trust_note({"64": [1.0, 1.1, 1.0], "128": [2.0, 2.1, 2.0]}) is None
+    assert timing.trust_note([1.0, 9.0]) is None  # two runs say nothing
+    t = timing.Timing((3.0, 1.0, 2.0))
+    assert (t.low, t.high, float(t)) == (1.0, 3.0, 2.0)
+
+
+def test_spread_reads_numbers_timings_and_samples():
+    mid, low, high = plots.spread([1.0, 2.0])
+    assert list(mid) == [1.0, 2.0] and low is None and high is None
+    mid, low, high = plots.spread([timing.Timing((1.0, 3.0, 2.0)), [4.0, 6.0, 5.0], 7.0])
+    assert list(mid) == [2.0, 5.0, 7.0] and list(low) == [1.0, 4.0, 7.0] and list(high) == [3.0, 6.0, 7.0]
+
+
+def _legend_texts(fig):
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_measured_lines_draw_their_spread_and_a_busy_note():
+    sizes = [64, 128]
+    fig = plots.time_vs_size(sizes, {"CPU (measured here)": [[1e-5, 1e-5, 6e-5], [1e-4, 1.1e-4, 1.2e-4]]},
+                             note="This machine was busy")
+    ax = fig.axes[0]
+    assert ax.collections, "no band for the spread"
+    assert fig.legends and not ax.get_legend(), "the legend belongs off the axes"
+    assert "This machine was busy" in fig.legends[0].get_title().get_text()
+
+
+def test_coinciding_series_are_said_to_coincide():
+    assert plots.coinciding({"a": [1, 2, 3], "b": [1, 2.01, 3], "c": [1, 5, 3]}) == {"b": "a"}
+    assert plots.coinciding({"a": [0, 1], "b": [1e-9, 1]}) == {}
+    fig = plots.time_vs_size([1, 2], {"GPU (recorded)": [1, 2], "GPU (model)": [1, 2]})
+    assert "GPU (model) (coincides with GPU (recorded))" in _legend_texts(fig)
+    fig = plots.lines({"fp32": ([1, 2], [1, 2]), "bf16": ([1, 2], [1, 2]), "x": ([3, 4], [1, 2])}, "x", "y")
+    assert _legend_texts(fig) == ["fp32", "bf16 (coincides with fp32)", "x"]
+
+
+def test_no_bars_on_a_log_axis_and_zeros_are_shown():
+    from matplotlib.patches import Rectangle
+
+    for fig in (plots.bars(["a", "b", "c"], [1e-4, 0.0, 2e-6], "s", log=True),
+                plots.grouped_bars(["g1", "g2"], {"x": [1.0, 0.0], "y": [2.0, 0.1]}, "s", log=True)):
+        ax = fig.axes[0]
+        assert ax.get_yscale() == "log"
+        assert not [p for p in ax.patches if isinstance(p, Rectangle)], "bars drawn on a log axis"
+        assert "0" in [t.get_text() for t in ax.texts], "a zero vanished"
+    linear = plots.bars(["a", "b"], [1.0, 0.0], "s")
+    assert linear.axes[0].get_yscale() == "linear" and len(linear.axes[0].patches) == 2
+
+
+def test_reference_lines_are_labelled_and_text_is_big_enough():
+    fig = plots.memory_stack([("m", {"parameters": 2**30, "activations (model)": 2**31})], [("H100 (datasheet)", 80 * 2**30)])
+    ax = fig.axes[0]
+    assert any("H100" in t and "80 GiB" in t for t in _legend_texts(fig)), _legend_texts(fig)
+    assert any("H100" in t.get_text() and "80 GiB" in t.get_text() for t in ax.texts)
+    figs = [fig, plots.roofline([("x", 1e12, 1e11)], [("p", 1.0)], lambda i, p, b: min(p, i * b)),
+            plots.lines({"a": ([1, 2], [1, 2])}, "x", "y", hlines={"limit": 1.5}),
+            plots.format_ranges([("fp16", 6e-8, 6e-5, 65504.0)], [1e-3, 1e-6]),
+            plots.bars(["a"], [1.0], "y", log=True), plots.grouped_bars(["g"], {"x": [1.0]}, "y")]
+    for f in figs:
+        f.canvas.draw() if hasattr(f.canvas, "draw") else None
+        small = [t.get_text() for a in f.axes for t in a.texts if t.get_fontsize() < 9]
+        small += [t.get_text() for legend in f.legends for t in legend.get_texts() if t.get_fontsize() < 9]
+        assert not small, f"text under 9 pt: {small}"
+
+
+def test_widgets_wrap_their_controls():
+    chips = [c for c in specs.load_chips() if c.has_roofline()]
+    w = widgets.roofline_explorer(chips, lambda i, p, b: min(p, i * b), lambda i, p, b: "memory",
+                                  lambda n, width: n / (1.5 * width))
+    row = w.children[0]
+    assert row.layout.flex_flow == "row wrap"
+    for control in row.children:
+        assert control.layout.max_width == "100%" and control.style.description_width == "initial"
+
+
+def test_sync_places_are_in_the_learners_words():
+    from grader.syncs import SyncCounter, describe_place
+
+    cell = "/tmp/ipykernel_4242/2641094725.py"
+    assert describe_place(cell, 8) == "cell line 8"
+    assert describe_place(cell, 12, "train_fixed", 10) == "line 3 of your train_fixed"
+    assert describe_place("/home/me/loop.py", 8) == "loop.py line 8"
+    assert "2641094725" not in describe_place(cell, 12, "train_fixed", 10)
+    code = "def train_fixed(x):\n    y = x.sum() * 2\n    return y.item()\ntrain_fixed(x)\n"
+    with SyncCounter() as counter:
+        x = torch.ones(3, device=counter.device)
+        counter.events.clear()
+        exec(compile(code, cell, "exec"), {"x": x})
+    (row,) = counter.table()
+    assert row["place"] == "line 3 of your train_fixed" and row["where"] == "2641094725.py:3"
+    (shown,) = counter.display_rows()
+    assert shown["where"] == "line 3 of your train_fixed" and "place" not in shown
+    assert ".py" not in " ".join(str(v) for v in shown.values())
+
+
+def test_learner_config_hides_every_nbgrader_extension():
+    import json
+
+    learner = ROOT / "lab-config" / "learner"
+    disabled = json.loads((learner / "labconfig" / "page_config.json").read_text())["disabledExtensions"]
+    assert disabled.get("@jupyter/nbgrader") is True
+    server = json.loads((learner / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"]
+    installed = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
+    if installed.exists():  # every server extension nbgrader enables is turned off for learners
+        enabled = json.loads(installed.read_text())["ServerApp"]["jpserver_extensions"]
+        assert {name for name, on in enabled.items() if on} <= {name for name, on in server.items() if on is False}
+
+
+def test_lab_command_culls_kernels_and_only_the_learner_gets_the_learner_config(tmp_path):
+    from grader.pipeline import lab
+    from grader.pipeline.release import CULL_IDLE_MINUTES, INDEX
+
+    learner = lab.server_command(tmp_path, 8899, "t0k3n")
+    assert f"--MappingKernelManager.cull_idle_timeout={CULL_IDLE_MINUTES * 60}" in learner
+    assert "--MappingKernelManager.cull_connected=False" in learner and "--ServerApp.port_retries=0" in learner
+    assert f"--ServerApp.default_url=/lab/tree/{INDEX}" in learner and "--IdentityProvider.token=t0k3n" in learner
+    assert not any("default_url" in a for a in lab.server_command(tmp_path, 8899, "t", instructor=True))
+    assert lab.server_env(ROOT)["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(ROOT / "lab-config" / "learner")
+    assert "lab-config" not in lab.server_env(ROOT, instructor=True).get("JUPYTER_CONFIG_PATH", "")
+    box = lab.banner("http://127.0.0.1:8899/lab/tree/x?token=t", Path("my-work/.jupyter-server.log"), False)
+    assert "\n  http://127.0.0.1:8899/lab/tree/x?token=t\n" in box and box.splitlines()[-1].startswith("===")
+
+
+def test_make_lab_prints_the_url_last_and_hides_nbgrader(tmp_path):
+    """`python -m grader lab` for real: the URL comes last, the server answers, nbgrader's pages are not there."""
+    import re
+    import signal
+    import urllib.error
+    import urllib.request
+
+    from grader.pipeline.lab import free_port
+
+    port = free_port(20000)
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(tmp_path / "mine"),
+                             "--no-browser", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("===") and len([l for l in lines if l.startswith("===")]) == 2:
+                break
+        text = "".join(lines)
+        url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab/tree/00_START_HERE\.ipynb\?token=\w+)$", text, re.M)
+        assert url, text
+        token = url.group(1).rsplit("=", 1)[1]
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=10).status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/formgrader?token={token}", timeout=10)
+        assert missing.value.code == 404
+        assert (tmp_path / "mine" / "00_START_HERE.ipynb").exists() and (tmp_path / "mine" / "data" / "chips.csv").exists()
+        assert "[I " not in text, "the server's log belongs in the log file"
+        assert (tmp_path / "mine" / ".jupyter-server.log").read_text().strip()
+    finally:
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C would: the launcher stops the server and its kernels
+        assert proc.wait(timeout=60) == 0
+
+
+def test_presenter_copy_shows_stubs_no_hidden_tests_and_slides_that_fit():
+    import importlib.util
+
+    import nbformat
+
+    from grader.pipeline.run import hide_answers
+
+    spec = importlib.util.spec_from_file_location("lesson_source", ROOT / "scripts" / "lesson_source.py")
+    lesson_source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lesson_source)
+    lesson = "01_crossover"
+    source = nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+    release = nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), as_version=4)
+    for cell in source.cells:  # as if executed: an output under every code cell
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", text="shown\n")]
+    shown = hide_answers(source, release)
+    text = "\n".join(c.source for c in shown.cells)
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    assert "raise NotImplementedError()" in text
+    for cell in shown.cells:
+        if cell.cell_type == "code":
+            solution = cell.metadata.get("nbgrader", {}).get("solution")
+            assert bool(cell.outputs) != bool(solution), "exercise outputs go, every other output stays"
+    # without a release to copy from, the solution regions become nbgrader's stub
+    alone = hide_answers(nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4), None)
+    assert "BEGIN SOLUTION" not in "\n".join(c.source for c in alone.cells)
+    marked = lesson_source.mark_presenter_slides(shown)
+    kinds = [c.metadata["slideshow"]["slide_type"] for c in marked.cells]
+    for cell, kind in zip(marked.cells, kinds):
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+            assert kind == "slide"
+        if cell.cell_type == "code":
+            assert kind == "subslide"
+    assert kinds[0] == "slide" and kinds.count("slide") >= 5
+    assert marked.metadata["rise"]["scroll"] is True and marked.metadata["rise"]["width"] == 1280
+
+
+def test_figure_gallery_for_review():
+    """Each plot function on made-up data, saved to test-artifacts/plots/ so a person can look at the figures."""
+    out = ROOT / "test-artifacts" / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    busy = [timing.Timing((1e-5, 1.2e-5, 6e-5)), timing.Timing((8e-5, 9e-5, 1e-4)), timing.Timing((6e-4, 7e-4, 9e-4))]
+    gpu = [1e-5, 1.1e-5, 2e-5]
+    figures = {
+        "time_vs_size-spread-busy-note-coinciding": plots.time_vs_size(
+            [64, 128, 256], {f"CPU, {device.threads_label(1)} (measured here)": busy, "GPU (recorded)": gpu,
+                             "GPU (model)": gpu}, "matmul: seconds per call", note=timing.trust_note(busy)),
+        "bars-log-as-points-with-a-zero": plots.bars(
+            ["copy batch in (model)", "reads back (model)", "device memory read (model)"], [7.7e-5, 0.0, 3.3e-6],
+            "seconds per step", "host link vs device memory (model)", log=True),
+        "memory_stack-labelled-chip-line": plots.memory_stack(
+            [("GPT-2 small", {"parameters": 2**29, "gradients": 2**29, "optimizer state": 2**31,
+                              "activations (model)": 6 * 2**30})], [("NVIDIA T4 (datasheet)", 15 * 2**30)]),
+        "lines-coinciding-and-reference-line": plots.lines(
+            {"float32": ([0, 1, 2], [0, 1, 2]), "bfloat16": ([0, 1, 2], [0, 1, 2]), "float16": ([0, 1, 2], [0, 1, 1])},
+            "additions", "running sum", "coinciding series", hlines={"float16 stalls at 1": 1.0}),
+    }
+    for name, fig in figures.items():
+        fig.savefig(out / f"{name}.png", dpi=80)
+        assert (out / f"{name}.png").stat().st_size > 1000
