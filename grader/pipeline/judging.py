@@ -2,11 +2,11 @@
 
 A course check cell (from solutions/) is a list of calls to checks:
 
-    from grader.checks import lesson01
+    from grader.checks import lessonNN
 
-    lesson01.check_matmul_flops(matmul_flops)
+    lessonNN.check_area(area)
     ### BEGIN HIDDEN TESTS
-    lesson01.expect(matmul_flops, args=(1000,), want=2_000_000_000, why="...")
+    lessonNN.expect(area, args=(3, 4), want=12, why="a 3 by 4 rectangle has area 12")
     ### END HIDDEN TESTS
 
 `plan_cell` reads that source here, never in the sandbox: each call names a
