@@ -113,10 +113,12 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
     kind = sandboxes.choose(settings.sandbox)
     keep = [root / "grader", root / "data", Path(sys.prefix), Path(sys.base_prefix)]
-    box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep)
+    box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep,
+                            disk_bytes=int(settings.disk_mib * 1024**2), shm_bytes=int(settings.shm_mib * 1024**2),
+                            max_processes=settings.max_processes)
     if kind == "none":
-        log("sandbox: none (bwrap not installed or GRADER_SANDBOX=none): student code can read files and use the "
-            "network; see grader/pipeline/sandbox.py")
+        log("sandbox: none, as asked: student code can read every file the grader can, write to the disk without a "
+            "quota and use the network (processes are still capped and killed); see grader/pipeline/sandbox.py")
     lock, done = threading.Lock(), [0]
 
     def one(pair):
