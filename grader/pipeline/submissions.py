@@ -62,7 +62,12 @@ def clean(value):
 
 def shown(name: str) -> str:
     """A file or folder name as it can be shown anywhere: escaped where it is not valid UTF-8."""
-    return name if not _SURROGATE.search(name) else ascii(name)[1:-1]
+    if not _SURROGATE.search(name):
+        return name
+    try:
+        return repr(os.fsencode(name))[2:-1]  # the bytes on disk, as \xNN
+    except UnicodeError:
+        return ascii(name)[1:-1]
 
 
 def notebook_digest(path: Path) -> str:
