@@ -134,6 +134,11 @@ def _death(code: int | None, log: Path, start: int = 0) -> str:
     return f"the Python process exited with status {code} (os._exit, sys.exit outside a cell, or a crash)"
 
 
+def _hit_process_cap(reply: dict) -> bool:
+    """True when a cell failed because fork or a new thread hit the process cap (EAGAIN)."""
+    return not reply.get("ok") and "[Errno 11] Resource temporarily unavailable" in str(reply.get("evalue"))
+
+
 def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, settings: Settings) -> list[dict]:
     """Run the cells in a sandbox; one reply per cell, each with 'status' ok/error/timeout/died/not run."""
     scratch = Path(tempfile.mkdtemp(prefix="gpu-course-grade-"))
@@ -170,6 +175,9 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                 if cell.kind == "student" and reply["ok"]:
                     ran_ok.append(cell)
                 replies.append(reply)
+                if _hit_process_cap(reply):  # copies of the runner fill the cap: start a fresh one for the next cell
+                    runner.kill()
+                    runner, restarts = None, restarts + 1
                 continue
             code = runner.stop(grace=2.0) if state == "died" else runner.kill()
             log_start = runner.log_start
