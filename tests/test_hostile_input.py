@@ -160,6 +160,8 @@ def test_a_class_with_stray_entries_is_still_graded(tmp_path):
     assert "ann/99_no_such_lesson: skipped: the course has no lesson '99_no_such_lesson'" in summary
     assert "bob: not graded: the student folder is a symlink, not followed" in summary
     assert "bad\\xffname" in summary
+    classroom.merge(ROOT, [out], tmp_path / "merged", log=lambda line: None)
+    assert "bob: not graded" in (tmp_path / "merged" / "summary.txt").read_text(encoding="utf-8")
 
 
 def _one(tmp_path: Path, student: str = "ann") -> Path:

@@ -258,8 +258,10 @@ def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], No
     """Merge the out folders of several shards into out_dir: results, notebooks, feedback, then finish."""
     out_dir = out_dir.resolve()
     seen: dict[tuple[str, str], Path] = {}
+    skipped: list[str] = []
     for shard in shards:
         shard = shard.resolve()
+        skipped += [line for line in _load_skipped(shard) if line not in skipped]
         for res_path in sorted((shard / "results").glob("*/*.json")):
             student, lesson = res_path.parent.name, res_path.stem
             if (student, lesson) in seen:
@@ -272,5 +274,6 @@ def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], No
                 src = shard / "course" / part / student / lesson / name
                 if src.is_file():
                     _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes())
+    _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     log(f"merged {len(seen)} results from {len(shards)} folders into {out_dir}")
     return finish(root, out_dir, log=log)
