@@ -151,7 +151,8 @@ def test_stray_entries_are_skipped_with_a_note(tmp_path):
     text.encode("utf-8")  # printable and writable anywhere
 
 
-def test_a_class_with_stray_entries_is_still_graded(tmp_path):
+def test_a_class_with_stray_entries_is_still_graded(tmp_path, monkeypatch):
+    monkeypatch.setattr(classroom, "write_gradebook", lambda *args: None)  # nbgrader's database: slow, and not the point
     subs = _stray_class(tmp_path)
     out = tmp_path / "grades"
     path = classroom.grade_class(ROOT, subs, out, Settings(sandbox="none", workers=1), log=lambda line: None)
@@ -335,19 +336,20 @@ def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
         Cell("student", "shm", "open('/dev/shm/hog', 'wb').write(b'x' * 64 * 1024**2)\n"),
         Cell("student", "tmp", "open('/tmp/hog', 'w').write('x')\n"),
         Cell("student", "bomb", "import os\nwhile True:\n    os.fork()\n"),
+        Cell("student", "where", "import os\nst = os.statvfs('.')\nprint(st.f_blocks * st.f_frsize, os.getcwd())\n"
+                                 "print([line.split()[4] for line in open('/proc/self/mountinfo') if ' tmpfs ' in line])"),
     ]
-    before = os.statvfs(tempfile_dir()).f_bavail
     start = time.monotonic()
     replies = run_cells(cells, [], _box("bwrap"), FAST)
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start < 60
     assert "No space left on device" in replies[0]["evalue"] and "No space left on device" in replies[1]["evalue"]
     assert replies[2]["ename"] == "PermissionError"
     assert replies[3]["status"] != "ok" and "Resource temporarily unavailable" in replies[3]["evalue"], replies[3]
-    assert abs(os.statvfs(tempfile_dir()).f_bavail - before) * os.statvfs(tempfile_dir()).f_frsize < 200 * 1024**2
+    size, cwd = replies[4]["stdout"].split()[:2]  # the workspace is a tmpfs of the quota: nothing on the host's disk
+    assert int(size) == 256 * 1024**2 and cwd == sandbox.WORKDIR and f"'{sandbox.WORKDIR}'" in replies[4]["stdout"]
     rows = score("ann", LESSON, cells + [Cell("check", "disk_check", "", 1.0)], replies + [replies[0]], [])
     assert "(the disk quota" in rows[0].message
-    time.sleep(0.3)
-    assert not [line for line in _live("") if str(sandbox.UID_BASE) in line]
+    assert not sandbox.uid_in_use(sandbox.UID_BASE)  # run_cells waits for the kernel to end the run's processes
 
 
 def test_the_fallback_caps_processes_too():
@@ -357,8 +359,3 @@ def test_the_fallback_caps_processes_too():
     assert replies[0]["status"] == "died" and "process cap" in replies[0]["evalue"], replies[0]
     assert replies[1]["status"] == "ok"
 
-
-def tempfile_dir() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()

@@ -39,6 +39,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,10 +121,35 @@ def take_uid() -> int:
     return UID_BASE + slot
 
 
-def give_uid(uid: int) -> None:
-    """Give back a uid from take_uid."""
+def give_uid(uid: int, wait: float = 5.0) -> None:
+    """Give back a uid from take_uid once no process runs as it (the kernel takes a moment to end a PID namespace).
+
+    A uid still in use after `wait` seconds is never handed out again, so the
+    next run's process cap never counts another run's processes.
+    """
+    deadline = time.monotonic() + wait
+    while uid_in_use(uid):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
     with _slots_lock:
         _slots.discard(uid - UID_BASE)
+
+
+def uid_in_use(uid: int) -> bool:
+    """True when some process runs as `uid` (from /proc)."""
+    wanted = f"\t{uid}\t".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", "rb") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            line = next((x for x in status.splitlines() if x.startswith(b"Uid:")), b"")
+            if wanted in line + b"\t":
+                return True
+    return False
 
 
 def bwrap_works() -> bool:
