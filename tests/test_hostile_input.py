@@ -336,6 +336,7 @@ def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
         Cell("student", "shm", "open('/dev/shm/hog', 'wb').write(b'x' * 64 * 1024**2)\n"),
         Cell("student", "tmp", "open('/tmp/hog', 'w').write('x')\n"),
         Cell("student", "bomb", "import os\nwhile True:\n    os.fork()\n"),
+        Cell("student", "ro", f"open({str(ROOT / 'grader' / '.probe')!r}, 'w')\n"),
         Cell("student", "where", "import os\nst = os.statvfs('.')\nprint(st.f_blocks * st.f_frsize, os.getcwd())\n"
                                  "print([line.split()[4] for line in open('/proc/self/mountinfo') if ' tmpfs ' in line])"),
     ]
@@ -345,8 +346,9 @@ def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
     assert "No space left on device" in replies[0]["evalue"] and "No space left on device" in replies[1]["evalue"]
     assert replies[2]["ename"] == "PermissionError"
     assert replies[3]["status"] != "ok" and "Resource temporarily unavailable" in replies[3]["evalue"], replies[3]
-    size, cwd = replies[4]["stdout"].split()[:2]  # the workspace is a tmpfs of the quota: nothing on the host's disk
-    assert int(size) == 256 * 1024**2 and cwd == sandbox.WORKDIR and f"'{sandbox.WORKDIR}'" in replies[4]["stdout"]
+    assert replies[4]["ename"] in ("PermissionError", "OSError") and not (ROOT / "grader" / ".probe").exists()
+    size, cwd = replies[5]["stdout"].split()[:2]  # the workspace is a tmpfs of the quota: nothing on the host's disk
+    assert int(size) == 256 * 1024**2 and cwd == sandbox.WORKDIR and f"'{sandbox.WORKDIR}'" in replies[5]["stdout"]
     rows = score("ann", LESSON, cells + [Cell("check", "disk_check", "", 1.0)], replies + [replies[0]], [])
     assert "(the disk quota" in rows[0].message
     assert not sandbox.uid_in_use(sandbox.UID_BASE)  # run_cells waits for the kernel to end the run's processes

@@ -9,9 +9,9 @@ are not run: by the course's rule exercise and check cells are
 self-contained, and no demo cell carries points. Deleted, edited, duplicated
 or reordered check cells therefore change nothing.
 
-The cells run one at a time in grader.cellrunner inside grader.sandbox (bwrap
-when installed), with a per-cell and a whole-notebook time limit and a memory
-limit. A cell that hangs or kills its process costs only that cell: the
+The cells run one at a time in grader.cellrunner inside grader.sandbox (bwrap;
+no sandbox only when asked for by name), with a per-cell and a whole-notebook
+time limit, a memory limit, a disk quota and a process cap. A cell that hangs or kills its process costs only that cell: the
 runner is started again, the exercise cells that had run are run again, and
 grading goes on after the cell that failed. The grader scores each check
 cell from the runner's reply (passed when its code finished without an
@@ -19,11 +19,17 @@ exception; stderr is allowed) and writes, atomically and as each submission
 finishes, results/<student>/<lesson>.json, the executed notebook and the
 feedback page. `finish` turns all results into grades.csv, nbgrader's
 gradebook and the summary; `merge` does that for the results of many shards.
+
+Whatever the submissions folder holds, the class is graded: a notebook that
+cannot be read (any bytes, any shape, a symlink, too big) gets status "error"
+on every check with the reason; an entry that is not a submission (a stray
+file, a name that is not UTF-8, a lesson the course lacks) is skipped and
+named in the summary; and the grader's own failure on one submission becomes
+that submission's error rows.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -41,9 +47,9 @@ from grader.pipeline.grades import CellResult, write_csv, write_gradebook
 from grader.pipeline.runner import run_cells
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
-from grader.pipeline.tools import lessons
 from grader.pipeline.submissions import (SubmissionError, check_modules, clean, clean_text, notebook_digest, plan,
                                          read_submission, shard_of, shown, submissions_of)
+from grader.pipeline.tools import lessons
 
 NORMAL = ("passed", "failed")
 
