@@ -260,7 +260,7 @@ def test_summary_does_not_blame_the_student_for_what_torch_does():
 
 def test_no_sandbox_only_when_asked_for_by_name(monkeypatch):
     monkeypatch.delenv("GRADER_SANDBOX", raising=False)
-    monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
+    monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "bwrap is not installed")
     for kind in ("auto", None, "bwrap"):
         with pytest.raises(sandbox.SandboxUnavailable, match="bubblewrap.*--sandbox none"):
             sandbox.choose(kind)

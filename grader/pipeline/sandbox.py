@@ -153,22 +153,30 @@ def uid_in_use(uid: int) -> bool:
 
 
 def bwrap_works() -> bool:
-    """True when bwrap (and, as root, setpriv and prlimit) are installed and can do here all that Sandbox asks of them."""
+    """True when bwrap (and setpriv, prlimit) are installed and can do here all that Sandbox asks of them."""
+    return bwrap_problem() is None
+
+
+def bwrap_problem() -> str | None:
+    """Why bwrap cannot run a submission here, in words; None when it can."""
     import subprocess
 
-    exe = shutil.which("bwrap")
-    if not exe or not shutil.which("prlimit") or (os.geteuid() == 0 and not shutil.which("setpriv")):
-        return False
+    for tool in ("bwrap", "prlimit", *(["setpriv"] if os.geteuid() == 0 else [])):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
     box = Sandbox("bwrap", disk_bytes=1 << 20, shm_bytes=1 << 20)
-    probe = box.argv(["/bin/true"], Path("/"))
     try:
-        return subprocess.run(probe, capture_output=True, timeout=30, env=box.env(Path("/"))).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+        probe = subprocess.run(box.argv(["/bin/true"], Path("/")), capture_output=True, timeout=30, env=box.env(Path("/")))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap did not start: {exc}"
+    if probe.returncode != 0:
+        why = probe.stderr.decode("utf-8", "replace").strip()[-300:]
+        return f"bwrap failed here ({why or f'exit status {probe.returncode}'})"
+    return None
 
 
-NO_SANDBOX = ("no working bubblewrap here, so student code could read solutions/ and the gradebook, write to the "
-              "disk and leave processes behind. Install it (Debian/Ubuntu: apt-get install -y bubblewrap; it needs "
+NO_SANDBOX = ("without bubblewrap, student code could read solutions/ and the gradebook, write to the disk and "
+              "leave processes behind. Install it (Debian/Ubuntu: apt-get install -y bubblewrap; it needs "
               "setpriv and prlimit from util-linux, and user namespaces), or, for trusted code or inside a container "
               "that is itself the sandbox, ask for no sandbox by name: --sandbox none (Settings(sandbox='none'), "
               "GRADER_SANDBOX=none)")
@@ -180,6 +188,7 @@ def choose(kind: str | None = None) -> str:
         kind = os.environ.get("GRADER_SANDBOX") or "auto"
     if kind not in ("auto", "bwrap", "none"):
         raise ValueError(f"sandbox must be auto, bwrap or none, not {kind!r}")
-    if kind in ("auto", "bwrap") and not bwrap_works():
-        raise SandboxUnavailable(f"cannot grade a class with sandbox {kind!r}: {NO_SANDBOX}")
+    problem = bwrap_problem() if kind in ("auto", "bwrap") else None
+    if problem:
+        raise SandboxUnavailable(f"cannot grade a class with sandbox {kind!r}: {problem}. {NO_SANDBOX}")
     return "bwrap" if kind == "auto" else kind
