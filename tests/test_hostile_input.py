@@ -329,6 +329,14 @@ def test_the_runner_comes_from_the_course_not_the_workspace(kind):
     assert "left_behind" not in replies[1]["stdout"] and str(ROOT / "grader") in replies[1]["stdout"]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_garbage_on_the_result_pipe_is_skipped(kind):
+    garbage = ("import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'[' * 100_000 + b'\\n{\"nonce\": 1}\\n')\n"
+               "    except OSError:\n        pass\n")
+    replies = run_cells([Cell("student", "a", garbage), Cell("student", "b", "print('next')")], [], _box(kind), FAST)
+    assert [r["status"] for r in replies] == ["ok", "ok"] and replies[1]["stdout"] == "next\n", replies
+
+
 @pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")
 def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
     cells = [
