@@ -55,9 +55,16 @@ LIMIT_HINTS = [  # an error the grader's limits cause, and the words that say so
 
 
 def md_text(text) -> str:
-    """Student-controlled text made inert in Markdown: no HTML, links, images, code spans or table cells it can open."""
-    text = re.sub(r"([\\`\[\]|])", r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+    """Student-controlled text made inert in Markdown: no HTML, links, images, code spans, maths or table cells."""
+    text = re.sub(r"([\\`\[\]|$])", r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
     return html.escape(text, quote=False)
+
+
+def md_code(text) -> str:
+    """Student-controlled text as a Markdown code span: shown as typed, no HTML, and no maths (MathJax skips <code>)."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def error_rows(student: str, lesson: str, source_nb, reason: str) -> list[CellResult]:
@@ -72,9 +79,9 @@ def executed_notebook(cells: list[Cell], replies: list[dict], rows: list[CellRes
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     total, best = sum(r.score for r in rows), sum(r.max_score for r in rows)
     lines = [f"# Score: {total:g} / {best:g}", ""] + [
-        f"- {md_text(r.grade_id)}: {r.score:g} / {r.max_score:g} ({r.status}){': ' + md_text(r.message) if r.message else ''}"
+        f"- `{r.grade_id}`: {r.score:g} / {r.max_score:g} ({r.status}){': ' + md_code(r.message) if r.message else ''}"
         for r in rows]
-    lines += [""] + [f"- note: {md_text(n)}" for n in notes]
+    lines += [""] + [f"- note: {md_code(n)}" for n in notes]
     nb.cells.append(nbformat.v4.new_markdown_cell("\n".join(lines)))
     for cell, reply in zip(cells, replies):
         code = nbformat.v4.new_code_cell(cell.source)
