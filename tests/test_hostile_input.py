@@ -147,6 +147,7 @@ def test_stray_entries_are_skipped_with_a_note(tmp_path):
     assert "README.txt: skipped: a file where a student folder is expected" in text
     assert "bad\\xffname: skipped: the student folder's name is not valid UTF-8" in text
     assert "bob: not graded: the student folder is a symlink, not followed" in text
+    assert submissions_of(subs, course_lessons=[LESSON, "02_x"], only=[LESSON]) == [("bob", LESSON)]
     assert "ann/notes.txt: skipped: a file where a lesson folder is expected" in text
     text.encode("utf-8")  # printable and writable anywhere
 
@@ -156,13 +157,15 @@ def test_a_class_with_stray_entries_is_still_graded(tmp_path, monkeypatch):
     subs = _stray_class(tmp_path)
     out = tmp_path / "grades"
     path = classroom.grade_class(ROOT, subs, out, Settings(sandbox="none", workers=1), log=lambda line: None)
-    assert read_csv(path) == []
+    rows = read_csv(path)  # bob -> solutions/: 0 on every lesson, not followed
+    assert {r.student for r in rows} == {"bob"} and sum(r.score for r in rows) == 0
+    assert all(r.status == "error" and r.message == "the student folder bob is a symlink, not followed" for r in rows)
     summary = (out / "summary.txt").read_text(encoding="utf-8")
     assert "ann/99_no_such_lesson: skipped: the course has no lesson '99_no_such_lesson'" in summary
-    assert "bob: not graded: the student folder is a symlink, not followed" in summary
+    assert "bob/01_crossover: not graded: the student folder bob is a symlink, not followed" in summary
     assert "bad\\xffname" in summary
     classroom.merge(ROOT, [out], tmp_path / "merged", log=lambda line: None)
-    assert "bob: not graded" in (tmp_path / "merged" / "summary.txt").read_text(encoding="utf-8")
+    assert "bad\\xffname" in (tmp_path / "merged" / "summary.txt").read_text(encoding="utf-8")
 
 
 def _one(tmp_path: Path, student: str = "ann") -> Path:

@@ -83,6 +83,8 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
     digest = notebook_digest(path)
     notes: list[str] = []
     try:
+        if (submissions / student).is_symlink():
+            raise SubmissionError(f"the student folder {shown(student)} is a symlink, not followed")
         if folder.is_symlink():
             raise SubmissionError(f"the lesson folder {shown(lesson)} is a symlink, not followed")
         extras = sorted(shown(p.name) for p in folder.iterdir() if p.name != path.name)
@@ -126,8 +128,8 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     root, submissions, out_dir = root.resolve(), submissions.resolve(), out_dir.resolve()
     kind = sandboxes.choose(settings.sandbox)  # before anything is graded: no sandbox only when asked for by name
     skipped: list[str] = []
-    pairs = submissions_of(submissions, only, skipped)
     known = set(lessons(root))
+    pairs = submissions_of(submissions, only, skipped, course_lessons=sorted(known))
     skipped += [f"{shown(s)}/{shown(lesson)}: skipped: the course has no lesson {shown(lesson)!r}"
                 for s, lesson in pairs if lesson not in known]
     pairs = shard_of([p for p in pairs if p[1] in known], *settings.shard)

@@ -291,20 +291,25 @@ def check_modules(cells: list[Cell]) -> list[str]:
     return sorted(found)
 
 
-def submissions_of(submissions: Path, only: Iterable[str] | None = None,
-                   skipped: list[str] | None = None) -> list[tuple[str, str]]:
+def submissions_of(submissions: Path, only: Iterable[str] | None = None, skipped: list[str] | None = None,
+                   course_lessons: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """(student, lesson) pairs under SUBMISSIONS/<student>/<lesson>/, sorted.
 
     What is not a submission is left out, with a line in `skipped` saying why:
-    a file where a folder is expected, a student folder that is a symlink (not
-    followed), a folder whose name starts with a dot or is not valid UTF-8. A
-    lesson folder that is a symlink is kept: grading it says it is not followed.
+    a file where a folder is expected, a folder whose name starts with a dot or
+    is not valid UTF-8. A lesson folder that is a symlink is kept (grading it
+    says it is not followed); so is a student folder that is a symlink, with
+    one pair per lesson in `course_lessons`, without looking inside it (else
+    it is left out too).
     """
     wanted = set(only) if only else None
     skipped = skipped if skipped is not None else []
     pairs = []
     for student_dir in sorted(submissions.iterdir()):
         why = _not_a_folder(student_dir, "student")
+        if why and student_dir.is_symlink() and course_lessons is not None and not _SURROGATE.search(student_dir.name):
+            pairs += [(student_dir.name, lesson) for lesson in course_lessons if wanted is None or lesson in wanted]
+            continue
         if why:
             skipped.append(why)
             continue
@@ -316,7 +321,7 @@ def submissions_of(submissions: Path, only: Iterable[str] | None = None,
                 skipped.append(why)
                 continue
             pairs.append((student_dir.name, lesson_dir.name))
-    return pairs
+    return sorted(pairs)
 
 
 def _not_a_folder(path: Path, what: str) -> str | None:
