@@ -26,18 +26,39 @@ TOO_MANY = 117  # exit status when the process cap was hit
 
 
 def descendants(pid: int) -> list[int]:
-    """Every live process below `pid`, from /proc."""
+    """Every live process below `pid`: from /proc/PID/task/TID/children when the kernel has it, else all of /proc."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = [int(k) for tid in os.listdir(f"/proc/{parent}/task")
+                    for k in _read(f"/proc/{parent}/task/{tid}/children").split()]
+        except (OSError, ValueError):
+            return _descendants_from_stat(pid) if parent == pid else found
+        found += kids
+        todo += kids
+    return found
+
+
+def _read(path: str) -> str:
+    """A /proc file's text ('' when the process is gone)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode()
+    except OSError:
+        return ""
+
+
+def _descendants_from_stat(pid: int) -> list[int]:
+    """Every live process below `pid`, from the parent pids in all of /proc/*/stat."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
+        stat = _read(f"/proc/{entry}/stat")
+        if stat:
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
