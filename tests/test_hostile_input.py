@@ -100,6 +100,10 @@ def test_a_symlinked_or_oversized_notebook_is_not_read(tmp_path):
         f.truncate(MAX_NOTEBOOK_BYTES + 1)
     with pytest.raises(SubmissionError, match="over the grader's limit of 20 MB"):
         read_submission(big)
+    fifo = tmp_path / "fifo.ipynb"
+    os.mkfifo(fifo)  # reading it would wait forever
+    with pytest.raises(SubmissionError, match="not a file: fifo.ipynb"):
+        read_submission(fifo)
 
 
 def test_lone_surrogates_in_a_notebook_and_in_outputs_are_written(tmp_path):
