@@ -176,8 +176,8 @@ def bwrap_problem() -> str | None:
 
 
 NO_SANDBOX = ("Without bubblewrap, student code could read solutions/ and the gradebook, write to the disk and "
-              "leave processes behind. Install it (Debian/Ubuntu: apt-get install -y bubblewrap; it needs "
-              "setpriv and prlimit from util-linux, and user namespaces), or, for trusted code or inside a container "
+              "leave processes behind. Install it (0.8 or newer, for tmpfs sizes; Debian/Ubuntu: apt-get install -y "
+              "bubblewrap; it needs setpriv and prlimit from util-linux, and user namespaces), or, for trusted code or inside a container "
               "that is itself the sandbox, ask for no sandbox by name: --sandbox none (Settings(sandbox='none'), "
               "GRADER_SANDBOX=none)")
 
