@@ -86,6 +86,7 @@ def cmd_autograde(args) -> int:
 
     settings = Settings(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                         memory_gib=args.memory_gib, sandbox=args.sandbox, shard=parse_shard(args.shard),
+                        disk_mib=args.disk_mib, shm_mib=args.shm_mib, max_processes=args.max_processes,
                         regrade=args.regrade, hide=[Path(p) for p in args.hide])
     if args.workers:
         settings.workers = args.workers
@@ -195,8 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notebook-timeout", type=float, default=600.0,
                    help="seconds all of one submission's cells may run (default 600)")
     p.add_argument("--memory-gib", type=float, default=4.0, help="memory (address space) per submission (default 4)")
+    p.add_argument("--disk-mib", type=float, default=512.0,
+                   help="what one submission may write, in MiB (a tmpfs: it counts as memory) (default 512)")
+    p.add_argument("--shm-mib", type=float, default=64.0, help="the size of a submission's /dev/shm in MiB (default 64)")
+    p.add_argument("--max-processes", type=int, default=128,
+                   help="processes and threads one submission may have at once (default 128)")
     p.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"],
-                   help="auto: bwrap when installed; none: a limited subprocess that hides no files")
+                   help="auto or bwrap: bubblewrap, or an error saying how to install it; none (only by name): a "
+                        "limited subprocess that hides no files and caps no disk")
     p.add_argument("--shard", default="0/1", help="grade only slice I of N (I from 0), e.g. $SLURM_ARRAY_TASK_ID/8")
     p.add_argument("--regrade", action="store_true", help="grade again submissions that already have a result")
     p.add_argument("--hide", action="append", default=[], help="another folder the sandbox must hide (repeatable)")

@@ -7,12 +7,21 @@ tests/corpus/manifest.json says what each must get (total score, and a
 regex some row's message must match, on the named check when one is named).
 tests/test_corpus.py builds a fresh copy and grades it, so the corpus follows
 the lesson whenever the lesson changes.
+
+Some cases cannot live in git: symlinks (to solutions/, to another student's
+folder), folder names that are not UTF-8 (git stores names as bytes, but
+checkouts on other systems and many tools mangle them), stray files where
+folders belong, and a notebook over the size cap. build(folder,
+with_special=True) makes those in the folder it builds (the test's temporary
+copy); the committed corpus leaves them out. The manifest marks them
+"special": true.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -134,6 +143,66 @@ def matmul_flops(n):
 """
 
 
+SCRIPT = "<script>alert('feedback')</script><img src=x onerror=alert('img')>"
+DISK_HOG = """for i in range(32):  # 2 GB in 64 MB files
+    with open(f"hog{i}.bin", "wb") as f:
+        f.write(b"x" * 64 * 1024**2)
+"""
+SHM_HOG = """with open("/dev/shm/hog", "wb") as f:
+    for i in range(16):  # 1 GB
+        f.write(b"x" * 64 * 1024**2)
+"""
+FORK_BOMB = "import os\nwhile True:\n    os.fork()\n"
+ORPHAN = """import os
+if os.fork() == 0:  # a child that leaves the session and outlives its parent, then writes later
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sh", ["sh", "-c", "sleep 5.31; echo late > /tmp/orphan_wrote; echo late > $HOME/orphan_wrote"])
+    os._exit(0)
+os.wait()
+"""
+FORGED_RUNNER = r'''import json, os, sys
+fd = int(sys.argv[sys.argv.index("--result-fd") + 1])
+out = os.fdopen(fd, "w")
+out.write(json.dumps({"nonce": "ready"}) + "\n"); out.flush()
+for line in sys.stdin:
+    req = json.loads(line)
+    out.write(json.dumps({"nonce": req["nonce"], "ok": True, "ename": "", "evalue": "", "stdout": "", "stderr": "",
+                          "seconds": 0, "notes": []}) + "\n"); out.flush()
+'''
+OWN_RUNNER = f"""import os
+FORGED = {FORGED_RUNNER!r}
+os.makedirs("grader/pipeline", exist_ok=True)
+for name in ("grader/__init__.py", "grader/pipeline/__init__.py"):
+    open(name, "w").write("")
+for name in ("grader/pipeline/cellrunner.py", "sitecustomize.py", "usercustomize.py"):
+    open(name, "w").write(FORGED)
+os._exit(0)
+"""
+
+
+def _deep(levels: int) -> bytes:
+    """JSON nested `levels` deep: json.loads itself raises RecursionError on it."""
+    return b'{"cells": ' + b"[" * levels + b"]" * levels + b', "nbformat": 4, "nbformat_minor": 5, "metadata": {}}'
+
+
+def _raw(good, change) -> bytes:
+    """The notebook's JSON with `change(raw)` applied: shapes nbformat would refuse to write."""
+    raw = json.loads(nbformat.writes(good))
+    change(raw)
+    return json.dumps(raw).encode()
+
+
+def _cell(raw, grade_id: str) -> dict:
+    """The cell with this grade_id, in raw JSON."""
+    return next(c for c in raw["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _meta(raw, grade_id: str) -> dict:
+    """The metadata of the cell with this grade_id, in raw JSON."""
+    return _cell(raw, grade_id)["metadata"]
+
+
 def cases() -> dict[str, object]:
     """case name -> notebook (NotebookNode) or raw bytes, for every case in the manifest."""
     good = _good()
@@ -202,6 +271,34 @@ def cases() -> dict[str, object]:
     out["extra_files"] = good
     out["missing_notebook"] = None
     out["helper_cell_added"] = _helper(good)
+    # issue 10: any bytes, any shape
+    out["notebook_metadata_is_a_list"] = _raw(good, lambda raw: raw.update(metadata=["kernelspec", "python3"]))
+    out["notebook_metadata_is_a_string"] = _raw(good, lambda raw: raw.update(metadata="python3"))
+    out["cell_metadata_is_a_list"] = _raw(good, lambda raw: _cell(raw, "matmul_flops").update(metadata=["nbgrader"]))
+    out["nbgrader_metadata_is_a_string"] = _raw(good, lambda raw: _meta(raw, "intensity").update(nbgrader="solution"))
+    out["grade_id_is_a_list"] = _raw(good, lambda raw: _meta(raw, "matmul_flops")["nbgrader"].update(grade_id=["matmul_flops"]))
+    out["grade_id_is_a_dict"] = _raw(good, lambda raw: _meta(raw, "bound_check")["nbgrader"].update(grade_id={"id": 1}))
+    out["source_is_not_text"] = _raw(good, lambda raw: _cell(raw, "matmul_flops").update(source={"code": 1}))
+    out["json_nested_100000_deep"] = _deep(100_000)
+    out["metadata_nested_500_deep"] = _raw(good, lambda raw: raw["metadata"].update(deep=json.loads("[" * 500 + "]" * 500)))
+    out["lone_surrogate_in_output"] = _set(good, "matmul_flops", (
+        "print('\\ud800 and \\udcff')\n\ndef matmul_flops(n):\n    print('\\udfff')\n    return 2 * n**3\n"))
+    out["lone_surrogate_in_source"] = _raw(good, lambda raw: _cell(raw, "matmul_flops").update(
+        source="# \ud800 a lone surrogate in a comment\ndef matmul_flops(n):\n    return 2 * n**3\n"))
+    out["html_in_output"] = _set(good, "matmul_flops", (
+        f"print({SCRIPT!r})\n\ndef matmul_flops(n):\n    print({SCRIPT!r})\n    return 2 * n**3\n"))
+    out["html_in_message"] = _set(good, "matmul_flops", f"def matmul_flops(n):\n    raise AssertionError({SCRIPT!r})\n")
+    out["csv_formula_as_exception_name"] = _set(good, "matmul_flops", (
+        "Formula = type('=HYPERLINK(\"http://evil.example\",\"click\")', (Exception,), {})\n\n"
+        "def matmul_flops(n):\n    raise Formula('open me')\n"))
+    out["csv_formula_in_message"] = _set(good, "matmul_flops", (
+        "def matmul_flops(n):\n    raise ValueError('=HYPERLINK(\"http://evil.example\",\"click\")')\n"))
+    # issue 10: what its processes and files can do
+    out["disk_hog"] = _set(good, "matmul_flops", DISK_HOG + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
+    out["shm_hog"] = _set(good, "matmul_bytes", SHM_HOG + "\ndef matmul_bytes(n, dtype):\n    return 0\n")
+    out["fork_bomb"] = _set(good, "intensity", FORK_BOMB + "\ndef intensity(flops, nbytes):\n    return flops / nbytes\n")
+    out["orphan_child_writes_later"] = _set(good, "matmul_flops", ORPHAN + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
+    out["writes_its_own_runner_then_exits"] = _set(good, "matmul_flops", OWN_RUNNER)
     return out
 
 
@@ -229,8 +326,43 @@ def _helper(good) -> nbformat.NotebookNode:
     raise KeyError("matmul_flops")
 
 
-def build(folder: Path) -> list[str]:
-    """Write every case under folder/; returns the case names."""
+FORMULA_NAME = "=2+5+cmd|' -c calc'!A0"
+
+
+def special(folder: Path) -> list[str]:
+    """Make, in `folder`, the cases git cannot hold (manifest: "special"); returns their manifest names."""
+    good = _good()
+    here = folder / "symlink_to_solutions" / LESSON
+    here.mkdir(parents=True)
+    (here / f"{LESSON}.ipynb").symlink_to(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    (folder / "symlink_to_another_student").mkdir()
+    (folder / "symlink_to_another_student" / LESSON).symlink_to(folder / "good" / LESSON, target_is_directory=True)
+    (folder / "symlinked_student_folder").symlink_to(folder / "good", target_is_directory=True)
+    (folder / "stray_file_at_top").write_text("a file where a student folder is expected\n")
+    (folder / "unknown_lesson" / "99_unknown").mkdir(parents=True)
+    nbformat.write(good, str(folder / "unknown_lesson" / "99_unknown" / "99_unknown.ipynb"))
+    (folder / "stray_file_in_student" / LESSON).mkdir(parents=True)
+    nbformat.write(good, str(folder / "stray_file_in_student" / LESSON / f"{LESSON}.ipynb"))
+    (folder / "stray_file_in_student" / "notes.txt").write_text("a file where a lesson folder is expected\n")
+    bad = os.fsencode(folder) + b"/non_utf8_student_\xff/" + LESSON.encode()
+    os.makedirs(bad)
+    nbformat.write(good, os.fsdecode(bad + b"/" + LESSON.encode() + b".ipynb"))
+    (folder / "non_utf8_lesson" / LESSON).mkdir(parents=True)
+    nbformat.write(good, str(folder / "non_utf8_lesson" / LESSON / f"{LESSON}.ipynb"))
+    os.makedirs(os.fsencode(folder / "non_utf8_lesson") + b"/01_crossover_\xfe")
+    (folder / FORMULA_NAME / LESSON).mkdir(parents=True)  # a student folder named like a spreadsheet formula
+    nbformat.write(_set(good, "matmul_flops", "def matmul_flops(n):\n    return n**3\n"),
+                   str(folder / FORMULA_NAME / LESSON / f"{LESSON}.ipynb"))
+    (folder / "oversized_notebook" / LESSON).mkdir(parents=True)
+    with open(folder / "oversized_notebook" / LESSON / f"{LESSON}.ipynb", "wb") as f:
+        f.truncate(21 * 1024**2)  # sparse: 21 MB to the grader, nothing on the disk
+    return ["symlink_to_solutions", "symlink_to_another_student", "symlinked_student_folder", "stray_file_at_top",
+            "unknown_lesson", "stray_file_in_student", "non_utf8_student", "non_utf8_lesson", "oversized_notebook",
+            FORMULA_NAME]
+
+
+def build(folder: Path, with_special: bool = False) -> list[str]:
+    """Write every case under folder/ (and the cases git cannot hold, when asked); returns the case names."""
     if folder.exists():
         shutil.rmtree(folder)
     built = cases()
@@ -247,7 +379,7 @@ def build(folder: Path) -> list[str]:
         if name == "extra_files":
             (target / "data.bin").write_bytes(b"\0" * 1024)
             (target / "notes.txt").write_text("my notes\n")
-    return sorted(built)
+    return sorted([*built, *(special(folder) if with_special else [])])
 
 
 if __name__ == "__main__":

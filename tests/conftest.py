@@ -16,6 +16,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
 
 
+def _no_bwrap_means_no_sandbox() -> None:
+    """Where bwrap cannot run (a laptop without it), the tests that grade a class ask for no sandbox by name."""
+    from grader.pipeline.sandbox import bwrap_works
+
+    if "GRADER_SANDBOX" not in os.environ and not bwrap_works():
+        os.environ["GRADER_SANDBOX"] = "none"
+
+
+_no_bwrap_means_no_sandbox()
+
+
 def lesson_ids() -> list[str]:
     return sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit())
 

@@ -132,7 +132,7 @@ def test_sandbox_choice_follows_the_environment(monkeypatch):
 
 def test_fallback_is_a_plain_command_and_bwrap_hides_the_course(tmp_path):
     box = sandbox.Sandbox("none")
-    assert box.argv(["python"], tmp_path) == ["python"]
+    assert box.argv(["python"], tmp_path)[-2:] == ["--", "python"] and "grader.pipeline.keeper" in box.argv(["python"], tmp_path)
     argv = sandbox.Sandbox("bwrap", hide=[ROOT], keep=[ROOT / "grader"]).argv(["python"], tmp_path)
     assert argv[argv.index(str(ROOT)) - 1] == "--tmpfs" and "--unshare-net" in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
@@ -140,7 +140,8 @@ def test_fallback_is_a_plain_command_and_bwrap_hides_the_course(tmp_path):
 
 @pytest.mark.skipif(not sandbox.bwrap_works(), reason="bwrap is not installed here")
 def test_bwrap_hides_solutions_and_has_no_network(tmp_path):
-    box = sandbox.Sandbox("bwrap", hide=[ROOT], keep=[ROOT / "grader", sandbox.Path(sys.prefix)])
+    box = sandbox.Sandbox("bwrap", hide=[ROOT, sandbox.Path.home()],
+                          keep=[ROOT / "grader", sandbox.Path(sys.prefix), sandbox.Path(sys.base_prefix)])
     probe = ("import os, socket\nprint(os.path.exists(%r), os.path.exists(%r))\n"
              "s = socket.socket()\ns.settimeout(2)\n"
              "try:\n    s.connect(('1.1.1.1', 53)); print('net')\nexcept OSError:\n    print('no net')\n"

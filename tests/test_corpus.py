@@ -4,14 +4,21 @@ Graded once in bwrap when it is installed (every case) and once with the
 fallback forced (GRADER_SANDBOX=none: the cases marked "fallback", since
 the fallback hides no files). Small time limits keep it short. One test per
 sandbox (not one per case) so that pytest-xdist grades the corpus only once.
+
+A case marked "special" is made at build time only (symlinks, names that are
+not UTF-8, stray files: see build_corpus.py); a case with "skipped" is an
+entry the grader must leave out with that line in summary.txt.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import re
 import shutil
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +29,8 @@ from grader.pipeline.grades import read_csv
 from grader.pipeline.sandbox import bwrap_works
 
 CASES = json.loads(MANIFEST.read_text(encoding="utf-8"))
-FAST = dict(workers=2, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0)
+FAST = dict(workers=2, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0, disk_mib=128, shm_mib=16)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def grade_corpus(tmp_path, sandbox: str, names: list[str]):
@@ -30,9 +38,15 @@ def grade_corpus(tmp_path, sandbox: str, names: list[str]):
     subs = tmp_path / "submissions"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicated cells make nbformat warn about duplicate ids, on purpose
-        build(subs)
-    for case in [p for p in subs.iterdir() if p.name not in names]:
-        shutil.rmtree(case)
+        build(subs, with_special=True)
+    for entry in os.listdir(os.fsencode(subs)):
+        name, path = os.fsdecode(entry), os.path.join(os.fsencode(subs), entry)
+        if re.sub("_[\udc80-\udcff]$", "", name) in names:  # non_utf8_student's folder ends in the byte 0xff
+            continue
+        if os.path.islink(path) or not os.path.isdir(path):
+            os.unlink(path)
+        else:
+            shutil.rmtree(path)
     out = tmp_path / "grades"
     return out, read_csv(grade_class(ROOT, subs, out, Settings(sandbox=sandbox, **FAST), log=lambda line: None))
 
@@ -40,10 +54,17 @@ def grade_corpus(tmp_path, sandbox: str, names: list[str]):
 def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
     """Every case whose grade is not what the manifest says, in words."""
     bad = []
+    summary = (out / "summary.txt").read_text(encoding="utf-8")
     for name in names:
         case = CASES[name]
         want = case["fallback"] if fallback and isinstance(case.get("fallback"), dict) else case
         mine = {r.grade_id: r for r in rows if r.student == name}
+        if "skipped" in case and not any(line.startswith(case["skipped"]) for line in summary.splitlines()):
+            bad.append(f"{name}: no line {case['skipped']!r} in the summary")
+        if "total" not in case:
+            if mine:
+                bad.append(f"{name}: should have been left out, but has rows {sorted(mine)}")
+            continue
         total = sum(r.score for r in mine.values())
         row = mine.get(want["check"])
         if row is None or total != want["total"] or row.status != want["status"] or not re.search(want["message"], row.message):
@@ -58,10 +79,11 @@ def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
 
 def test_corpus_has_enough_cases_and_is_built_fresh(tmp_path):
     assert len(CASES) >= 25
-    assert all({"total", "check", "status", "message", "why"} <= set(c) for c in CASES.values())
+    assert all({"total", "check", "status", "message", "why"} <= set(c) or {"skipped", "why"} <= set(c)
+               for c in CASES.values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert sorted(build(tmp_path)) == sorted(CASES)
+        assert sorted(build(tmp_path)) == sorted(n for n, c in CASES.items() if not c.get("special"))
     committed = ROOT / "tests" / "corpus" / "submissions"
     stale = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()
              and (committed / p.relative_to(tmp_path)).read_bytes() != p.read_bytes()]
@@ -71,21 +93,47 @@ def test_corpus_has_enough_cases_and_is_built_fresh(tmp_path):
 @pytest.mark.skipif(not bwrap_works(), reason="bwrap is not installed here (the fallback test still runs)")
 def test_every_case_in_bwrap(tmp_path):
     out, rows = grade_corpus(tmp_path, "bwrap", list(CASES))
-    assert not mismatches(rows, out, list(CASES), fallback=False)
+    bad = mismatches(rows, out, list(CASES), fallback=False)
+    assert not bad, "\n".join(bad)
     assert not (ROOT / "tests" / "corpus" / ".escape_probe").exists()
     assert not (ROOT / "grader" / ".escape_probe").exists()
     summary = (out / "summary.txt").read_text()
     for name in ("infinite_loop_in_check", "infinite_loop_in_cell", "os_exit_in_check", "os_exit_in_cell",
-                 "malformed_json", "missing_notebook", "monkeypatched_check"):
+                 "malformed_json", "missing_notebook", "symlink_to_solutions", "fork_bomb", "disk_hog"):
         assert f"- {name}/01_crossover" in summary, summary
     assert "- good/01_crossover" not in summary
     pages = list((out / "course" / "feedback").rglob("*.html"))
     assert len(pages) >= 25
     assert not [p for p in pages if "BEGIN HIDDEN TESTS" in p.read_text(encoding="utf-8")]
+    assert not [p for p in pages if re.search(r"<script>alert|<img src=x", p.read_text(encoding="utf-8"))]
+    html_case = (out / "course" / "feedback" / "html_in_message" / "01_crossover" / "01_crossover.html").read_text()
+    assert "&lt;script&gt;alert" in html_case
+    assert_no_formula_in_csv(out / "grades.csv")
+    assert_nothing_left_running()
 
 
 def test_fallback_cases_without_bwrap(tmp_path):
     names = [name for name, case in CASES.items() if case.get("fallback")]
     out, rows = grade_corpus(tmp_path, "none", names)
-    assert not mismatches(rows, out, names, fallback=True)
+    bad = mismatches(rows, out, names, fallback=True)
+    assert not bad, "\n".join(bad)
+    assert_nothing_left_running()
     assert json.loads((out / "results" / "good" / "01_crossover.json").read_text())["sandbox"] == "none"
+
+
+def assert_no_formula_in_csv(path: Path) -> None:
+    """No field of grades.csv starts like a spreadsheet formula (scores, numbers we wrote, aside)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            for key in ("student", "lesson", "grade_id", "status", "message"):
+                assert not row[key].startswith(FORMULA_START), row
+
+
+def assert_nothing_left_running() -> None:
+    """No process of the orphan case (a shell sleeping 5.31 s, then writing) outlived grading."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        assert b"sleep 5.31" not in line or b"pytest" in line, line

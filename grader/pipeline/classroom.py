@@ -9,9 +9,9 @@ are not run: by the course's rule exercise and check cells are
 self-contained, and no demo cell carries points. Deleted, edited, duplicated
 or reordered check cells therefore change nothing.
 
-The cells run one at a time in grader.cellrunner inside grader.sandbox (bwrap
-when installed), with a per-cell and a whole-notebook time limit and a memory
-limit. A cell that hangs or kills its process costs only that cell: the
+The cells run one at a time in grader.cellrunner inside grader.sandbox (bwrap;
+no sandbox only when asked for by name), with a per-cell and a whole-notebook
+time limit, a memory limit, a disk quota and a process cap. A cell that hangs or kills its process costs only that cell: the
 runner is started again, the exercise cells that had run are run again, and
 grading goes on after the cell that failed. The grader scores each check
 cell from the runner's reply (passed when its code finished without an
@@ -19,11 +19,17 @@ exception; stderr is allowed) and writes, atomically and as each submission
 finishes, results/<student>/<lesson>.json, the executed notebook and the
 feedback page. `finish` turns all results into grades.csv, nbgrader's
 gradebook and the summary; `merge` does that for the results of many shards.
+
+Whatever the submissions folder holds, the class is graded: a notebook that
+cannot be read (any bytes, any shape, a symlink, too big) gets status "error"
+on every check with the reason; an entry that is not a submission (a stray
+file, a name that is not UTF-8, a lesson the course lacks) is skipped and
+named in the summary; and the grader's own failure on one submission becomes
+that submission's error rows.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -41,7 +47,9 @@ from grader.pipeline.grades import CellResult, write_csv, write_gradebook
 from grader.pipeline.runner import run_cells
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
-from grader.pipeline.submissions import SubmissionError, check_modules, plan, read_submission, shard_of, submissions_of
+from grader.pipeline.submissions import (SubmissionError, check_modules, clean, clean_text, notebook_digest, plan,
+                                         read_submission, shard_of, shown, submissions_of)
+from grader.pipeline.tools import lessons
 
 NORMAL = ("passed", "failed")
 
@@ -50,7 +58,7 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
     """Write a file so that a reader (or a rerun after a kill) sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    tmp.write_bytes(clean_text(data).encode("utf-8") if isinstance(data, str) else data)
     os.replace(tmp, path)
 
 
@@ -61,43 +69,57 @@ def result_path(out_dir: Path, student: str, lesson: str) -> Path:
 
 def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson: str,
               box: sandboxes.Sandbox, settings: Settings) -> dict:
-    """Grade one submission and write its result, executed notebook and feedback; returns the result."""
+    """Grade one submission and write its result, executed notebook and feedback; returns the result.
+
+    Whatever the submission holds, this writes a result: a submission that
+    cannot be graded gets status "error" on every check with the reason, and
+    an exception in the grader itself becomes that reason too, so one
+    submission never stops the class.
+    """
     start = time.perf_counter()
     source_nb = nbformat.read(str(root / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
-    path = submissions / student / lesson / f"{lesson}.ipynb"
-    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
-    extras = sorted(p.name for p in (submissions / student / lesson).iterdir() if p.name != path.name)
-    notes = [f"extra files in the submission were not given to the grader: {', '.join(extras[:10])}"] if extras else []
+    folder = submissions / student / lesson
+    path = folder / f"{lesson}.ipynb"
+    digest = notebook_digest(path)
+    notes: list[str] = []
     try:
+        if (submissions / student).is_symlink():
+            raise SubmissionError(f"the student folder {shown(student)} is a symlink, not followed")
+        if folder.is_symlink():
+            raise SubmissionError(f"the lesson folder {shown(lesson)} is a symlink, not followed")
+        extras = sorted(shown(p.name) for p in folder.iterdir() if p.name != path.name)
+        if extras:
+            notes.append(f"extra files in the submission were not given to the grader: {', '.join(extras[:10])}")
         student_nb = read_submission(path)
-        cells, plan_notes = plan(source_nb, student_nb)
+        cells, plan_notes = plan(source_nb, student_nb, _release(root, lesson))
         notes += plan_notes
-        replies = run_cells(cells, check_modules(cells), box, settings)
+        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings)]
         notes += sorted({n for cell, r in zip(cells, replies) if cell.kind == "student" for n in r.get("notes", [])})
         rows = score(student, lesson, cells, replies, notes)
         executed = executed_notebook(cells, replies, rows, notes)
         _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
         _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed))
     except SubmissionError as exc:
-        rows = error_rows(student, lesson, source_nb, str(exc))
+        rows = error_rows(student, lesson, source_nb, clean_text(str(exc)))
+    except Exception as exc:  # noqa: BLE001  the grader's own failure on this submission: said, and the class goes on
+        rows = error_rows(student, lesson, source_nb,
+                          clean_text(f"the grader failed on this submission: {type(exc).__name__}: {exc}")[:2000])
     result = {"student": student, "lesson": lesson, "sha256": digest, "seconds": time.perf_counter() - start,
-              "sandbox": box.kind, "notes": notes, "rows": [r.row() for r in rows]}
+              "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows]}
     _atomic_write(result_path(out_dir, student, lesson), json.dumps(result, indent=1))
     return result
 
 
+def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
+    """The student release of a lesson (notebooks/), whose nbgrader checksums tell an edited check cell; None if absent."""
+    path = root / "notebooks" / lesson / f"{lesson}.ipynb"
+    return nbformat.read(str(path), as_version=4) if path.is_file() else None
+
+
 def _done(out_dir: Path, submissions: Path, student: str, lesson: str) -> bool:
     """True when this submission already has a result for the same notebook bytes."""
-    path = result_path(out_dir, student, lesson)
-    if not path.is_file():
-        return False
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    nb = submissions / student / lesson / f"{lesson}.ipynb"
-    digest = hashlib.sha256(nb.read_bytes()).hexdigest() if nb.is_file() else ""
-    return saved.get("sha256") == digest
+    saved = _load(result_path(out_dir, student, lesson))
+    return saved is not None and saved.get("sha256") == notebook_digest(submissions / student / lesson / f"{lesson}.ipynb")
 
 
 def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings | None = None,
@@ -105,19 +127,26 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     """Grade every submission (this shard's), in parallel, skipping those already graded; returns grades.csv."""
     settings = settings or Settings()
     root, submissions, out_dir = root.resolve(), submissions.resolve(), out_dir.resolve()
-    pairs = shard_of(submissions_of(submissions, only), *settings.shard)
-    unknown = sorted({lesson for _, lesson in pairs if not (root / "solutions" / lesson).is_dir()})
-    if unknown:
-        raise ValueError(f"submissions name lessons the course does not have: {unknown}")
+    kind = sandboxes.choose(settings.sandbox)  # before anything is graded: no sandbox only when asked for by name
+    skipped: list[str] = []
+    known = set(lessons(root))
+    pairs = submissions_of(submissions, only, skipped, course_lessons=sorted(known))
+    skipped += [f"{shown(s)}/{shown(lesson)}: skipped: the course has no lesson {shown(lesson)!r}"
+                for s, lesson in pairs if lesson not in known]
+    pairs = shard_of([p for p in pairs if p[1] in known], *settings.shard)
+    _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
+    for line in skipped:
+        log(line)
     todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p)]
     if len(todo) < len(pairs):
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
-    kind = sandboxes.choose(settings.sandbox)
     keep = [root / "grader", root / "data", Path(sys.prefix), Path(sys.base_prefix)]
-    box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep)
+    box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep,
+                            disk_bytes=int(settings.disk_mib * 1024**2), shm_bytes=int(settings.shm_mib * 1024**2),
+                            max_processes=settings.max_processes)
     if kind == "none":
-        log("sandbox: none (bwrap not installed or GRADER_SANDBOX=none): student code can read files and use the "
-            "network; see grader/pipeline/sandbox.py")
+        log("sandbox: none, as asked: student code can read every file the grader can, write to the disk without a "
+            "quota and use the network (processes are still capped and killed); see grader/pipeline/sandbox.py")
     lock, done = threading.Lock(), [0]
 
     def one(pair):
@@ -139,33 +168,82 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
 
 
 def load_results(out_dir: Path) -> list[dict]:
-    """Every result file under out_dir/results/, sorted by student and lesson."""
+    """Every well-formed result file under out_dir/results/, sorted by student and lesson.
+
+    A file that is not a result (garbage, a stray copy, one whose student and
+    lesson do not match its place) is left out: its submission is graded again
+    on the next run, since _done does not count it either.
+    """
     found = []
     for path in sorted((out_dir / "results").glob("*/*.json")):
-        try:
-            found.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue  # a half-written file cannot exist (atomic writes); an unreadable one is regraded next run
+        result = _load(path)
+        if result is not None:
+            found.append(result)
     return sorted(found, key=lambda r: (r["student"], r["lesson"]))
+
+
+_ROW_TYPES = {"student": str, "lesson": str, "grade_id": str, "score": (int, float), "max_score": (int, float),
+              "status": str, "message": str}
+
+
+def _load(path: Path) -> dict | None:
+    """One result file, or None when it is missing or is not a well-formed result for its place."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(result, dict) or result.get("student") != path.parent.name or result.get("lesson") != path.stem:
+        return None
+    rows, notes = result.get("rows"), result.get("notes", [])
+    if not isinstance(rows, list) or not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        return None
+    for row in rows:
+        if not isinstance(row, dict) or set(row) != set(_ROW_TYPES) or any(
+                not isinstance(row[k], t) or isinstance(row[k], bool) for k, t in _ROW_TYPES.items()):
+            return None
+        if (row["student"], row["lesson"]) != (result["student"], result["lesson"]):
+            return None
+    return result
 
 
 def finish(root: Path, out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """From out_dir/results/: grades.csv, nbgrader's gradebook in out_dir/course/, and the summary."""
     results = load_results(out_dir)
+    skipped = _load_skipped(out_dir)
     rows = [CellResult(**{**r, "score": float(r["score"]), "max_score": float(r["max_score"])})
             for res in results for r in res["rows"]]
     path = out_dir / "grades.csv"
     write_csv(rows, path)
     write_gradebook(root, out_dir / "course", results)
-    lines = summary(results)
+    lines = summary(results, skipped)
     _atomic_write(out_dir / "summary.txt", "\n".join(lines) + "\n")
     for line in lines:
         log(line)
     return path
 
 
-def summary(results: list[dict]) -> list[str]:
-    """Every submission that did not get a normal grade, and why."""
+def _load_skipped(out_dir: Path) -> list[str]:
+    """What the last grade_class left out of the submissions folder, and why (out_dir/skipped.json)."""
+    try:
+        found = json.loads((out_dir / "skipped.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return []
+    return [clean_text(x) for x in found if isinstance(x, str)] if isinstance(found, list) else []
+
+
+NOTEWORTHY = re.compile(r"timed out|the Python process|process cap|disk quota|grade_id|symlink")
+
+
+def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
+    """Every submission that did not get a normal grade, and why; then what in the submissions folder was skipped.
+
+    Its notes name what the student's notebook changed (edited or deleted check
+    cells, renamed grade ids, cells added) as plan() saw it; nothing here
+    comes from inside the sandbox, so nothing torch does by itself is blamed
+    on the student.
+    """
     odd = []
     for res in results:
         odd_rows = [r for r in res["rows"] if r["status"] not in NORMAL]
@@ -173,21 +251,27 @@ def summary(results: list[dict]) -> list[str]:
             reasons = [f"not graded: {odd_rows[0]['message']}"]
         else:
             reasons = sorted({f"{r['grade_id']}: {r['status']}: {r['message']}" for r in odd_rows})
-        reasons += [f"note: {n}" for n in res.get("notes", []) if "your code changed" in n or "grade_id" in n]
+        reasons += [f"note: {n}" for n in res.get("notes", [])
+                    if re.search(r"your code changed|grade_id|edited|missing|was not graded", n)]
         reasons += sorted({f"note: {r['message']}" for r in res["rows"]
-                           if r["status"] in NORMAL and re.search(r"timed out|the Python process", r["message"])})
+                           if r["status"] in NORMAL and NOTEWORTHY.search(r["message"])})
         if reasons:
             odd.append(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6]))
+    skipped = list(skipped or [])
     head = f"summary: {len(results)} submissions graded; {len(odd)} without a normal grade"
-    return [head] + odd
+    if skipped:
+        head += f"; {len(skipped)} entries in the submissions folder skipped"
+    return [head] + odd + [f"- {line}" for line in skipped]
 
 
 def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """Merge the out folders of several shards into out_dir: results, notebooks, feedback, then finish."""
     out_dir = out_dir.resolve()
     seen: dict[tuple[str, str], Path] = {}
+    skipped: list[str] = []
     for shard in shards:
         shard = shard.resolve()
+        skipped += [line for line in _load_skipped(shard) if line not in skipped]
         for res_path in sorted((shard / "results").glob("*/*.json")):
             student, lesson = res_path.parent.name, res_path.stem
             if (student, lesson) in seen:
@@ -200,5 +284,6 @@ def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], No
                 src = shard / "course" / part / student / lesson / name
                 if src.is_file():
                     _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes())
+    _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     log(f"merged {len(seen)} results from {len(shards)} folders into {out_dir}")
     return finish(root, out_dir, log=log)

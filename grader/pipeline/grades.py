@@ -12,6 +12,18 @@ from grader.pipeline.tools import nbgrader
 
 
 CSV_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]
+TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message")  # score and max_score are written as numbers
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's CSV-injection starts, and the escape itself
+
+
+def csv_text(value: str) -> str:
+    """A text field as grades.csv holds it: one starting like a spreadsheet formula gets a leading apostrophe."""
+    return "'" + value if value.startswith(FORMULA_START) else value
+
+
+def csv_untext(value: str) -> str:
+    """The text csv_text was given back (its apostrophe off)."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_START) else value
 
 
 @dataclass
@@ -34,11 +46,12 @@ def write_csv(rows: Iterable[CellResult], path: Path) -> None:
     """Write grade rows atomically: a reader sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with open(tmp, "w", newline="", encoding="utf-8", errors="replace") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for r in rows:
-            writer.writerow(r.row())
+            row = r.row()
+            writer.writerow({k: csv_text(str(v)) if k in TEXT_FIELDS else float(v) for k, v in row.items()})
     os.replace(tmp, path)
 
 
@@ -46,7 +59,8 @@ def read_csv(path: Path) -> list[CellResult]:
     """Grade rows back from a CSV written by write_csv."""
     with open(path, newline="", encoding="utf-8") as f:
         return [
-            CellResult(r["student"], r["lesson"], r["grade_id"], float(r["score"]), float(r["max_score"]), r["status"], r["message"])
+            CellResult(*(csv_untext(r[k]) for k in ("student", "lesson", "grade_id")), float(r["score"]),
+                       float(r["max_score"]), csv_untext(r["status"]), csv_untext(r["message"]))
             for r in csv.DictReader(f)
         ]
 

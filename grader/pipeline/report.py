@@ -18,12 +18,15 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from grader.pipeline.grades import TEXT_FIELDS, csv_untext
+from grader.pipeline.scoring import md_text
+
 TOP_MESSAGES = 5
 
 
 def _mistake(message: str) -> str:
     """A message with the notes the grader appended cut off, and numbers blurred, so the same mistake counts once."""
-    first = message.split("; the grader undid")[0].split("; check cell")[0]
+    first = message.split("; check cell")[0]
     first = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", first)
     return first[:300]
 
@@ -75,11 +78,11 @@ def markdown(table: pd.DataFrame, messages: dict, png_name: str) -> str:
     """The report as Markdown: the table, the plot, and each check's commonest mistakes."""
     lines = ["# Class report", "", f"![scores per check]({png_name})", "", _table_md(table), "", "## Commonest mistakes", ""]
     for (lesson, check), common in messages.items():
-        lines.append(f"### {lesson} · {check}")
+        lines.append(f"### {md_text(lesson)} · {md_text(check)}")
         if not common:
             lines.append("- nobody lost a point here")
         for text, count in common:
-            lines.append(f"- {count} × {text or '(no message)'}")
+            lines.append(f"- {count} × {md_text(text) if text else '(no message)'}")
         lines.append("")
     return "\n".join(lines)
 
@@ -88,7 +91,7 @@ def _table_md(table: pd.DataFrame) -> str:
     """A DataFrame as a Markdown table."""
     head = "| " + " | ".join(table.columns) + " |"
     rule = "|" + "---|" * len(table.columns)
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    body = ["| " + " | ".join(md_text(v) for v in row) + " |" for row in table.itertuples(index=False)]
     return "\n".join([head, rule, *body])
 
 
@@ -99,7 +102,9 @@ def report(grades: Path, out_dir: Path | None = None) -> list[Path]:
         raise FileNotFoundError(f"no grades.csv at {csv_path}: run `python -m grader autograde` first")
     out_dir = out_dir or csv_path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = pd.read_csv(csv_path, keep_default_na=False)
+    data = pd.read_csv(csv_path, keep_default_na=False, dtype={k: str for k in TEXT_FIELDS})
+    for column in TEXT_FIELDS:  # grades.csv guards formula-like text with an apostrophe: take it off
+        data[column] = data[column].map(csv_untext)
     data["score"], data["max_score"] = data["score"].astype(float), data["max_score"].astype(float)
     table = summarize(data)
     png, md = out_dir / "report.png", out_dir / "report.md"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.judging import CellFormatError, judge_cell
+from grader.pipeline.keeper import TOO_MANY
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import Cell
 
@@ -22,13 +23,20 @@ from grader.pipeline.submissions import Cell
 class _Runner:
     """One cellrunner process in the sandbox, and the pipes to it."""
 
-    def __init__(self, box: sandboxes.Sandbox, workspace: Path, modules: list[str], settings: Settings):
+    def __init__(self, box: sandboxes.Sandbox, workspace: Path, modules: list[str], settings: Settings,
+                 uid: int | None = None):
+        if workspace.exists():  # nothing a submission wrote survives its runner (bwrap: a fresh tmpfs anyway)
+            shutil.rmtree(workspace, ignore_errors=True)
+        workspace.mkdir()
         read_fd, write_fd = os.pipe()
-        command = [sys.executable, "-m", "grader.pipeline.cellrunner", "--result-fd", str(write_fd),
+        # -I: the runner's own code comes from the installed grader only, never from the workspace or PYTHON* variables
+        command = [sys.executable, "-I", "-B", "-u", "-m", "grader.pipeline.cellrunner", "--result-fd", str(write_fd),
                    "--memory-gib", str(settings.memory_gib), *modules]
+        self.kind = box.kind
         self.log = open(workspace.parent / "runner.log", "ab")
+        self.log_start = self.log.tell()  # what this runner wrote to the log starts here
         self.proc = subprocess.Popen(
-            box.argv(command, workspace), cwd=workspace, env=box.env(workspace), stdin=subprocess.PIPE,
+            box.argv(command, workspace, uid=uid), cwd=workspace, env=box.env(workspace), stdin=subprocess.PIPE,
             stdout=self.log, stderr=self.log, pass_fds=(write_fd,), start_new_session=True,
         )
         os.close(write_fd)
@@ -95,8 +103,14 @@ class _Runner:
 
     def kill(self) -> int:
         """Stop the runner and everything it started; returns its exit status."""
+        if self.kind == "none":  # the keeper kills every process of the run, setsid'd ones too, then exits
+            try:
+                self.proc.terminate()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         try:
-            os.killpg(self.proc.pid, 9)
+            os.killpg(self.proc.pid, 9)  # bwrap: its PID namespace, and every process in it, ends with it
         except (ProcessLookupError, PermissionError):
             pass
         return self.stop()
@@ -110,7 +124,16 @@ class _Runner:
         try:
             code = self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
+            if self.kind == "none":
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(self.proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
             code = self.proc.wait()
         os.close(self.results)
         self.log.close()
@@ -131,9 +154,11 @@ def _changed(names) -> list[str]:
     return [f"your code changed {', '.join(names)} (the verdicts do not depend on it)"] if names else []
 
 
-def _death(code: int | None, log: Path) -> str:
-    """Why the runner process ended, in words."""
-    tail = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.is_file() else ""
+def _death(code: int | None, log: Path, start: int = 0) -> str:
+    """Why the runner process ended, in words (from its exit status and what it wrote to the log after `start`)."""
+    tail = log.read_bytes()[start:][-4000:].decode("utf-8", "replace") if log.is_file() else ""
+    if code == TOO_MANY and "(the process cap)" in tail:
+        return "started more processes than the process cap allows (a fork bomb?): every one of them was killed"
     if "MemoryError" in tail or "can't allocate memory" in tail:
         return "ran out of memory (the memory limit) and the Python process died"
     if code is not None and code < 0:
@@ -146,11 +171,16 @@ def _death(code: int | None, log: Path) -> str:
     return f"the Python process exited with status {code} (os._exit, sys.exit outside a cell, or a crash)"
 
 
+def _hit_process_cap(reply: dict) -> bool:
+    """True when a cell failed because fork or a new thread hit the process cap (EAGAIN)."""
+    return not reply.get("ok") and "[Errno 11] Resource temporarily unavailable" in str(reply.get("evalue"))
+
+
 def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, settings: Settings) -> list[dict]:
     """Run the cells in a sandbox; one reply per cell, each with 'status' ok/error/timeout/died/not run."""
     scratch = Path(tempfile.mkdtemp(prefix="gpu-course-grade-"))
     workspace = scratch / "work"
-    workspace.mkdir()
+    uid = sandboxes.take_uid() if box.kind == "bwrap" else None
     replies: list[dict] = []
     ran_ok: list[Cell] = []
     runner: _Runner | None = None
@@ -165,9 +195,9 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                 replies.append({"status": "not run", "ename": "", "evalue": why, "stdout": "", "stderr": "", "notes": []})
                 continue
             if runner is None:
-                runner = _Runner(box, workspace, modules, settings)
+                runner = _Runner(box, workspace, modules, settings, uid)
                 if runner.ready(max(left, 1)) != "ok":  # starting Python and torch: not the student's time
-                    why = _death(runner.kill(), scratch / "runner.log")
+                    why = _death(runner.kill(), scratch / "runner.log", runner.log_start)
                     replies.append({"status": "not run", "ename": "", "stdout": "", "stderr": "", "notes": [],
                                     "evalue": f"not run: the grader's Python did not start ({why})"})
                     runner, restarts = None, restarts + 1
@@ -182,17 +212,23 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                 if cell.kind == "student" and reply["ok"]:
                     ran_ok.append(cell)
                 replies.append(reply)
+                if _hit_process_cap(reply):  # copies of the runner fill the cap: start a fresh one for the next cell
+                    runner.kill()
+                    runner, restarts = None, restarts + 1
                 continue
             code = runner.stop(grace=2.0) if state == "died" else runner.kill()
+            log_start = runner.log_start
             runner, restarts = None, restarts + 1
             if state == "timeout":
                 limit = min(settings.cell_timeout, left)
                 why = f"timed out after {limit:g} s (an infinite loop, or far too slow)"
             else:
-                why = _death(code, scratch / "runner.log")
+                why = _death(code, scratch / "runner.log", log_start)
             replies.append({"status": state, "ename": "", "evalue": why, "stdout": "", "stderr": "", "notes": []})
     finally:
         if runner is not None:
             runner.kill()
+        if uid is not None:
+            sandboxes.give_uid(uid)
         shutil.rmtree(scratch, ignore_errors=True)
     return replies

@@ -1,40 +1,55 @@
-"""Where a submission's code runs: inside bubblewrap when it is installed, else a limited subprocess.
+"""Where a submission's code runs: inside bubblewrap, or (only when asked for by name) a plain subprocess.
 
-bwrap (Debian's `bubblewrap`) gives each run: no capabilities (started as
-root, bwrap would otherwise keep them all, and the code could unmount what
-hides the course); the whole file system read-only,
-with the course checkout, the grades folder, the submissions folder and any
-other path asked for hidden under empty tmpfs mounts (the course's grader/ and
-data/ and the Python environment are put back, read-only); a private /tmp
-holding only the run's workspace, which is the one writable place; no network
-(a fresh network namespace with only loopback); its own PID namespace, so it
-sees and can signal no other process; and it dies with the grader.
+bwrap (Debian's `bubblewrap`) gives each run of the cell runner:
 
-The fallback (no bwrap, or GRADER_SANDBOX=none) is a plain subprocess in a
-private temporary folder with the same resource limits and a scrubbed
-environment. It does NOT hide files: student code can read anything the
-grader's user can read (the gradebook, solutions/, hidden tests) and write
-wherever that user can, and it keeps the network. The grades still come only
-from the grader, so a submission cannot write its own or another student's
-grade into the results; but use it only for trusted code or inside a
-container that is itself the sandbox.
+- the whole file system read-only, with the course checkout, the grades
+  folder, the submissions folder, the home folder and any other path asked
+  for hidden under empty tmpfs mounts (the course's grader/ and data/ and the
+  Python environment are put back, read-only);
+- a workspace (/tmp/work, also HOME and TMPDIR) that is a size-limited tmpfs of
+  its own: nothing a submission writes lands on the host's disk, it can write
+  no more than the disk quota, and it is gone when its runner ends (a restarted
+  runner starts from an empty one); /dev/shm is a small tmpfs of its own too;
+- no network (a fresh network namespace with only loopback), its own PID
+  namespace, so it sees and can signal no other process, and when its first
+  process ends (or the grader dies) the kernel kills every process in it: no
+  child, double-forked or not, outlives its submission;
+- no capabilities, and a process cap: started as root, the runner is switched
+  (setpriv) to a uid of its own, one per run, that owns nothing on the host, so
+  RLIMIT_NPROC (which root ignores) holds and root-only files are unreadable;
+  started as an ordinary user, bwrap makes a user namespace and the cap counts
+  only the processes in it.
 
-Both: the runner (grader.cellrunner) limits its own address space (memory),
-CPU seconds and file sizes before any student code runs, and starts in a new
-session so the grader can kill every process a run started. Neither limits
-the number of processes (as root RLIMIT_NPROC does not apply): a fork bomb is
-stopped only by the time limits.
+The fallback ("none") is a plain subprocess in a private temporary folder
+with the same memory and time limits and a scrubbed environment. A keeper
+process (grader.pipeline.keeper) between the grader and the runner caps the
+number of processes and kills every process the run started, setsid'd or
+double-forked ones included, when the run ends. It does NOT hide files, cap
+disk use or stop the network: student code can read anything the grader's
+user can read (the gradebook, solutions/, hidden tests) and write wherever
+that user can. It is used only when asked for by name (`--sandbox none`,
+Settings(sandbox="none") or GRADER_SANDBOX=none): `auto` without a working
+bwrap is an error, not a silent fallback.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 WORKDIR = "/tmp/work"  # where the workspace appears inside bwrap
+UID_BASE = 1_900_000_000  # the runner's uid when the grader is root: UID_BASE + a slot, one per run at a time
+_slots, _slots_lock = set(), threading.Lock()
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox that gives the promised guarantees can run here, and none was asked for by name."""
 
 
 @dataclass
@@ -44,24 +59,46 @@ class Sandbox:
     kind: str  # "bwrap" or "none"
     hide: list[Path] = field(default_factory=list)  # folders student code must not see
     keep: list[Path] = field(default_factory=list)  # folders under a hidden one put back read-only
+    disk_bytes: int = 512 * 1024**2  # the workspace's size (bwrap: a tmpfs)
+    shm_bytes: int = 64 * 1024**2  # /dev/shm's size (bwrap)
+    max_processes: int = 128  # processes (threads count too) a run may have at once
 
-    def argv(self, command: list[str], workspace: Path) -> list[str]:
+    def argv(self, command: list[str], workspace: Path, uid: int | None = None) -> list[str]:
         """The full command line that runs `command` with `workspace` as its working folder."""
         if self.kind == "none":
-            return list(command)
-        args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # as root, bwrap keeps every capability
-                # unless told: with them, student code could umount the tmpfs that hides the course
-        for path in sorted({p.resolve() for p in self.hide}, key=lambda p: len(p.parts)):
-            if path.exists() and path != Path("/"):
-                args += ["--tmpfs", str(path)]
-        for path in sorted({p.resolve() for p in self.keep}, key=lambda p: len(p.parts)):
-            if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
-        args += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR, "--setenv", "HOME", WORKDIR,
-                 "--setenv", "TMPDIR", WORKDIR]
-        return args + ["--", *command]
+            return [sys.executable, "-I", "-m", "grader.pipeline.keeper", "--max-processes", str(self.max_processes),
+                    "--", *command]
+        root = os.geteuid() == 0
+        args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev",
+                "--perms", "1777", "--size", str(int(self.shm_bytes)), "--tmpfs", "/dev/shm",
+                "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if root:  # only what setpriv needs to become the run's own uid; it drops them and can never get them back
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        else:
+            args += ["--unshare-user"]  # the process cap then counts this namespace's processes only
+        hidden = sorted({p.resolve() for p in self.hide if p.exists() and p.resolve() != Path("/")},
+                        key=lambda p: len(p.parts))
+        for path in hidden:
+            args += ["--tmpfs", str(path)]
+        kept = sorted({p.resolve() for p in self.keep if p.exists()}, key=lambda p: len(p.parts))
+        made: set[Path] = set()
+        for path in kept:
+            for parent in reversed(path.parents):  # folders bwrap would make 0700 under a hidden one: 0755
+                inside_hidden = any(h in parent.parents for h in hidden)
+                inside_kept = any(k == parent or k in parent.parents for k in kept if k != path)
+                if inside_hidden and not inside_kept and parent not in made:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(parent)
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--perms", "0777", "--size", str(int(self.disk_bytes)), "--tmpfs", WORKDIR,
+                 "--chdir", WORKDIR, "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR, "--"]
+        if root:
+            who = str(UID_BASE if uid is None else uid)
+            args += [shutil.which("setpriv") or "setpriv", "--reuid", who, "--regid", who, "--clear-groups",
+                     "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+        cap = str(int(self.max_processes))
+        return args + [shutil.which("prlimit") or "prlimit", f"--nproc={cap}:{cap}", "--", *command]
 
     def cwd(self, workspace: Path) -> Path:
         """The folder to start the process in (outside bwrap: the workspace itself)."""
@@ -72,35 +109,86 @@ class Sandbox:
         home = WORKDIR if self.kind == "bwrap" else str(workspace)
         keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TZ")}
         return {**keep, "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "HOME": home, "TMPDIR": home,
-                "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+                "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
                 "MPLCONFIGDIR": home, "IPYTHONDIR": os.path.join(home, ".ipython")}
 
 
+def take_uid() -> int:
+    """A uid no other run is using now (when the grader is root, each run gets its own: its process cap is its own)."""
+    with _slots_lock:
+        slot = next(i for i in itertools.count() if i not in _slots)
+        _slots.add(slot)
+    return UID_BASE + slot
+
+
+def give_uid(uid: int, wait: float = 5.0) -> None:
+    """Give back a uid from take_uid once no process runs as it (the kernel takes a moment to end a PID namespace).
+
+    A uid still in use after `wait` seconds is never handed out again, so the
+    next run's process cap never counts another run's processes.
+    """
+    deadline = time.monotonic() + wait
+    while uid_in_use(uid):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+    with _slots_lock:
+        _slots.discard(uid - UID_BASE)
+
+
+def uid_in_use(uid: int) -> bool:
+    """True when some process runs as `uid` (from /proc)."""
+    wanted = f"\t{uid}\t".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", "rb") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            line = next((x for x in status.splitlines() if x.startswith(b"Uid:")), b"")
+            if wanted in line + b"\t":
+                return True
+    return False
+
+
 def bwrap_works() -> bool:
-    """True when bwrap is installed and can create the namespaces it needs here."""
+    """True when bwrap (and setpriv, prlimit) are installed and can do here all that Sandbox asks of them."""
+    return bwrap_problem() is None
+
+
+def bwrap_problem() -> str | None:
+    """Why bwrap cannot run a submission here, in words; None when it can."""
     import subprocess
 
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False
-    probe = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-             "--unshare-net", "--unshare-pid", "--", "/bin/true"]
+    for tool in ("bwrap", "prlimit", *(["setpriv"] if os.geteuid() == 0 else [])):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    box = Sandbox("bwrap", disk_bytes=1 << 20, shm_bytes=1 << 20)
     try:
-        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+        probe = subprocess.run(box.argv(["/bin/true"], Path("/")), capture_output=True, timeout=30, env=box.env(Path("/")))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap did not start: {exc}"
+    if probe.returncode != 0:
+        why = probe.stderr.decode("utf-8", "replace").strip()[-300:]
+        return f"bwrap failed here ({why or f'exit status {probe.returncode}'})"
+    return None
+
+
+NO_SANDBOX = ("Without bubblewrap, student code could read solutions/ and the gradebook, write to the disk and "
+              "leave processes behind. Install it (0.8 or newer, for tmpfs sizes; Debian/Ubuntu: apt-get install -y "
+              "bubblewrap; it needs setpriv and prlimit from util-linux, and user namespaces), or, for trusted code or inside a container "
+              "that is itself the sandbox, ask for no sandbox by name: --sandbox none (Settings(sandbox='none'), "
+              "GRADER_SANDBOX=none)")
 
 
 def choose(kind: str | None = None) -> str:
-    """'bwrap' or 'none': the asked kind, else $GRADER_SANDBOX, else bwrap when it works here."""
+    """'bwrap' or 'none': the asked kind, else $GRADER_SANDBOX, else bwrap; 'none' only when asked for by name."""
     if kind in (None, "auto"):
         kind = os.environ.get("GRADER_SANDBOX") or "auto"
-    if kind == "auto":
-        return "bwrap" if bwrap_works() else "none"
-    if kind == "bwrap" and not bwrap_works():
-        raise RuntimeError("--sandbox bwrap asked for, but bwrap is not installed or cannot run here "
-                           "(Debian/Ubuntu: apt-get install -y bubblewrap)")
-    if kind not in ("bwrap", "none"):
+    if kind not in ("auto", "bwrap", "none"):
         raise ValueError(f"sandbox must be auto, bwrap or none, not {kind!r}")
-    return kind
+    problem = bwrap_problem() if kind in ("auto", "bwrap") else None
+    if problem:
+        raise SandboxUnavailable(f"cannot grade a class with sandbox {kind!r}: {problem}. {NO_SANDBOX}")
+    return "bwrap" if kind == "auto" else kind

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import nbformat
 
 from grader.pipeline.grades import CellResult
@@ -20,7 +23,7 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
             continue
         previous = "check"
         about = [f"'{g}'" for g in (cell.grade_id, *exercises)]  # notes on this check or the exercise it checks
-        extra = [n for n in notes if any(a in n for a in about)] + list(reply.get("notes", []))
+        extra = [n for n in notes if any(a in n for a in about)]  # plan()'s notes: what the notebook changed
         if reply["status"] == "ok":
             status, got, message = "passed", cell.points, ""
         else:
@@ -42,9 +45,30 @@ def _reason(reply: dict) -> str:
         return reply["evalue"]
     if reply.get("ename") == "NotImplementedError":
         return "not attempted: the exercise still raises NotImplementedError"
+    evalue = str(reply.get("evalue"))
+    hint = next((h for words, h in LIMIT_HINTS if words in evalue), "")
     if reply.get("ename") == "CheckFailed":
-        return reply.get("evalue") or "the check failed"
-    return f"{reply.get('ename')}: {reply.get('evalue')}"
+        return (evalue or "the check failed") + hint
+    return f"{reply.get('ename')}: {evalue}{hint}"
+
+
+LIMIT_HINTS = [  # an error the grader's limits cause, and the words that say so
+    ("[Errno 28] No space left on device", " (the disk quota: what a submission may write, in its workspace or /dev/shm, is capped)"),
+    ("[Errno 11] Resource temporarily unavailable", " (the process cap: too many processes or threads at once)"),
+]
+
+
+def md_text(text) -> str:
+    """Student-controlled text made inert in Markdown: no HTML, links, images, code spans, maths or table cells."""
+    text = re.sub(r"([\\`\[\]|$])", r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+    return html.escape(text, quote=False)
+
+
+def md_code(text) -> str:
+    """Student-controlled text as a Markdown code span: shown as typed, no HTML, and no maths (MathJax skips <code>)."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def error_rows(student: str, lesson: str, source_nb, reason: str) -> list[CellResult]:
@@ -59,8 +83,9 @@ def executed_notebook(cells: list[Cell], replies: list[dict], rows: list[CellRes
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     total, best = sum(r.score for r in rows), sum(r.max_score for r in rows)
     lines = [f"# Score: {total:g} / {best:g}", ""] + [
-        f"- `{r.grade_id}`: {r.score:g} / {r.max_score:g} ({r.status}){': ' + r.message if r.message else ''}" for r in rows]
-    lines += [""] + [f"- note: {n}" for n in notes]
+        f"- `{r.grade_id}`: {r.score:g} / {r.max_score:g} ({r.status}){': ' + md_code(r.message) if r.message else ''}"
+        for r in rows]
+    lines += [""] + [f"- note: {md_code(n)}" for n in notes]
     nb.cells.append(nbformat.v4.new_markdown_cell("\n".join(lines)))
     for cell, reply in zip(cells, replies):
         code = nbformat.v4.new_code_cell(cell.source)

@@ -15,7 +15,10 @@ class Settings:
     cell_timeout: float = 60.0  # seconds one cell may run
     notebook_timeout: float = 600.0  # seconds all of one submission's cells may run, restarts included
     memory_gib: float = 4.0
-    sandbox: str = "auto"  # auto, bwrap or none
+    disk_mib: float = 512.0  # what one submission may write (bwrap: its workspace is a tmpfs this big, in memory)
+    shm_mib: float = 64.0  # the size of its /dev/shm (bwrap)
+    max_processes: int = 128  # processes and threads one submission may have at once
+    sandbox: str = "auto"  # auto (bwrap, or an error saying how to get it), bwrap, or none (only when asked by name)
     shard: tuple[int, int] = (0, 1)  # (I, N): grade the I-th of N slices, I counted from 0
     regrade: bool = False  # grade again even where a result exists
     hide: list[Path] = field(default_factory=list)  # more folders the sandbox must hide
