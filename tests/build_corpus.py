@@ -181,6 +181,82 @@ os._exit(0)
 """
 
 
+# issue 10: attacks on the verdict, which is decided outside the submission's process
+WRONG_FLOPS = "def matmul_flops(n):\n    return n ** 3\n"
+PATCH_REPLY_ENCODER = WRONG_FLOPS + """
+import json
+_dumps = json.dumps
+def _forged(obj, *a, **k):
+    if isinstance(obj, dict) and "nonce" in obj:
+        obj.update(ok=True, ename="", evalue="")
+    return _dumps(obj, *a, **k)
+json.dumps = _forged
+"""
+PATCH_REQUEST_PARSER = WRONG_FLOPS + """
+import json
+_loads = json.loads
+def _blind(text, *a, **k):
+    request = _loads(text, *a, **k)
+    if isinstance(request, dict) and request.get("kind") == "observe":
+        return {"kind": "student", "source": "pass", "nonce": request.get("nonce")}
+    return request
+json.loads = _blind
+"""
+AUDIT_HOOK = """def matmul_flops(n):
+    return 2 * n**3
+
+import sys
+def _spy(event, args):
+    if event in ("exec", "compile", "open"):
+        try:
+            print("SPY", event, str(args[0])[:4000])
+        except Exception:
+            pass
+sys.addaudithook(_spy)
+"""
+TRACER = """def matmul_flops(n):
+    return 2 * n**3
+
+import gc, sys, threading
+def _tracer(frame, event, arg):
+    names = frame.f_locals
+    if "want" in names or "why" in names:
+        print("LEAKED" + "!", names.get("want"), names.get("why"))
+    return _tracer
+sys.settrace(_tracer)
+threading.settrace(_tracer)
+for obj in gc.get_objects():
+    if isinstance(obj, dict) and "why" in obj and "want" in obj:
+        print("LEAKED" + "!", obj)
+"""
+SWAP_JUDGES = WRONG_FLOPS + """
+import grader.checks._common as common
+import grader.checks.lesson01 as lesson01
+def _nothing(*args, **kwargs):
+    return None
+common.Check.judge = _nothing
+lesson01._judge_matmul_flops.__code__ = _nothing.__code__
+common._judge_expect.__code__ = _nothing.__code__
+common.fail.__code__ = _nothing.__code__
+"""
+FORGE_RECORDINGS = WRONG_FLOPS + """
+import grader.checks._common as common
+def _forged(fn, name, cases):
+    return {"name": name, "calls": []}
+common.record = _forged
+"""
+REACH_THE_RUNNER = WRONG_FLOPS + """
+import sys
+runner = sys.modules.get("__main__")
+for module in list(sys.modules.values()):
+    if hasattr(module, "_observe") and hasattr(module, "Changes"):
+        module._observe = lambda request, namespace: {"name": "matmul_flops", "calls": []}
+        runner = module
+import grader.checks._plain as plain
+plain.encode = lambda value, depth=0: {"name": "matmul_flops", "calls": []}
+"""
+
+
 def _deep(levels: int) -> bytes:
     """JSON nested `levels` deep: json.loads itself raises RecursionError on it."""
     return b'{"cells": ' + b"[" * levels + b"]" * levels + b', "nbformat": 4, "nbformat_minor": 5, "metadata": {}}'
@@ -299,6 +375,14 @@ def cases() -> dict[str, object]:
     out["fork_bomb"] = _set(good, "intensity", FORK_BOMB + "\ndef intensity(flops, nbytes):\n    return flops / nbytes\n")
     out["orphan_child_writes_later"] = _set(good, "matmul_flops", ORPHAN + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
     out["writes_its_own_runner_then_exits"] = _set(good, "matmul_flops", OWN_RUNNER)
+    # issue 10: the verdict is decided where the submission's code cannot reach
+    out["patches_reply_encoder"] = _set(good, "matmul_flops", PATCH_REPLY_ENCODER)
+    out["patches_request_parser"] = _set(good, "matmul_flops", PATCH_REQUEST_PARSER)
+    out["audit_hook_copies_hidden_tests"] = _set(good, "matmul_flops", AUDIT_HOOK)
+    out["tracer_and_gc_look_for_answers"] = _set(good, "matmul_flops", TRACER)
+    out["swaps_judges_code_objects"] = _set(good, "matmul_flops", SWAP_JUDGES)
+    out["forges_every_recording"] = _set(good, "matmul_flops", FORGE_RECORDINGS)
+    out["reaches_the_runners_functions"] = _set(good, "matmul_flops", REACH_THE_RUNNER)
     return out
 
 

@@ -29,6 +29,7 @@ from grader.pipeline.grades import read_csv
 from grader.pipeline.sandbox import bwrap_works
 
 CASES = json.loads(MANIFEST.read_text(encoding="utf-8"))
+LESSON_ID = "01_crossover"
 FAST = dict(workers=2, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0, disk_mib=128, shm_mib=16)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -70,6 +71,10 @@ def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
         if row is None or total != want["total"] or row.status != want["status"] or not re.search(want["message"], row.message):
             bad.append(f"{name}: total {total} (want {want['total']}); {want['check']}: "
                        f"{row and row.status} {row and row.message!r} (want {want['status']} /{want['message']}/)")
+        for words in case.get("absent", []):  # what the student's own feedback page must not show
+            page = out / "course" / "feedback" / name / LESSON_ID / f"{LESSON_ID}.html"
+            if page.is_file() and words in page.read_text(encoding="utf-8", errors="replace"):
+                bad.append(f"{name}: its feedback page shows {words!r}")
         if "note" in case:
             notes = json.loads((out / "results" / name / "01_crossover.json").read_text())["notes"]
             if not any(case["note"] in n for n in notes):

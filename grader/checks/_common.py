@@ -24,6 +24,7 @@ call with what the learner's function returned (or raised) in observe.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import numbers
@@ -132,7 +133,7 @@ def record(fn: Callable, name: str, cases: Iterable[tuple]) -> dict:
     for args in cases:
         key = _key(args)  # before the call: a function that changes its arguments in place is judged on what it was given
         try:
-            outcome = {"value": _plain.encode(fn(*args))}
+            outcome = {"value": _plain.encode(fn(*copy.deepcopy(args)))}  # a copy: changing it changes no later case
         except NotImplementedError:
             raise NotDone(name) from None
         except Exception as exc:  # noqa: BLE001  the judge says which call raised what
