@@ -344,6 +344,10 @@ def _judge_fixed_loader(observation: dict) -> None:
         fail("fixed_loader's DataLoader has num_workers=0: the main process still reads every item itself, so the "
              "training loop waits for each batch. Give it worker processes (num_workers=2 or more) that load the "
              "next batches while this one computes.")
+    if cpu["num_workers"] == 1:
+        fail("fixed_loader's DataLoader has num_workers=1: one worker overlaps reading with computing, but it still "
+             "reads one batch at a time, so when a batch takes longer to read than a step takes to compute the loop "
+             "still waits. Use 2 or more workers.")
     if cpu["shuffle"]:
         fail("fixed_loader shuffles (shuffle=True): its batches are no longer the slow loader's. Keep the order "
              "(shuffle=False, the default); the fix is about who loads the items, not which items come.")

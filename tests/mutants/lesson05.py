@@ -163,6 +163,10 @@ def idle_gaps(ranges, min_gap_us):
         ("num_workers=0", _LOADER_HEAD + """
     return DataLoader(dataset, batch_size=batch_size, num_workers=0, pin_memory=device.type == "cuda")
 """, r"num_workers=0"),
+        ("one worker", _LOADER_HEAD + """
+    return DataLoader(dataset, batch_size=batch_size, num_workers=1, persistent_workers=True,
+                      pin_memory=device.type == "cuda", multiprocessing_context="fork")
+""", r"num_workers=1"),
         ("pin_memory=True without CUDA", _LOADER_HEAD + """
     return DataLoader(dataset, batch_size=batch_size, num_workers=2, persistent_workers=True, pin_memory=True,
                       multiprocessing_context="fork")
