@@ -78,13 +78,13 @@ def timed_epoch(loader: DataLoader, compute: Callable[[torch.Tensor], object], s
     """Run `compute(batch)` on each batch; per step the seconds spent waiting in next() and computing.
 
     Returns {"wait_s": [...], "compute_s": [...], "compute_intervals": [(start, end), ...], "start": t0, "end": t1},
-    times in seconds from the start of the epoch (the first batch's wait included).
+    times in seconds from the first request for a batch (its wait included).
     """
     waits, computes, intervals = [], [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's note that more workers than cores may be slow (sleeping workers need no core)
+        batches = iter(loader)  # with persistent workers: tells them a new epoch starts
         t0 = time.perf_counter()
-        batches = iter(loader)
         while steps is None or len(waits) < steps:
             before = time.perf_counter()
             try:
