@@ -168,3 +168,45 @@ def test_lesson_shows_recorded_traces_labelled_as_such(tmp_path, monkeypatch):
     text = json.dumps(read_notebook(tmp_path / "out" / f"{LESSON}.ipynb"))
     assert "recorded: TEST-FIXTURE-GPU" in text and "tiny-or-memory-bound" in text
     assert "['aten::mm']" in text and "busy 50% of the profiled step" in text
+
+
+def test_trace_file_is_a_chrome_trace(small_profile, tmp_path):
+    path = profiling.trace_file(small_profile, str(tmp_path / "step.json"))
+    events = json.loads(open(path, encoding="utf-8").read())["traceEvents"]
+    assert any(e.get("name") == "forward" for e in events)
+
+
+def test_sorting_the_given_list_in_place_is_no_mistake():
+    """A learner may sort the ranges they are given in place; the check and the hidden tests still pass (class grader's path)."""
+    from grader.pipeline.cellrunner import _observe
+    from grader.pipeline.judging import judge_cell
+    from notebook_cells import check_cells
+
+    source = """
+def idle_gaps(ranges, min_gap_us):
+    ranges.sort()
+    gaps, reached = [], None
+    for start, end in ranges:
+        if reached is not None and start - reached >= min_gap_us and start > reached:
+            gaps.append((reached, start))
+        reached = end if reached is None else max(reached, end)
+    return gaps
+
+def busy_fraction(intervals, start, end):
+    intervals.sort()
+    busy, reached = 0.0, start
+    for a, b in intervals:
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            busy, reached = busy + b - a, b
+    return busy / (end - start)
+"""
+    ns = namespace(LESSON)
+    exec(compile(source, "<in-place>", "exec"), ns)
+
+    def ask(request):
+        return "ok", {"ok": True, "observation": _observe(request, ns), "stdout": "", "stderr": ""}
+
+    for grade_id in ("idle_gaps_check", "busy_fraction_check"):
+        state, reply = judge_cell(check_cells(LESSON)[grade_id], ask)
+        assert state == "ok" and reply["ok"], reply

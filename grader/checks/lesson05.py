@@ -13,7 +13,6 @@ from torch.utils.data import DataLoader
 
 from grader import loading
 from grader.checks._common import Check, Raised, call, close, fail, is_number, require_callable, same
-from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson05.expect
 from grader.notebook import CheckFailed, NotDone
 
 
@@ -61,6 +60,27 @@ def recorded(what: str, name: str, cases: list[tuple], judge: Callable) -> Check
         return out
 
     return Check(what, observe, lambda observation: judge(_Answers(name, cases, observation)))
+
+
+def _observe_expect(fn: Callable, args: tuple = ()) -> list:
+    name = getattr(fn, "__name__", "your function")
+    return recorded("hidden test", name if isinstance(name, str) else "your function", [tuple(args)],
+                    lambda answers: None).observe(fn)
+
+
+def _judge_expect(observation: list, want, why: str, args: tuple = (), rel: float = 1e-9, abs_tol: float = 0.0) -> None:
+    answers = _Answers("your function", [tuple(args)], observation)
+    try:
+        got = answers(*tuple(args))
+    except Raised as exc:
+        fail(f"{exc}; {why}")
+    if not same(got, want, rel, abs_tol):
+        fail(why)
+
+
+expect = Check("hidden test", _observe_expect, _judge_expect, inputs=("args",), announce=False)
+expect.__doc__ = """Hidden test: `expect(fn, args=(...), want=..., why="...")`, fn called on a copy of args (it may sort them in place)."""
+
 
 ANSWERS = ("memory", "waiting", "tiny-or-memory-bound", "busy", "throttled")
 
