@@ -81,7 +81,6 @@ def _judge_expect(observation: list, want, why: str, args: tuple = (), rel: floa
 expect = Check("hidden test", _observe_expect, _judge_expect, inputs=("args",), announce=False)
 expect.__doc__ = """Hidden test: `expect(fn, args=(...), want=..., why="...")`, fn called on a copy of args (it may sort them in place)."""
 
-
 ANSWERS = ("memory", "waiting", "tiny-or-memory-bound", "busy", "throttled")
 
 # --- diagnose -------------------------------------------------------------------------------------------------
