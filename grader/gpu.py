@@ -182,7 +182,7 @@ def smi_sample() -> dict:
     from grader import profiling
 
     require_cuda()
-    command = [c for c in profiling.smi_command() if not c.startswith("-lms")]
+    command = [c for c in profiling.smi_command() if not c.startswith("--loop-ms")]
     out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
     rows = profiling.parse_smi(out.stdout)
     if not rows:

@@ -133,7 +133,8 @@ SMI_FIELDS = ("timestamp", "utilization.gpu", "power.draw", "power.limit", "memo
 
 def smi_command(interval_ms: int = 100) -> list[str]:
     """The nvidia-smi command that prints SMI_FIELDS as CSV every `interval_ms` milliseconds."""
-    return ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits", f"-lms={interval_ms}"]
+    return ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits",
+            f"--loop-ms={interval_ms}"]
 
 
 def _smi_number(text: str) -> float | None:

@@ -70,7 +70,7 @@ def test_parse_smi_reads_numbers_and_blanks():
                        "mem_used_mib": 81000.0, "mem_total_mib": 81559.0, "sm_mhz": 1980.0}
     assert rows[1]["t_s"] == pytest.approx(0.1) and rows[1]["power_w"] is None
     assert profiling.mean_of(rows, "util_pct") == 50.0 and profiling.mean_of(rows, "power_w") == 412.5
-    assert "-lms=100" in profiling.smi_command(100)
+    assert "--loop-ms=100" in profiling.smi_command(100)
 
 
 def test_slow_dataset_and_loaders_keep_order():
