@@ -222,3 +222,119 @@ def early_host_read(n: int = 4096) -> dict[str, bool]:
     want = result.cpu()
     return {"read before the event matched": bool(torch.equal(early, want)),
             "read after the event matched": bool(torch.equal(out, want))}
+
+
+# --- lesson 05: nvidia-smi traces and a CUDA profile ----------------------------------------------------------
+
+
+def smi_sample() -> dict:
+    """One nvidia-smi reading now: util_pct, power_w, power_limit_w, mem_used_mib, mem_total_mib, sm_mhz."""
+    import subprocess
+
+    from grader import profiling
+
+    require_cuda()
+    command = [c for c in profiling.smi_command() if not c.startswith("--loop-ms")]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+    rows = profiling.parse_smi(out.stdout)
+    if not rows:
+        raise RuntimeError(f"nvidia-smi printed nothing the course can read: {out.stdout[:200]!r}")
+    return rows[0]
+
+
+def smi_trace(work: Callable[[], object], seconds: float = 3.0, interval_ms: int = 100) -> list[dict]:
+    """Call `work()` over and over for `seconds` while nvidia-smi samples every `interval_ms`; the parsed samples."""
+    import subprocess
+    import tempfile
+    import time
+
+    from grader import profiling
+
+    require_cuda()
+    with tempfile.TemporaryFile(mode="w+") as log:
+        sampler = subprocess.Popen(profiling.smi_command(interval_ms), stdout=log, stderr=subprocess.DEVNULL, text=True)
+        try:
+            time.sleep(2 * interval_ms / 1e3)  # a sample or two of the idle card first
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                work()
+            torch.cuda.synchronize()
+            time.sleep(2 * interval_ms / 1e3)
+        finally:
+            sampler.terminate()
+            sampler.wait(timeout=10)
+        log.seek(0)
+        return profiling.parse_smi(log.read())
+
+
+def smi_workloads(device: torch.device) -> dict[str, Callable[[], object]]:
+    """The four workloads lesson 05 shows: a starved loader, tiny kernels, a big bf16 matmul, big bf16 adds."""
+    from grader import loading
+
+    dataset = loading.SlowDataset(10_000, item_seconds=0.002, features=1024)
+    batches = iter(loading.slow_loader(dataset, 16))
+    weight = torch.randn(1024, 1024, device=device)
+    tiny = torch.zeros(1, device=device)
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    x = torch.randn(2**28, device=device, dtype=torch.bfloat16)  # 512 MiB each
+    y = torch.randn(2**28, device=device, dtype=torch.bfloat16)
+
+    def starved():
+        features, _ = next(batches)
+        (features.to(device) @ weight).sum().item()
+
+    def tiny_kernels():
+        for _ in range(1000):
+            tiny.add_(1)
+        torch.cuda.synchronize()
+
+    def matmul():
+        for _ in range(10):
+            a @ b
+        torch.cuda.synchronize()
+
+    def adds():
+        for _ in range(10):
+            x + y
+        torch.cuda.synchronize()
+
+    return {"starved loader": starved, "tiny kernels": tiny_kernels, "bf16 matmul 8192²": matmul,
+            "big bf16 adds": adds}
+
+
+def cuda_transformer_profile(steps: int = 2) -> dict:
+    """One profiled training step (after a warm-up) of the course's small transformer with CUDA activity: rows and device busy share."""
+    from grader import profiling
+    from grader.transformer import Shape, TinyGPT, batch_of_tokens
+
+    device = require_cuda()
+    shape = Shape(n_layers=4, d_model=256, n_heads=8, d_ff=1024, vocab_size=4096, max_seq_len=256, dropout=0.1)
+    net = TinyGPT(shape).to(device)
+    opt = torch.optim.AdamW(net.parameters())
+    tokens = batch_of_tokens(shape, 8, 256, device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.profiler.record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(net(tokens).flatten(0, 1), tokens.flatten())
+        with torch.profiler.record_function("backward"):
+            loss.backward()
+        with torch.profiler.record_function("optimizer"):
+            opt.step()
+        torch.cuda.synchronize()
+
+    prof = profiling.profile_steps(step, steps=steps, device=device)
+    kernels = profiling.device_intervals(prof)
+    busy = None
+    if kernels:
+        start, end = kernels[0][0], max(e for _, e in kernels)
+        merged, reached, covered = sorted(kernels), start, 0.0
+        for a, b in merged:
+            a = max(a, reached)
+            if b > a:
+                covered, reached = covered + b - a, b
+        busy = covered / (end - start) if end > start else None
+    rows = sorted(profiling.rows(prof, use_device=True), key=lambda r: -r["self_us"])[:40]
+    return {"profile_rows": rows, "device_busy_fraction": busy, "steps": steps,
+            "shape": {"n_layers": 4, "d_model": 256, "batch": 8, "seq": 256}}

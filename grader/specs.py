@@ -50,6 +50,7 @@ class Chip:
     host_link_bandwidth: float | None  # bytes/s, one direction; None for unified memory
     source: str
     notes: str = ""
+    power_limit_w: float | None = None  # watts: board power / TDP as the datasheet prints it; None where none is printed
 
     def peak(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for `dtype` ("fp32", "tf32", "fp16", "bf16", "fp8")."""
@@ -93,6 +94,7 @@ def load_chips() -> list[Chip]:
                     host_link_bandwidth=None if link is None else link * 1e9,
                     source=row["source"],
                     notes=row.get("notes", ""),
+                    power_limit_w=_number(row.get("power_limit_w", "")),
                 )
             )
     return chips

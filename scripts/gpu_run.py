@@ -39,6 +39,7 @@ QUICK_SIZES = [32, 64, 128, 256]
 # Parameters each lesson runs with on a GPU: bigger problems than the CPU defaults.
 GPU_PARAMETERS = {
     "01_crossover": {"sizes": SIZES, "large_n": 4096, "repeats": 11},
+    "05_reading_the_machine": {"loader_steps": 16, "profile_steps": 3},
 }
 
 
@@ -172,6 +173,35 @@ def cuda_only_figures() -> dict:
     return figures
 
 
+def reading_figures(device: torch.device, quick: bool) -> dict:
+    """Lesson 05: nvidia-smi traces of four workloads (CUDA with nvidia-smi only) and a profile of the small transformer."""
+    from grader import profiling
+    from grader.transformer import Shape, TinyGPT, batch_of_tokens
+
+    figures: dict = {"interval_ms": 100, "traces": {}}
+    if device.type == "cuda":
+        from grader import gpu
+
+        if shutil.which("nvidia-smi"):
+            for name, work in gpu.smi_workloads(device).items():
+                figures["traces"][name] = gpu.smi_trace(work, seconds=1.0 if quick else 3.0)
+                torch.cuda.empty_cache()
+            limits = [r["power_limit_w"] for rows in figures["traces"].values() for r in rows if r["power_limit_w"]]
+            figures["power_limit_w"] = max(limits) if limits else None
+            figures["command"] = " ".join(profiling.smi_command())
+        else:
+            figures["note"] = "nvidia-smi not found: no traces"
+        figures.update(gpu.cuda_transformer_profile())
+    else:  # --allow-cpu: the same profile path on the CPU, so the script can be tested anywhere
+        shape = Shape(n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=512, max_seq_len=64, dropout=0.0)
+        net = TinyGPT(shape)
+        tokens = batch_of_tokens(shape, 2, 32)
+        prof = profiling.profile_steps(lambda: net(tokens).sum().backward(), steps=1)
+        figures["profile_rows"] = sorted(profiling.rows(prof), key=lambda r: -r["self_us"])[:40]
+        figures["note"] = "CPU run: no nvidia-smi traces"
+    return figures
+
+
 def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
     """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
     from grader.pipeline.run import run
@@ -214,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     record["figures"].update(matmul_figures(device, QUICK_SIZES if args.quick else SIZES))
     record["figures"]["three_way"] = transfer_figures(device, [64, 256] if args.quick else [64, 256, 512, 1024, 2048])
     record["figures"]["memory"] = memory_figures(device)
+    record["figures"]["reading"] = reading_figures(device, args.quick)
     if device.type == "cuda":
         record["figures"]["cuda"] = cuda_only_figures()
     if not args.no_lessons:

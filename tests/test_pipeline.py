@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.grades import read_csv
-from mutants import lesson02, lesson03
+from mutants import lesson02, lesson03, lesson05
 from notebook_cells import check_cells, three_submissions
 
 pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
@@ -52,6 +52,12 @@ CAROL = {
         "    return n_params * per\n",
         "training_bytes_check",
         "master copy",
+    ),
+    "05_reading_the_machine": (
+        "top_ops",
+        _mutant(lesson05, "top_ops_check", "sorted by total time"),
+        "top_ops_check",
+        "sorted by total time",
     ),
 }
 # lesson -> graded check cells in its instructor source: what each student gets one row for
