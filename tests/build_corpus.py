@@ -153,6 +153,14 @@ SHM_HOG = """with open("/dev/shm/hog", "wb") as f:
         f.write(b"x" * 64 * 1024**2)
 """
 FORK_BOMB = "import os\nwhile True:\n    os.fork()\n"
+THREAD_BOMB = """import threading, time
+for i in range(2000):
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+"""
+DAEMON = """import subprocess
+subprocess.Popen(["sh", "-c", "sleep 5.32; echo late > /tmp/daemon_wrote; echo late > $HOME/daemon_wrote"],
+                 start_new_session=True)  # a daemon in a session of its own, never waited for
+"""
 ORPHAN = """import os
 if os.fork() == 0:  # a child that leaves the session and outlives its parent, then writes later
     os.setsid()
@@ -373,6 +381,9 @@ def cases() -> dict[str, object]:
     out["disk_hog"] = _set(good, "matmul_flops", DISK_HOG + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
     out["shm_hog"] = _set(good, "matmul_bytes", SHM_HOG + "\ndef matmul_bytes(n, dtype):\n    return 0\n")
     out["fork_bomb"] = _set(good, "intensity", FORK_BOMB + "\ndef intensity(flops, nbytes):\n    return flops / nbytes\n")
+    out["thread_bomb"] = _set(good, "matmul_flops", THREAD_BOMB + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
+    out["daemon_in_its_own_session"] = _set(good, "matmul_bytes", DAEMON + (
+        "\ndef matmul_bytes(n, dtype):\n    import torch\n    return 3 * n * n * torch.empty(0, dtype=dtype).element_size()\n"))
     out["orphan_child_writes_later"] = _set(good, "matmul_flops", ORPHAN + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
     out["writes_its_own_runner_then_exits"] = _set(good, "matmul_flops", OWN_RUNNER)
     # issue 10: the verdict is decided where the submission's code cannot reach

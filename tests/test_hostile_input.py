@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -266,6 +267,20 @@ def test_summary_does_not_blame_the_student_for_what_torch_does():
     assert any("ben/" in line and "was edited" in line for line in lines)
 
 
+def test_each_run_has_a_uid_of_its_own_across_grader_processes():
+    code = ("import sys, time; sys.path[:0] = [%r]\nfrom grader.pipeline import sandbox\n"
+            "print(sandbox.take_uid(), flush=True)\ntime.sleep(3)\n" % str(ROOT))
+    other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    theirs = int(other.stdout.readline())
+    mine = sandbox.take_uid()
+    try:
+        assert mine != theirs and sandbox.UID_BASE <= min(mine, theirs)
+    finally:
+        sandbox.give_uid(mine)
+        other.kill()
+        other.wait()
+
+
 def test_no_sandbox_only_when_asked_for_by_name(monkeypatch):
     monkeypatch.delenv("GRADER_SANDBOX", raising=False)
     monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "bwrap is not installed")
@@ -346,7 +361,7 @@ def test_garbage_on_the_result_pipe_is_skipped(kind):
 
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")
-def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
+def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path, monkeypatch):
     cells = [
         Cell("student", "disk", "for i in range(32):\n    open(f'hog{i}', 'wb').write(b'x' * 64 * 1024**2)\n"),
         Cell("student", "shm", "open('/dev/shm/hog', 'wb').write(b'x' * 64 * 1024**2)\n"),
@@ -356,6 +371,14 @@ def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
         Cell("student", "where", "import os\nst = os.statvfs('.')\nprint(st.f_blocks * st.f_frsize, os.getcwd())\n"
                                  "print([line.split()[4] for line in open('/proc/self/mountinfo') if ' tmpfs ' in line])"),
     ]
+    taken = []
+
+    def take_uid():
+        taken.append(real_take_uid())
+        return taken[-1]
+
+    real_take_uid = sandbox.take_uid
+    monkeypatch.setattr(sandbox, "take_uid", take_uid)
     start = time.monotonic()
     replies = run_cells(cells, [], _box("bwrap"), FAST)
     assert time.monotonic() - start < 60
@@ -367,7 +390,21 @@ def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path):
     assert int(size) == 256 * 1024**2 and cwd == sandbox.WORKDIR and f"'{sandbox.WORKDIR}'" in replies[5]["stdout"]
     rows = score("ann", LESSON, cells + [Cell("check", "disk_check", "", 1.0)], replies + [replies[0]], [])
     assert "(the disk quota" in rows[0].message
-    assert not sandbox.uid_in_use(sandbox.UID_BASE)  # run_cells waits for the kernel to end the run's processes
+    assert taken and not sandbox.uid_in_use(taken[0]), _processes_of(taken[0])  # run_cells waits for the kernel to end the run's processes
+
+
+def _processes_of(uid: int) -> list[str]:
+    """'pid state command' of each process running as `uid`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"\t{uid}\t" in status.split("Uid:")[1].split("\n")[0] + "\t":
+            found.append(f"{pid} {status.split('State:')[1].split()[0]} {line[:100]}")
+    return found
 
 
 def test_the_fallback_caps_processes_too():

@@ -173,7 +173,9 @@ def _death(code: int | None, log: Path, start: int = 0) -> str:
 
 def _hit_process_cap(reply: dict) -> bool:
     """True when a cell failed because fork or a new thread hit the process cap (EAGAIN)."""
-    return not reply.get("ok") and "[Errno 11] Resource temporarily unavailable" in str(reply.get("evalue"))
+    evalue = str(reply.get("evalue"))
+    return not reply.get("ok") and ("[Errno 11] Resource temporarily unavailable" in evalue
+                                    or "can't start new thread" in evalue)
 
 
 def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, settings: Settings) -> list[dict]:

@@ -34,10 +34,12 @@ bwrap is an error, not a silent fallback.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,7 +47,9 @@ from pathlib import Path
 
 WORKDIR = "/tmp/work"  # where the workspace appears inside bwrap
 UID_BASE = 1_900_000_000  # the runner's uid when the grader is root: UID_BASE + a slot, one per run at a time
-_slots, _slots_lock = set(), threading.Lock()
+PROBE_UID = UID_BASE - 1  # the uid bwrap_problem's probe runs as: never a run's
+_slots: dict[int, int] = {}  # slot -> the descriptor holding its flock
+_slots_lock = threading.Lock()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -114,18 +118,36 @@ class Sandbox:
 
 
 def take_uid() -> int:
-    """A uid no other run is using now (when the grader is root, each run gets its own: its process cap is its own)."""
+    """A uid no other run uses now, on this machine (when the grader is root, each run gets its own process cap).
+
+    Runs in other grader processes (another class, pytest-xdist workers) count
+    too: slot N is held with flock on a file in /run/lock (or the temporary
+    folder), which the kernel lets go of when its holder dies.
+    """
+    folder = Path("/run/lock" if os.access("/run/lock", os.W_OK) else tempfile.gettempdir()) / "gpu-course-grader-uids"
+    folder.mkdir(mode=0o700, exist_ok=True)
     with _slots_lock:
-        slot = next(i for i in itertools.count() if i not in _slots)
-        _slots.add(slot)
-    return UID_BASE + slot
+        for slot in itertools.count():
+            if slot in _slots:
+                continue
+            fd = os.open(folder / str(slot), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            if uid_in_use(UID_BASE + slot):  # left behind by a grader that died: not this one
+                os.close(fd)
+                continue
+            _slots[slot] = fd
+            return UID_BASE + slot
 
 
 def give_uid(uid: int, wait: float = 5.0) -> None:
     """Give back a uid from take_uid once no process runs as it (the kernel takes a moment to end a PID namespace).
 
-    A uid still in use after `wait` seconds is never handed out again, so the
-    next run's process cap never counts another run's processes.
+    A uid still in use after `wait` seconds stays taken while this grader
+    runs, so the next run's process cap never counts another run's processes.
     """
     deadline = time.monotonic() + wait
     while uid_in_use(uid):
@@ -133,7 +155,9 @@ def give_uid(uid: int, wait: float = 5.0) -> None:
             return
         time.sleep(0.02)
     with _slots_lock:
-        _slots.discard(uid - UID_BASE)
+        fd = _slots.pop(uid - UID_BASE, None)
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor lets go of the flock
 
 
 def uid_in_use(uid: int) -> bool:
@@ -166,7 +190,7 @@ def bwrap_problem() -> str | None:
             return f"{tool} is not installed"
     box = Sandbox("bwrap", disk_bytes=1 << 20, shm_bytes=1 << 20)
     try:
-        probe = subprocess.run(box.argv(["/bin/true"], Path("/")), capture_output=True, timeout=30, env=box.env(Path("/")))
+        probe = subprocess.run(box.argv(["/bin/true"], Path("/"), uid=PROBE_UID), capture_output=True, timeout=30, env=box.env(Path("/")))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap did not start: {exc}"
     if probe.returncode != 0:

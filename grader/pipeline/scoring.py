@@ -55,6 +55,7 @@ def _reason(reply: dict) -> str:
 LIMIT_HINTS = [  # an error the grader's limits cause, and the words that say so
     ("[Errno 28] No space left on device", " (the disk quota: what a submission may write, in its workspace or /dev/shm, is capped)"),
     ("[Errno 11] Resource temporarily unavailable", " (the process cap: too many processes or threads at once)"),
+    ("can't start new thread", " (the process cap or the memory limit: too many threads at once)"),
 ]
 
 
