@@ -394,6 +394,9 @@ def cases() -> dict[str, object]:
     out["swaps_judges_code_objects"] = _set(good, "matmul_flops", SWAP_JUDGES)
     out["forges_every_recording"] = _set(good, "matmul_flops", FORGE_RECORDINGS)
     out["reaches_the_runners_functions"] = _set(good, "matmul_flops", REACH_THE_RUNNER)
+    out["forks_a_second_runner"] = _set(good, "matmul_flops", (
+        "import os\nchild = os.fork()  # the child would read the grader's next request\n\n"
+        "def matmul_flops(n):\n    return 2 * n**3\n"))
     return out
 
 
