@@ -39,6 +39,7 @@ QUICK_SIZES = [32, 64, 128, 256]
 # Parameters each lesson runs with on a GPU: bigger problems than the CPU defaults.
 GPU_PARAMETERS = {
     "01_crossover": {"sizes": SIZES, "large_n": 4096, "repeats": 11},
+    "06_mixed_precision": {"time_width": 4096, "time_batch": 4096, "repeats": 11},
 }
 
 
@@ -170,6 +171,14 @@ def cuda_only_figures() -> dict:
     return figures
 
 
+def amp_figures(quick: bool) -> dict:
+    """Lesson 06: one training step of a GPT-2-small-shaped model in fp32, tf32, bf16 and fp16: time, tokens/s, peak memory."""
+    from grader import gpu
+
+    return gpu.amp_training_figures(batch=2 if quick else 8, seq=256 if quick else 1024, steps=5 if quick else 20,
+                                    repeats=5 if quick else 10)
+
+
 def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
     """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
     from grader.pipeline.run import run
@@ -214,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     record["figures"]["memory"] = memory_figures(device)
     if device.type == "cuda":
         record["figures"]["cuda"] = cuda_only_figures()
+        record["figures"]["amp"] = amp_figures(args.quick)
     if not args.no_lessons:
         record["lessons"] = run_lessons(device, out / "runs", args.quick)
     record["provenance"]["wall_seconds"] = round(time.perf_counter() - start, 1)
