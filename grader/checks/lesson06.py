@@ -493,42 +493,31 @@ SCALER_FORMATS = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bf
 # tf32 is a matmul mode: its values keep fp32's 8 exponent bits (lesson 03), so it has fp32's range.
 
 
-def needs_scaler(fmt: str) -> bool:
+def _needs_scaler(fmt: str) -> bool:
     """A format needs loss scaling when its range stops short of fp32's: its smallest normal number is larger."""
     return torch.finfo(SCALER_FORMATS[fmt]).tiny > torch.finfo(torch.float32).tiny
 
 
-def _observe_answers(answers: Any) -> Any:
-    if isinstance(answers, dict) and not answers:
-        raise NotDone("NEEDS_SCALER")
-    return answers
-
-
-def _judge_answers(answers: Any) -> None:
-    """NEEDS_SCALER: for every format, whether its range is too narrow to train without a loss scaler."""
-    if not isinstance(answers, dict):
-        fail(f"NEEDS_SCALER should be a dict from format name to True/False; it is {type(answers).__name__}.")
-    missing = sorted(set(SCALER_FORMATS) - set(answers))
-    extra = sorted(str(k) for k in set(answers) - set(SCALER_FORMATS))
-    if missing or extra:
-        fail(f"NEEDS_SCALER needs exactly the formats {sorted(SCALER_FORMATS)}; missing {missing}, unexpected {extra}.")
+def _judge_needs_scaler(needs_scaler: Callable[[str], bool]) -> None:
+    """needs_scaler(fmt): True for the formats whose range is too narrow to train without a loss scaler."""
+    answers = {fmt: call(needs_scaler, fmt) for fmt in SCALER_FORMATS}
     not_bool = [k for k in SCALER_FORMATS if not isinstance(answers[k], bool)]
     if not_bool:
-        fail(f"NEEDS_SCALER[{not_bool[0]!r}] is {answers[not_bool[0]]!r}; answer True or False.")
+        fail(f"needs_scaler({not_bool[0]!r}) returned {answers[not_bool[0]]!r}; answer True or False.")
     for fmt in ("bf16", "tf32", "fp32"):
         if answers[fmt]:
-            fail(f"NEEDS_SCALER[{fmt!r}] is True, but {fmt} keeps fp32's 8 exponent bits: its smallest normal number is "
+            fail(f"needs_scaler({fmt!r}) is True, but {fmt} keeps fp32's 8 exponent bits: its smallest normal number is "
                  f"{torch.finfo(SCALER_FORMATS[fmt]).tiny:.1e}, as small as fp32's. 16 bits do not decide it; the "
                  "exponent does. A gradient that fp32 can hold, it can hold too.")
     for fmt in ("fp16", "fp8_e4m3", "fp8_e5m2"):
         if not answers[fmt]:
             tiny = torch.finfo(SCALER_FORMATS[fmt]).tiny
-            fail(f"NEEDS_SCALER[{fmt!r}] is False, but {fmt} has only {5 if fmt != 'fp8_e4m3' else 4} exponent bits: "
+            fail(f"needs_scaler({fmt!r}) is False, but {fmt} has only {4 if fmt == 'fp8_e4m3' else 5} exponent bits: "
                  f"its smallest normal number is {tiny:.1e} (fp32's is {torch.finfo(torch.float32).tiny:.1e}), so small "
                  "gradients underflow to 0 unless the loss is scaled up first.")
-    wrong = [k for k in SCALER_FORMATS if answers[k] != needs_scaler(k)]
+    wrong = [k for k in SCALER_FORMATS if answers[k] != _needs_scaler(k)]
     if wrong:
-        fail(f"NEEDS_SCALER is wrong for {wrong}.")
+        fail(f"needs_scaler is wrong for {wrong}.")
 
 
-check_needs_scaler = Check("NEEDS_SCALER", _observe_answers, _judge_answers)
+check_needs_scaler = recorded("needs_scaler", "needs_scaler", [(fmt,) for fmt in SCALER_FORMATS], _judge_needs_scaler)

@@ -268,25 +268,25 @@ def low_precision_ops(model, x, device_type, dtype):
             r"absolute tolerance",
         ),
     ],
-    "NEEDS_SCALER_check": [
+    "needs_scaler_check": [
         (
             "every 16-bit format needs a scaler",
-            'NEEDS_SCALER = {"fp32": False, "tf32": False, "bf16": True, "fp16": True, "fp8_e4m3": True, "fp8_e5m2": True}',
+            "def needs_scaler(fmt):\n    return fmt in ('bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2')",
             r"16 bits do not decide it",
         ),
         (
             "fp8 thought safe",
-            'NEEDS_SCALER = {"fp32": False, "tf32": False, "bf16": False, "fp16": True, "fp8_e4m3": False, "fp8_e5m2": False}',
-            r"NEEDS_SCALER\['fp8_e4m3'\] is False",
+            "def needs_scaler(fmt):\n    return fmt == 'fp16'",
+            r"needs_scaler\('fp8_e4m3'\) is False",
         ),
         (
             "tf32 thought to need one (only 10 mantissa bits)",
-            'NEEDS_SCALER = {"fp32": False, "tf32": True, "bf16": False, "fp16": True, "fp8_e4m3": True, "fp8_e5m2": True}',
+            "def needs_scaler(fmt):\n    return fmt not in ('fp32', 'bf16')",
             r"tf32 keeps fp32's 8 exponent bits",
         ),
         (
-            "strings instead of booleans",
-            'NEEDS_SCALER = {"fp32": "no", "tf32": "no", "bf16": "no", "fp16": "yes", "fp8_e4m3": "yes", "fp8_e5m2": "yes"}',
+            "words instead of booleans",
+            "def needs_scaler(fmt):\n    return 'yes' if fmt in ('fp16', 'fp8_e4m3', 'fp8_e5m2') else 'no'",
             r"answer True or False",
         ),
     ],
