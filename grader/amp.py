@@ -146,14 +146,14 @@ def saved_for_backward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_
 
     Measured with saved-tensor hooks (grader.memory.SavedTensors), each storage once,
     parameters not counted; the low-precision copies autocast makes of the weights are
-    (`weight_copies`: saved low-precision tensors shaped like a parameter).
+    (`weight_copies`: saved low-precision tensors shaped like a parameter or its transpose).
     """
     device_type = x.device.type
     with memory.SavedTensors(exclude=model.parameters()) as saved:
         with torch.autocast(device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             loss_fn(model(x), y)
     by_dtype: dict[str, int] = {}
-    weight_shapes = {tuple(p.shape) for p in model.parameters()}
+    weight_shapes = {tuple(p.shape) for p in model.parameters()} | {tuple(p.shape)[::-1] for p in model.parameters()}
     copies = 0
     for row in saved.rows:
         if row["counted"]:

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.grades import read_csv
-from mutants import lesson02, lesson03
+from mutants import lesson02, lesson03, lesson06
 from notebook_cells import three_submissions
 
 pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
@@ -53,8 +53,14 @@ CAROL = {
         "training_bytes_check",
         "master copy",
     ),
+    "06_mixed_precision": (
+        "amp_step",
+        _mutant(lesson06, "amp_step_check", "backward on the unscaled loss"),
+        "amp_step_check",
+        "the backward ran on the unscaled loss",
+    ),
 }
-GRADED_CELLS = {"01_crossover": 7, "02_transfers": 3, "03_float_formats": 6, "04_memory": 4}
+GRADED_CELLS = {"01_crossover": 7, "02_transfers": 3, "03_float_formats": 6, "04_memory": 4, "06_mixed_precision": 5}
 
 
 @pytest.fixture(scope="module")
