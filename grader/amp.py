@@ -184,7 +184,7 @@ GPU_FORMATS = ("fp32", "tf32", "bf16", "fp16")
 def gpu_step_model(chip: specs.Chip, n_params: int, shape, batch: int, seq: int, fmt: str) -> dict:
     """Model: one AdamW training step of a transformer on `chip` in `fmt`: seconds, tokens/s, peak bytes.
 
-    seconds: 6 × parameters × tokens FLOPs at the datasheet peak for `fmt` (tensor cores for
+    step_seconds: 6 × parameters × tokens FLOPs at the datasheet peak for `fmt` (tensor cores for
     tf32/bf16/fp16), so a lower bound that real kernels do not reach. peak bytes: 16 bytes per
     parameter (fp32 weights, fp32 gradients, AdamW's two fp32 moments: autocast keeps all of them
     in fp32), plus autocast's 2-byte copy of the weights in bf16/fp16, plus lesson 04's activation
@@ -197,7 +197,7 @@ def gpu_step_model(chip: specs.Chip, n_params: int, shape, batch: int, seq: int,
     element = 2 if low else 4
     state = 16 * n_params + (2 * n_params if low else 0)
     activations = memory.activation_model(shape, batch, seq, element_bytes=element, mask_bytes=1, loss=True)
-    return {"seconds": seconds, "tokens_per_second": batch * seq / seconds, "peak_bytes": state + activations,
+    return {"step_seconds": seconds, "tokens_per_second": batch * seq / seconds, "peak_bytes": state + activations,
             "state_bytes": state, "activation_bytes": activations}
 
 

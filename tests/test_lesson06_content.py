@@ -92,8 +92,8 @@ def test_gpu_model_is_labelled_and_follows_its_assumptions():
     figures = {fmt: amp.gpu_step_model(chip, row["n_params"], shape, 8, 1024, fmt) for fmt in amp.GPU_FORMATS}
     six = amp.lesson_constants()["training_flops_per_parameter_per_token"]
     assert six["value"] == 6 and "Kaplan" in six["source"]
-    assert math.isclose(figures["bf16"]["seconds"], 6 * row["n_params"] * 8 * 1024 / chip.peak("bf16"))
-    assert figures["fp32"]["seconds"] > figures["tf32"]["seconds"] > figures["bf16"]["seconds"]
+    assert math.isclose(figures["bf16"]["step_seconds"], 6 * row["n_params"] * 8 * 1024 / chip.peak("bf16"))
+    assert figures["fp32"]["step_seconds"] > figures["tf32"]["step_seconds"] > figures["bf16"]["step_seconds"]
     assert figures["fp32"]["peak_bytes"] == figures["tf32"]["peak_bytes"] > figures["bf16"]["peak_bytes"]
     assert "model" in amp.gpu_label(chip) and "not a measurement" in amp.gpu_label(chip)
 

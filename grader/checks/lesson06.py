@@ -125,12 +125,20 @@ def _observe_amp_step(amp_step: Callable) -> dict:
     return {name: _run_scenario(amp_step, name) for name in _SCENARIOS}
 
 
-def _matches(a: Any, b: Any, rel: float = 2e-3) -> bool:
-    """Two recorded parameter tensors agree (fp16 rounding differs a little from process to process)."""
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape:
+def _matches(a: Any, b: Any, rel: float = 2e-3, allowed: float = 0.02) -> bool:
+    """Two recorded parameter tensors agree: finite, and at most `allowed` of the elements off by more than `rel`.
+
+    Low-precision kernels may round differently in the grader's process (another thread count),
+    and Adam's first step moves a weight by about ±lr whatever its gradient's size, so a
+    gradient within rounding of 0 can flip one weight; a real mistake moves most of them.
+    """
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape or not a.numel():
+        return False
+    if not bool(torch.isfinite(a).all()):
         return False
     scale = float(b.abs().max()) or 1.0
-    return bool(torch.isfinite(a).all()) and float((a.double() - b.double()).abs().max()) <= rel * scale
+    off = (a.double() - b.double()).abs() > rel * scale
+    return float(off.double().mean()) <= allowed
 
 
 def _judge_crash(name: str, seen: dict) -> None:
