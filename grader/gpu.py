@@ -239,8 +239,8 @@ def amp_training_figures(device: torch.device | str | None = None, batch: int = 
             median = statistics.median(samples)
             rows.append({"format": fmt, "step_seconds": median, "step_seconds_min": min(samples),
                          "step_seconds_max": max(samples), "tokens_per_second": batch * seq / median,
-                         "peak_bytes": peak, "loss_after_steps": float(loss)})
-            del net, opt
+                         "peak_bytes": peak, "loss_after_steps": float(loss.detach())})
+            net = opt = scaler = None  # free this format's model before the next is built
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
