@@ -158,3 +158,28 @@ def test_the_lesson_corrects_its_source_on_the_scaler_and_says_how_run_all_stops
     assert "Run All stops at the first exercise you have not done yet" in text
     assert "It is the other way round" in text and "get_backoff_factor()" in text
     assert "from grader.notebook import skip_if_not_done" in text
+
+
+def test_lesson_shows_a_recorded_gpu_run_labelled_as_such(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from grader.pipeline.run import run
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data, ignore=shutil.ignore_patterns("recorded"))
+    (data / "recorded").mkdir()
+    rows = [{"format": f, "step_seconds": s, "step_seconds_min": s, "step_seconds_max": s, "tokens_per_second": 8192 / s,
+             "peak_bytes": b, "loss_after_steps": 5.0}
+            for f, s, b in (("fp32", 0.4, 20e9), ("tf32", 0.2, 20e9), ("bf16", 0.1, 15e9), ("fp16", 0.1, 15e9))]
+    fixture = {  # a test fixture, not a measurement: it lives only in this temporary folder
+        "provenance": {"device": "TEST-FIXTURE-GPU", "torch": "0.0", "date": "2000-01-01", "driver": "0", "cuda": "0",
+                       "command": "tests/test_lesson06_content.py"},
+        "figures": {"amp": {"model": "GPT-2 small (124M)", "batch": 8, "seq": 1024, "steps": 20, "formats": rows}},
+    }
+    (data / "recorded" / "fixture.json").write_text(json.dumps(fixture))
+    monkeypatch.setenv("GRADER_DATA", str(data))
+    results = run(ROOT, [LESSON], {"device": "cpu", "demo": True, "threads": 1}, tmp_path / "out", log=lambda line: None)
+    assert results[0][2] == "ok", results[0][2]
+    text = json.dumps(read_notebook(tmp_path / "out" / f"{LESSON}.ipynb"))
+    assert "recorded: TEST-FIXTURE-GPU" in text and "not a measurement" in text  # the explorer stays a model
