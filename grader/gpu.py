@@ -338,3 +338,78 @@ def cuda_transformer_profile(steps: int = 2) -> dict:
     rows = sorted(profiling.rows(prof, use_device=True), key=lambda r: -r["self_us"])[:40]
     return {"profile_rows": rows, "device_busy_fraction": busy, "steps": steps,
             "shape": {"n_layers": 4, "d_model": 256, "batch": 8, "seq": 256}}
+
+
+# --- lesson 06: mixed precision on a GPU --------------------------------------------------------
+
+
+def amp_training_figures(device: torch.device | str | None = None, batch: int = 8, seq: int = 1024,
+                         steps: int = 20, repeats: int = 10) -> dict:
+    """CUDA only: one AdamW step of a GPT-2-small-shaped TinyGPT in fp32, tf32, bf16 and fp16 (GradScaler).
+
+    For each format: seconds per step (CUDA events: median, min, max of `repeats` steps after
+    warm-up), tokens per second, peak allocated bytes over a step, and the loss after `steps`
+    steps on a fixed batch (to show the runs agree).
+    """
+    from grader import memory, specs
+    from grader.transformer import TinyGPT, batch_of_tokens
+
+    device = require_cuda() if device is None else torch.device(device)
+    if device.type != "cuda":
+        require_cuda()
+        raise RuntimeError("amp_training_figures needs an NVIDIA GPU with CUDA")
+    row = next(r for r in specs.load_models() if r["model"].startswith("GPT-2 small"))
+    shape = memory.shape_from_row(row, seq=seq)
+    tokens = batch_of_tokens(shape, batch, seq, device)
+    targets = batch_of_tokens(shape, batch, seq, device, seed=1)
+    previous = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    rows = []
+    try:
+        for fmt in ("fp32", "tf32", "bf16", "fp16"):
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = fmt == "tf32"
+            torch.manual_seed(0)
+            net = TinyGPT(shape).to(device)
+            opt = torch.optim.AdamW(net.parameters(), lr=3e-4)
+            dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(fmt)
+            scaler = torch.amp.GradScaler("cuda") if fmt == "fp16" else None
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=dtype or torch.float16, enabled=dtype is not None):
+                    logits = net(tokens)
+                    loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                                             targets.reshape(-1))
+                if scaler is None:
+                    loss.backward()
+                    opt.step()
+                else:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                return loss
+
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            samples = []
+            for _ in range(repeats):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                step()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) / 1e3)
+            peak = torch.cuda.max_memory_allocated(device)
+            loss = None
+            for _ in range(steps):
+                loss = step()
+            median = statistics.median(samples)
+            rows.append({"format": fmt, "step_seconds": median, "step_seconds_min": min(samples),
+                         "step_seconds_max": max(samples), "tokens_per_second": batch * seq / median,
+                         "peak_bytes": peak, "loss_after_steps": float(loss.detach())})
+            net = opt = scaler = None  # free this format's model before the next is built
+            torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
+    return {"model": row["model"], "batch": batch, "seq": seq, "steps": steps, "formats": rows}

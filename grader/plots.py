@@ -534,3 +534,29 @@ def wait_vs_compute(labels: Sequence[str], wait_ms: Sequence[float], compute_ms:
     ax.set_title(title)
     fig.legend(loc="outside lower center", ncols=2, fontsize=9)
     return fig
+
+
+def format_bars(rows: Sequence[Mapping[str, object]], title: str = "", memory_bytes: float | None = None,
+                memory_label: str = "") -> Figure:
+    """Lesson 06: ms per step, tokens/s and peak GiB per number format, side by side (linear axes).
+
+    Each row holds "format", "step_seconds", "tokens_per_second" and "peak_bytes"; with
+    `memory_bytes` a labelled line marks the device's memory on the peak-memory panel.
+    """
+    fig = Figure(figsize=(9.5, 3.3), layout="constrained")
+    names = [str(r["format"]) for r in rows]
+    colours = ["0.4", "0.7", "tab:blue", "tab:green", "tab:orange"][: len(rows)]
+    panels = (("step_seconds", "ms per step", 1e3), ("tokens_per_second", "tokens/s (thousands)", 1e-3),
+              ("peak_bytes", "peak memory (GiB)", 1 / 2**30))
+    for k, (key, unit, scale) in enumerate(panels):
+        ax = fig.add_subplot(1, 3, k + 1)
+        ax.bar(names, [float(r[key]) * scale for r in rows], color=colours)
+        ax.set_ylabel(unit, fontsize=10)
+        ax.tick_params(labelsize=9)
+        if key == "peak_bytes" and memory_bytes:
+            ax.axhline(memory_bytes / 2**30, color="tab:red", ls="--", lw=1.5,
+                       label=memory_label or f"device memory {memory_bytes / 2**30:.0f} GiB")
+            ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return fig

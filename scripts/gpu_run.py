@@ -40,6 +40,7 @@ QUICK_SIZES = [32, 64, 128, 256]
 GPU_PARAMETERS = {
     "01_crossover": {"sizes": SIZES, "large_n": 4096, "repeats": 11},
     "05_reading_the_machine": {"loader_steps": 16, "profile_steps": 3},
+    "06_mixed_precision": {"time_width": 4096, "time_batch": 4096, "repeats": 11},
 }
 
 
@@ -202,6 +203,14 @@ def reading_figures(device: torch.device, quick: bool) -> dict:
     return figures
 
 
+def amp_figures(quick: bool) -> dict:
+    """Lesson 06: one training step of a GPT-2-small-shaped model in fp32, tf32, bf16 and fp16: time, tokens/s, peak memory."""
+    from grader import gpu
+
+    return gpu.amp_training_figures(batch=2 if quick else 8, seq=256 if quick else 1024, steps=5 if quick else 20,
+                                    repeats=5 if quick else 10)
+
+
 def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
     """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
     from grader.pipeline.run import run
@@ -247,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     record["figures"]["reading"] = reading_figures(device, args.quick)
     if device.type == "cuda":
         record["figures"]["cuda"] = cuda_only_figures()
+        record["figures"]["amp"] = amp_figures(args.quick)
     if not args.no_lessons:
         record["lessons"] = run_lessons(device, out / "runs", args.quick)
     record["provenance"]["wall_seconds"] = round(time.perf_counter() - start, 1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import nbformat
 import pytest
 from nbclient import NotebookClient
 

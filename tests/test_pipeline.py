@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.grades import read_csv
-from mutants import lesson02, lesson03, lesson05
+from mutants import lesson02, lesson03, lesson05, lesson06
 from notebook_cells import check_cells, three_submissions
 
 pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
@@ -60,6 +60,12 @@ CAROL = {
         _mutant(lesson05, "top_ops_check", "sorted by total time"),
         "top_ops_check",
         "sorted by total time",
+    ),
+    "06_mixed_precision": (
+        "amp_step",
+        _mutant(lesson06, "amp_step_check", "backward on the unscaled loss"),
+        "amp_step_check",
+        "the backward ran on the unscaled loss",
     ),
 }
 # lesson -> graded check cells in its instructor source: what each student gets one row for

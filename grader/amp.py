@@ -1,0 +1,208 @@
+"""Mixed precision end to end (lesson 06): a toy task, training runs per format, and what this CPU can do in low precision.
+
+    model, x, y = make_task(seed=0)
+    run = train(lambda m, o: my_step(m, o, x, y), "bf16", steps=60)
+    run.losses, run.scales, run.skipped          # what the run did, step by step
+
+Everything here runs on any device; nothing times anything (lessons time with
+grader.timing). The CPU has no peak-memory counter, so `saved_for_backward`
+measures what a step keeps for backward with saved-tensor hooks
+(grader.memory.SavedTensors), and says so in its name.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grader import memory, specs
+
+# display name -> autocast dtype (None: plain fp32, no autocast)
+FORMATS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+# /proc/cpuinfo flags that matter for low-precision arithmetic on x86 CPUs
+LOW_PRECISION_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16", "amx_tile", "avx512f", "avx2")
+
+
+def cpu_instructions() -> dict:
+    """What this CPU offers for low precision: torch's dispatch level and the relevant /proc/cpuinfo flags."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    flags: list[str] | None = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    present = set(line.split(":", 1)[1].split())
+                    flags = [flag for flag in LOW_PRECISION_FLAGS if flag in present]
+                    break
+    except OSError:  # not Linux: no /proc/cpuinfo
+        flags = None
+    bf16 = None if flags is None else any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+    fp16 = None if flags is None else any(f in flags for f in ("avx512_fp16", "amx_fp16"))
+    return {"capability": capability, "flags": flags, "bf16_instructions": bf16, "fp16_instructions": fp16}
+
+
+def describe_cpu(info: dict) -> str:
+    """One sentence saying which low-precision instructions this CPU has (or that it could not tell)."""
+    if info["flags"] is None:
+        return (f"torch dispatches CPU kernels at level {info['capability']}; this system has no /proc/cpuinfo, "
+                "so the lesson cannot say which bf16/fp16 instructions the CPU has: only the timings below tell.")
+    has = ", ".join(info["flags"]) or "none of " + ", ".join(LOW_PRECISION_FLAGS)
+    bf16 = "has" if info["bf16_instructions"] else "has no"
+    fp16 = "has" if info["fp16_instructions"] else "has no"
+    return (f"torch dispatches CPU kernels at level {info['capability']}; /proc/cpuinfo lists {has}. "
+            f"So this CPU {bf16} bf16 matrix instructions (avx512_bf16/amx_bf16) and {fp16} fp16 ones "
+            "(avx512_fp16/amx_fp16).")
+
+
+# --- the toy task --------------------------------------------------------------------------------
+
+
+def make_task(seed: int = 0, d_in: int = 32, width: int = 64, batch: int = 256,
+              device: torch.device | str = "cpu") -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """A small MLP and a fixed regression batch: (model, x (batch, d_in), y (batch, 1)), the same for a seed."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(d_in, width), nn.GELU(), nn.Linear(width, 1))
+    x = torch.randn(batch, d_in, generator=gen)
+    teacher = torch.randn(d_in, 1, generator=gen) / math.sqrt(d_in)
+    y = torch.sin(3 * x @ teacher)  # a smooth target the MLP can learn
+    return model.to(device), x.to(device), y.to(device)
+
+
+def scaled_mse(loss_scale: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Mean squared error (in float32) times `loss_scale`: a small factor stands in for the tiny gradients of a deep net."""
+
+    def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return loss_scale * F.mse_loss(out.float(), target.float())
+
+    return loss_fn
+
+
+def first_layer(model: nn.Module) -> nn.Linear:
+    """The model's first Linear layer."""
+    return next(m for m in model.modules() if isinstance(m, nn.Linear))
+
+
+@dataclass
+class TrainingRun:
+    """What one training run did, step by step."""
+
+    label: str
+    losses: list[float] = field(default_factory=list)  # the loss each step returned, divided by the task's loss_scale
+    scales: list[float] | None = None  # the scaler's scale after each step (None without a scaler)
+    skipped: list[int] = field(default_factory=list)  # steps that left every weight unchanged
+    zero_grads: list[float] = field(default_factory=list)  # fraction of the first layer's weight gradients that are 0
+
+    @property
+    def final(self) -> float:
+        return self.losses[-1] if self.losses else math.nan
+
+
+def train(step: Callable[[nn.Module, torch.optim.Optimizer], torch.Tensor], label: str, steps: int, seed: int = 0,
+          lr: float = 1e-2, loss_scale: float = 1.0, scaler: torch.amp.GradScaler | None = None,
+          task: Callable[[int], tuple] = make_task) -> TrainingRun:
+    """Train task(seed)'s model with Adam for `steps` calls of step(model, opt); record loss, scale, skipped steps, zero gradients."""
+    model, _, _ = task(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    run = TrainingRun(label, scales=[] if scaler is not None else None)
+    for i in range(steps):
+        before = [p.detach().clone() for p in model.parameters()]
+        loss = step(model, opt)
+        run.losses.append(float(loss.detach().float()) / loss_scale)
+        grad = first_layer(model).weight.grad
+        run.zero_grads.append(1.0 if grad is None else float((grad == 0).float().mean()))
+        if all(torch.equal(b, p) for b, p in zip(before, model.parameters())):
+            run.skipped.append(i)
+        if scaler is not None:
+            run.scales.append(float(scaler.get_scale()))
+    return run
+
+
+def halved_where_skipped(run: TrainingRun) -> bool:
+    """True when the scale went down exactly on the steps that left the weights unchanged (GradScaler's rule)."""
+    if run.scales is None:
+        return False
+    previous = [run.scales[0] * 2 if 0 in run.skipped else run.scales[0]] + run.scales[:-1]
+    lowered = [i for i, (a, b) in enumerate(zip(previous, run.scales)) if b < a]
+    halved = all(run.scales[i] == previous[i] / 2 for i in lowered)
+    return lowered == run.skipped and halved
+
+
+# --- what a step keeps for backward --------------------------------------------------------------
+
+
+def saved_for_backward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable,
+                       dtype: torch.dtype | None) -> dict:
+    """Bytes autograd saves for backward in one forward + loss under autocast to `dtype` (None: fp32), by dtype.
+
+    Measured with saved-tensor hooks (grader.memory.SavedTensors), each storage once,
+    parameters not counted; the low-precision copies autocast makes of the weights are
+    (`weight_copies`: saved low-precision tensors shaped like a parameter or its transpose).
+    """
+    device_type = x.device.type
+    with memory.SavedTensors(exclude=model.parameters()) as saved:
+        with torch.autocast(device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            loss_fn(model(x), y)
+    by_dtype: dict[str, int] = {}
+    weight_shapes = {tuple(p.shape) for p in model.parameters()} | {tuple(p.shape)[::-1] for p in model.parameters()}
+    copies = 0
+    for row in saved.rows:
+        if row["counted"]:
+            name = row["dtype"].removeprefix("torch.")
+            by_dtype[name] = by_dtype.get(name, 0) + row["storage_nbytes"]
+            if dtype is not None and tuple(row["shape"]) in weight_shapes and name != "float32":
+                copies += row["storage_nbytes"]
+    return {"total": saved.nbytes, "by_dtype": by_dtype, "rows": list(saved.rows), "weight_copies": copies}
+
+
+def clone_model(model: nn.Module) -> nn.Module:
+    """An independent copy of `model` (weights included)."""
+    return copy.deepcopy(model)
+
+
+# --- a GPU when there is none: a labelled model -------------------------------------------------------
+
+
+def lesson_constants() -> dict:
+    """The modelling assumptions of lesson 06 (data/lesson06_model.json), each with its source."""
+    with open(specs.data_dir() / "lesson06_model.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+GPU_FORMATS = ("fp32", "tf32", "bf16", "fp16")
+
+
+def gpu_step_model(chip: specs.Chip, n_params: int, shape, batch: int, seq: int, fmt: str) -> dict:
+    """Model: one AdamW training step of a transformer on `chip` in `fmt`: seconds, tokens/s, peak bytes.
+
+    step_seconds: 6 × parameters × tokens FLOPs at the datasheet peak for `fmt` (tensor cores for
+    tf32/bf16/fp16), so a lower bound that real kernels do not reach. peak bytes: 16 bytes per
+    parameter (fp32 weights, fp32 gradients, AdamW's two fp32 moments: autocast keeps all of them
+    in fp32), plus autocast's 2-byte copy of the weights in bf16/fp16, plus lesson 04's activation
+    model at 4 or 2 bytes per element, plus float32 logits for the loss.
+    """
+    constants = lesson_constants()
+    flops = constants["training_flops_per_parameter_per_token"]["value"] * n_params * batch * seq
+    seconds = flops / chip.peak(fmt)
+    low = fmt in ("bf16", "fp16")
+    element = 2 if low else 4
+    state = 16 * n_params + (2 * n_params if low else 0)
+    activations = memory.activation_model(shape, batch, seq, element_bytes=element, mask_bytes=1, loss=True)
+    return {"step_seconds": seconds, "tokens_per_second": batch * seq / seconds, "peak_bytes": state + activations,
+            "state_bytes": state, "activation_bytes": activations}
+
+
+def gpu_label(chip: specs.Chip) -> str:
+    """The label every modelled GPU figure carries."""
+    return f"{chip.name} (model: datasheet peak, 6·N·tokens FLOPs, lesson 04's memory model; not a measurement)"
+
+

@@ -1,0 +1,531 @@
+"""Checks for lesson 06 (mixed precision end to end): a training step with autocast and a scaler, the per-op policy,
+a smoothed loss curve and its verdict, and which formats need a scaler.
+
+amp_step is checked by running it on the CPU (fp16 with GradScaler("cpu"), and bf16 without a
+scaler) and comparing what it did with the course's reference step, which the judge runs in its
+own process on the same seeded task. The autocast policy is the device's own: the judge finds the
+expected dtypes by running the model under autocast here, never from a list written for CUDA.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable
+from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson06.expect
+from grader.notebook import CheckFailed, NotDone
+
+DEVICE_TYPE = "cpu"  # checks run on the CPU, where autocast and GradScaler("cpu") both work
+
+# --- amp_step ------------------------------------------------------------------------------------
+
+
+def _task(seed: int) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """A small MLP and one regression batch, the same in every process for a seed."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 1))
+    x = torch.randn(64, 16, generator=gen)
+    y = torch.sin(2 * x[:, :1] - x[:, 1:2])
+    return model, x, y
+
+
+def _scaled_mse(loss_scale: float) -> Callable:
+    def loss_fn(out, target):
+        return loss_scale * F.mse_loss(out.float(), target)
+
+    return loss_fn
+
+
+# name -> (dtype, scaler settings or None, loss_scale, steps, learning rate)
+_SCENARIOS = {
+    "fp16, loss × 1e-6, GradScaler": (torch.float16, {"init_scale": 2.0**16}, 1e-6, 6, 3e-2),
+    "fp16, forced overflow": (torch.float16, {"init_scale": 2.0**40}, 1.0, 1, 3e-2),
+    "bf16, no scaler": (torch.bfloat16, None, 1.0, 2, 3e-2),
+}
+
+
+def _params(model: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | None = None) -> dict:
+    """Run `amp_step` for a scenario's steps on task(seed); what it returned and did, as plain data."""
+    dtype, settings, loss_scale, default_steps, lr = _SCENARIOS[name]
+    steps = default_steps if steps is None else steps
+    model, x, y = _task(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = None if settings is None else torch.amp.GradScaler(DEVICE_TYPE, growth_interval=2000, **settings)
+    linear_out: list[str] = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: linear_out.append(str(getattr(out, "dtype", type(out).__name__))))
+             for m in model.modules() if isinstance(m, nn.Linear)]
+    seen: dict[str, Any] = {"losses": [], "returned": [], "scales": [], "params": [], "grads": [], "zero_grads": []}
+    try:
+        for i in range(steps):
+            before = _params(model)
+            try:
+                loss = amp_step(model, opt, x, y, _scaled_mse(loss_scale), DEVICE_TYPE, dtype, scaler)
+            except NotImplementedError:
+                raise NotDone("amp_step") from None
+            except Exception as exc:  # noqa: BLE001  the judge says what the crash means
+                seen["raised"] = {"step": i, "name": type(exc).__name__, "message": str(exc)[:500]}
+                break
+            seen["returned"].append(type(loss).__name__)
+            value = loss.detach().float().reshape(-1)[0].item() if isinstance(loss, torch.Tensor) and loss.numel() else None
+            seen["losses"].append(value)
+            if i == 0:
+                seen["linear_out"] = list(linear_out)
+            seen["scales"].append(None if scaler is None else float(scaler.get_scale()))
+            after = _params(model)
+            seen["params"].append(torch.cat([p.reshape(-1) for p in after]))
+            grad = model[0].weight.grad
+            seen["grads"].append(None if grad is None else grad.detach().float().reshape(-1).clone())
+            seen["zero_grads"].append(None if grad is None else float((grad == 0).float().mean()))
+            seen.setdefault("changed", []).append(not all(torch.equal(a, b) for a, b in zip(before, after)))
+            seen.setdefault("finite", []).append(all(bool(torch.isfinite(p).all()) for p in after))
+    finally:
+        for h in hooks:
+            h.remove()
+    seen["init_scale"] = None if settings is None else settings["init_scale"]
+    seen["loss_scale"] = loss_scale
+    return seen
+
+
+def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, zero_grad: bool = True):
+    """The course's reference step (the judge runs it on the same task); zero_grad=False is the known mistake."""
+    if zero_grad:
+        opt.zero_grad(set_to_none=True)
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss.detach()
+
+
+@functools.lru_cache(maxsize=32)
+def _reference(name: str, seed: int = 0, steps: int | None = None, zero_grad: bool = True) -> dict:
+    step = functools.partial(reference_amp_step, zero_grad=zero_grad)
+    return _run_scenario(step, name, seed, steps)
+
+
+def _observe_amp_step(amp_step: Callable) -> dict:
+    require_callable(amp_step, "amp_step")
+    return {name: _run_scenario(amp_step, name) for name in _SCENARIOS}
+
+
+def _matches(a: Any, b: Any, rel: float = 2e-3, allowed: float = 0.02) -> bool:
+    """Two recorded parameter tensors agree: finite, and at most `allowed` of the elements off by more than `rel`.
+
+    Low-precision kernels may round differently in the grader's process (another thread count),
+    and Adam's first step moves a weight by about ±lr whatever its gradient's size, so a
+    gradient within rounding of 0 can flip one weight; a real mistake moves most of them.
+    """
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape or not a.numel():
+        return False
+    if not bool(torch.isfinite(a).all()):
+        return False
+    scale = float(b.abs().max()) or 1.0
+    off = (a.double() - b.double()).abs() > rel * scale
+    return float(off.double().mean()) <= allowed
+
+
+def _judge_crash(name: str, seen: dict) -> None:
+    raised = seen.get("raised")
+    if not isinstance(raised, dict):
+        return
+    message = str(raised.get("message"))
+    if "No inf checks were recorded" in message:
+        fail(f"in the {name} run, scaler.update() found no record of a checked step: the optimizer step went "
+             "through opt.step() instead of scaler.step(opt). scaler.step unscales the gradients, checks them for "
+             "inf/NaN and skips the step if it finds any; update() then sets the next scale from what it found.")
+    if "_scale is None" in message:
+        fail(f"in the {name} run, scaler.step(opt) found that scaler.scale(loss) was never called: the backward ran on "
+             "the unscaled loss, so fp16 gradients underflow (below about 6e-8) before the scaler can help. "
+             "Call scaler.scale(loss).backward().")
+    if "step() has already been called since the last update()" in message:
+        fail(f"in the {name} run the second step found the scaler still waiting for update(): scaler.update() was "
+             "never called. Call it once per step, after scaler.step(opt): it halves the scale after a skipped step "
+             "(backoff_factor 0.5) and grows it after a run of good ones.")
+    if "unscale_() has already been called" in message:
+        fail(f"in the {name} run, scaler.unscale_ was called twice for one step: scaler.step(opt) unscales by itself.")
+    fail(f"amp_step raised {raised.get('name')} in the {name} run at step {raised.get('step')}: {message}")
+
+
+def _judge_amp_step(observation: dict) -> None:
+    """amp_step: autocast forward and loss, scaled backward, scaler.step, scaler.update; zero_grad first."""
+    if not isinstance(observation, dict) or set(observation) != set(_SCENARIOS):
+        fail("the check could not read what amp_step did (a recording of the wrong shape)")
+    for name, seen in observation.items():
+        _judge_crash(name, seen)
+    fp16, overflow, bf16 = (observation[n] for n in _SCENARIOS)
+    ref16, ref_over, ref_bf = (_reference(n) for n in _SCENARIOS)
+
+    if fp16["returned"][0] != "Tensor" or not is_number(fp16["losses"][0]):
+        fail(f"amp_step returned a {fp16['returned'][0]}; return the loss, a 0-dim tensor (the unscaled loss_fn(...)).")
+    if not fp16.get("linear_out") or fp16["linear_out"][0] == "torch.float32":
+        fail(f"the Linear layers produced {', '.join(fp16.get('linear_out') or ['nothing'])} in an fp16 step: the "
+             "forward ran outside autocast. Run the model and the loss inside `with torch.autocast(device_type, "
+             "dtype=dtype):`, so the matmuls run in low precision.")
+    if fp16["linear_out"][0] != "torch.float16":
+        fail(f"with dtype=torch.float16 the first Linear produced {fp16['linear_out'][0]}: pass dtype to autocast.")
+    want = ref16["losses"][0]
+    got = fp16["losses"][0]
+    if want and close(got, want * fp16["init_scale"], rel=1e-2):
+        fail("amp_step returned the scaled loss (scaler.scale(loss)); return the loss itself, as loss_fn gave it.")
+    if not close(got, want, rel=1e-2):
+        fail(f"amp_step returned a loss of {got:.6g} on the first step; the loss of that batch is {want:.6g}. "
+             "Return loss_fn(model(x), y) as computed in that step.")
+
+    # the forced overflow: 2^40 × the gradients is far beyond fp16's 65504
+    if overflow["changed"] and overflow["changed"][0]:
+        state = "are no longer finite" if not overflow["finite"][0] else "changed"
+        fail(f"with a scale of 2^40 the fp16 gradients overflow to inf, yet the step was applied: the weights {state}. "
+             "Step with scaler.step(opt): it unscales the gradients, finds the inf and skips the step.")
+    if overflow["scales"][0] == overflow["init_scale"]:
+        fail("after a step whose gradients overflowed, the scale is still 2^40: scaler.update() was never called. "
+             "update() halves the scale after a skipped step (backoff_factor 0.5) and grows it after a run of good ones.")
+    if overflow["scales"][0] != ref_over["scales"][0]:
+        fail(f"after one overflowing step the scale is {overflow['scales'][0]:g}; GradScaler halves 2^40 to "
+             f"{ref_over['scales'][0]:g}. Call scaler.update() once per step, after scaler.step(opt).")
+
+    # the tiny loss must learn: the scaler carries its gradients past fp16's underflow
+    if fp16["zero_grads"][0] == 1.0 and ref16["zero_grads"][0] < 1.0:
+        fail("every gradient of the first layer came out 0 in fp16 with a loss of about 1e-6: the backward ran on the "
+             "unscaled loss, so the gradients underflowed in fp16 (below about 6e-8) before the scaler could help. "
+             "Call scaler.scale(loss).backward().")
+    if not (fp16["losses"][-1] < 0.9 * fp16["losses"][0]):
+        fail(f"in fp16 with GradScaler the loss went from {fp16['losses'][0]:.3g} to {fp16['losses'][-1]:.3g} in "
+             f"{len(fp16['losses'])} steps; the reference step brings it to {ref16['losses'][-1]:.3g}. The scaled "
+             "backward and scaler.step must both be there.")
+
+    # bf16, no scaler: two steps must match the reference
+    if bf16["scales"] and any(s is not None for s in bf16["scales"]):
+        fail("with scaler=None amp_step must not use a scaler.")
+    if len(bf16["params"]) == 2 and not _matches(bf16["params"][1], ref_bf["params"][1]):
+        accumulated = _reference("bf16, no scaler", zero_grad=False)
+        if _matches(bf16["params"][1], accumulated["params"][1]):
+            fail("after two bf16 steps the weights match a step that never clears the gradients: the second step used "
+                 "the first step's gradient plus its own. Call opt.zero_grad() at the start of every step.")
+        if _matches(bf16["params"][0], ref_bf["params"][0]):
+            fail("the first bf16 step matches the reference step but the second does not: each step must start from "
+                 "cleared gradients and apply exactly one optimizer step.")
+        fail("after two bf16 steps (scaler=None) the weights differ from the reference step's: zero_grad, forward "
+             "and loss under autocast, loss.backward(), opt.step().")
+    for i, (mine, ref) in enumerate(zip(fp16["params"], ref16["params"])):
+        if not _matches(mine, ref):
+            fail(f"after {i + 1} fp16 step(s) with GradScaler the weights differ from the reference step's: "
+                 "zero_grad; forward and loss under autocast; scaler.scale(loss).backward(); scaler.step(opt); "
+                 "scaler.update().")
+
+
+check_amp_step = Check("amp_step", _observe_amp_step, _judge_amp_step)
+
+
+def _observe_amp_on(amp_step: Callable, scenario: str, seed: int, steps: int) -> dict:
+    require_callable(amp_step, "amp_step")
+    if scenario not in _SCENARIOS:
+        raise ValueError(f"no scenario {scenario!r}")
+    return _run_scenario(amp_step, scenario, seed, steps)
+
+
+def _judge_amp_on(observation: dict, scenario: str, seed: int, steps: int, why: str) -> None:
+    _judge_crash(scenario, observation)
+    ref = _reference(scenario, seed, steps)
+    params = observation.get("params") or []
+    if len(params) != len(ref["params"]) or not all(_matches(a, b) for a, b in zip(params, ref["params"])):
+        fail(why)
+
+
+amp_step_on = Check("amp_step on another task", _observe_amp_on, _judge_amp_on, inputs=("scenario", "seed", "steps"),
+                    announce=False)
+amp_step_on.__doc__ = "Hidden test: amp_step on task(seed) for `steps` steps of a scenario matches the reference step."
+
+
+# --- low_precision_ops ---------------------------------------------------------------------------
+
+
+class _Probe(nn.Module):
+    """A model with a nested block, a branch that sees the float32 input, and a few kinds of leaf module."""
+
+    def __init__(self, conv: bool = False):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+        self.gate = nn.Sigmoid()
+        self.head = nn.LogSoftmax(dim=-1)
+        self.conv = nn.Conv1d(1, 1, 3, padding=1) if conv else None
+
+    def forward(self, x):
+        h = self.body(x) * self.gate(x[:, :4])
+        if self.conv is not None:
+            h = self.conv(h.unsqueeze(1)).squeeze(1)
+        return self.head(h)
+
+
+def _probe(conv: bool = False) -> tuple[nn.Module, torch.Tensor]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return _Probe(conv), torch.randn(5, 8)
+
+
+def _hooks_on(model: nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def _reference_ops(dtype: torch.dtype, conv: bool = False, inputs: bool = False) -> dict:
+    """What each leaf module takes (inputs=True) or produces under autocast on this device: the judge's reference."""
+    model, x = _probe(conv)
+    found = {}
+    handles = [m.register_forward_hook(lambda mod, i, o, n=n: found.__setitem__(n, (i[0] if inputs else o).dtype))
+               for n, m in model.named_modules() if not list(m.children())]
+    try:
+        with torch.autocast(DEVICE_TYPE, dtype=dtype):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found
+
+
+def _observe_ops(fn: Callable, conv: bool = False) -> dict:
+    require_callable(fn, "low_precision_ops")
+    model, x = _probe(conv)
+    seen = {}
+    for label, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("bf16 again", torch.bfloat16)):
+        seen[label] = call(fn, model, x, DEVICE_TYPE, dtype,
+                           label=f"low_precision_ops(model, x, {DEVICE_TYPE!r}, {dtype})")
+        if label == "bf16":
+            seen["hooks_left"] = _hooks_on(model)
+    seen["hooks_at_end"] = _hooks_on(model)
+    seen["x_dtype"] = x.dtype
+    return seen
+
+
+def _judge_ops_result(got: Any, dtype: torch.dtype, conv: bool, label: str) -> None:
+    want = _reference_ops(dtype, conv)
+    if not isinstance(got, dict):
+        fail(f"low_precision_ops returned {type(got).__name__}; return a dict from each leaf module's name "
+             "(as model.named_modules() gives it) to the dtype of its output.")
+    extra = sorted(str(k) for k in set(got) - set(want))
+    missing = sorted(set(want) - set(got))
+    if "" in got or any(k in got for k in ("body",)):
+        fail(f"low_precision_ops reported {extra}: those are containers, not leaf modules. Report only modules with "
+             "no children (the ones that compute something).")
+    if missing or extra:
+        fail(f"low_precision_ops should report the leaf modules {sorted(want)}; missing {missing}, unexpected {extra}.")
+    if all(v == torch.float32 for v in got.values()):
+        fail(f"every module's output came out float32 with dtype={dtype}: the forward pass never ran under "
+             "`torch.autocast(device_type, dtype=dtype)`.")
+    if got == _reference_ops(dtype, conv, inputs=True) and got != want:
+        fail(f"low_precision_ops reported {got.get('body.0')} for body.0, a Linear whose input is float32 but whose "
+             f"output is {want['body.0']} under autocast: you recorded the dtype of each module's input. Record the "
+             "output's dtype (the third argument of a forward hook).")
+    for name in sorted(want):
+        if got[name] != want[name]:
+            fail(f"{label}: for {name} ({type(dict(_probe(conv)[0].named_modules())[name]).__name__}) you reported "
+                 f"{got[name]}; under autocast to {dtype} on the {DEVICE_TYPE} its output is {want[name]}.")
+
+
+def _judge_ops(observation: dict, conv: bool = False) -> None:
+    """low_precision_ops: each leaf module's output dtype under autocast, hooks removed afterwards."""
+    if not isinstance(observation, dict) or not {"bf16", "fp16", "bf16 again", "hooks_left"} <= set(observation):
+        fail("the check could not read what low_precision_ops returned")
+    _judge_ops_result(observation["bf16"], torch.bfloat16, conv, "with dtype=torch.bfloat16")
+    if observation["hooks_left"]:
+        fail(f"after low_precision_ops returned, {observation['hooks_left']} forward hook(s) were still attached to "
+             "the model: every later forward pass runs them again (a second call counts each module twice). Keep "
+             "the handle register_forward_hook returns and call handle.remove() (in a finally: block).")
+    _judge_ops_result(observation["fp16"], torch.float16, conv, "with dtype=torch.float16")
+    _judge_ops_result(observation["bf16 again"], torch.bfloat16, conv, "called a second time")
+
+
+check_low_precision_ops = Check("low_precision_ops", _observe_ops, _judge_ops)
+
+
+def _observe_ops_on(fn: Callable, conv: bool) -> dict:
+    return _observe_ops(fn, bool(conv))
+
+
+def _judge_ops_on(observation: dict, conv: bool, why: str) -> None:
+    try:
+        _judge_ops(observation, bool(conv))
+    except CheckFailed as exc:
+        fail(f"{why} ({exc})")
+
+
+ops_on = Check("low_precision_ops on another model", _observe_ops_on, _judge_ops_on, inputs=("conv",), announce=False)
+
+
+# --- smooth ----------------------------------------------------------------------------------------
+
+
+def _smooth(values: list[float], beta: float, correct: bool = True, swapped: bool = False,
+            corrected_by: float | None = None) -> list[float]:
+    """The bias-corrected average, or one of the known mistakes (no correction, beta swapped)."""
+    out, v = [], 0.0
+    past = 1 - beta if swapped else beta
+    for t, x in enumerate(values, start=1):
+        v = past * v + (1 - past) * x
+        if correct:
+            denominator = 1 - (past if corrected_by is None else corrected_by) ** t
+            out.append(v / denominator if denominator else math.nan)
+        else:
+            out.append(v)
+    return out
+
+
+def _swapped(args: tuple) -> list[list[float]]:
+    values, beta = args
+    return [_smooth(values, beta, swapped=True), _smooth(values, beta, swapped=True, corrected_by=beta),
+            _smooth(values, beta, correct=False, swapped=True)]
+
+
+_SMOOTH_CASES = [([4.0], 0.9), ([2.0, 2.0, 2.0, 2.0, 2.0], 0.9), ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8),
+                 ([1.0, 2.0, 3.0], 0.5), ([1.0, 5.0, 2.0], 0.0), ([], 0.9)]
+
+
+def _same_list(got: Any, want: list[float], rel: float = 1e-9) -> bool:
+    return (isinstance(got, list) and len(got) == len(want)
+            and all(is_number(g) and close(float(g), w, rel) for g, w in zip(got, want)))
+
+
+def _judge_smooth(smooth: Callable) -> None:
+    """smooth(losses, beta): v_t = beta·v_{t−1} + (1 − beta)·loss_t from v_0 = 0, returned as v_t / (1 − beta^t)."""
+    got = call(smooth, [4.0], 0.9)
+    if not isinstance(got, list):
+        fail(f"smooth([4.0], 0.9) returned {type(got).__name__}; return a list of floats, one per loss.")
+    if _same_list(got, [0.4]):
+        fail("smooth([4.0], 0.9) returned [0.4]: the average starts at 0, so its first values are pulled towards 0. "
+             "Divide v_t by (1 − beta^t), the bias correction, so a first loss of 4.0 smooths to 4.0.")
+    constant = call(smooth, [2.0] * 5, 0.9)
+    for args in _SMOOTH_CASES[:5]:
+        got = call(smooth, *args)
+        if _same_list(got, _smooth(*args)):
+            continue
+        if any(_same_list(got, wrong) for wrong in _swapped(args)):
+            fail(f"smooth{args} returned {got}: beta is used the wrong way round. beta is the weight of the past: "
+                 "v = beta·v + (1 − beta)·loss, so beta = 0.9 averages over about 10 steps and beta = 0 returns the "
+                 "losses unchanged.")
+        if _same_list(got, _smooth(*args, correct=False)):
+            fail(f"smooth{args} returned {got}: no bias correction (divide v_t by 1 − beta^t).")
+        if args[0] == [2.0] * 5:
+            fail(f"smooth([2.0] * 5, 0.9) returned {constant}: a constant loss must smooth to the same constant.")
+        fail(f"smooth{args} returned {got}; the bias-corrected average is {[round(v, 6) for v in _smooth(*args)]}.")
+    if call(smooth, [], 0.9) != []:
+        fail("smooth([], 0.9) should return an empty list.")
+
+
+check_smooth = recorded("smooth", "smooth", _SMOOTH_CASES, _judge_smooth)
+
+
+# --- verdict ---------------------------------------------------------------------------------------
+
+
+def _curve(n: int, start: float, end: float, wiggle: float, scale: float, seed: int) -> list[float]:
+    gen = torch.Generator().manual_seed(seed)
+    noise = (torch.rand(n, generator=gen, dtype=torch.float64) - 0.5) * 2 * wiggle
+    base = torch.logspace(math.log10(start), math.log10(end), n, dtype=torch.float64)
+    return [float(v) for v in (base * (1 + noise) * scale)]
+
+
+_REF = _curve(40, 1.0, 0.1, 0.2, 1e-6, 0)  # a reference fp32 curve, losses of order 1e-6
+_VERDICT_CASES = {
+    "agrees": (_REF, [v * (1 + 0.01 * ((-1) ** i)) for i, v in enumerate(_REF)], 0.9, 0.05),
+    "flat": (_REF, [1e-6] * 40, 0.9, 0.05),
+    "nan at the end": (_REF, _REF[:-1] + [math.nan], 0.9, 0.05),
+    "nan in the middle": (_REF, _REF[:20] + [math.nan] + _REF[21:], 0.9, 0.05),
+    "inf": (_REF, _REF[:30] + [math.inf] * 10, 0.9, 0.05),
+    "rising": (_REF, [1e-6 * 1.05**i for i in range(40)], 0.9, 0.05),
+    "same last value only": (_REF, [1e-6] * 39 + [_REF[-1]], 0.9, 0.05),
+    "one noisy last value": (_REF, _REF[:-1] + [_REF[-1] * 1.3], 0.9, 0.05),
+    "big losses agree": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
+}
+
+
+def _judge_verdict(verdict: Callable) -> None:
+    """verdict(reference, run, beta, rtol): 'diverged' (not finite, or rising), 'agrees' (within rtol), else 'stalled'."""
+    answers = {name: call(verdict, *args, label=f"verdict(reference, run [{name}], beta, rtol)")
+               for name, args in _VERDICT_CASES.items()}
+    bad = {k: v for k, v in answers.items() if v not in ("agrees", "stalled", "diverged")}
+    if bad:
+        name, value = next(iter(bad.items()))
+        fail(f"verdict returned {value!r} for the {name} run; return exactly 'agrees', 'stalled' or 'diverged'.")
+    for name in ("nan at the end", "nan in the middle", "inf"):
+        if answers[name] == "agrees":
+            fail(f"verdict called a run whose loss became {'inf' if name == 'inf' else 'NaN'} ({name}) 'agrees': "
+                 "every comparison with NaN is False, so a test like `not (difference > tolerance)` lets it through. "
+                 "Check for NaN and inf first (math.isfinite) and call such a run 'diverged'.")
+        if answers[name] != "diverged":
+            fail(f"verdict called a run whose loss became NaN or inf ({name}) {answers[name]!r}; a loss that is not "
+                 "finite means the run diverged.")
+    if answers["flat"] == "agrees":
+        fail("verdict said a flat run 'agrees' with a reference that fell from 1e-6 to 1e-7: with losses this small an "
+             "absolute tolerance (|a − b| ≤ rtol) passes anything. Compare relative to the reference: "
+             "|run − ref| ≤ rtol·|ref|.")
+    if answers["flat"] != "stalled":
+        fail(f"verdict called a finite, flat run {answers['flat']!r}; it did not rise and did not reach the "
+             "reference: 'stalled'.")
+    if answers["same last value only"] == "agrees" or answers["one noisy last value"] == "stalled":
+        fail("verdict judged by the last raw loss: a flat run whose last value happens to equal the reference's was "
+             f"called {answers['same last value only']!r}, and a run that tracks the reference but ends on one noisy "
+             f"step {answers['one noisy last value']!r}. Compare the last values of the smoothed curves (smooth with "
+             "beta), not the last raw losses.")
+    if answers["agrees"] != "agrees" or answers["big losses agree"] != "agrees":
+        fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along; compare the smoothed "
+             "final losses with a relative tolerance rtol.")
+    if answers["rising"] != "diverged":
+        fail(f"verdict called a run whose smoothed loss rose 5 % a step {answers['rising']!r}; a run that ends "
+             "above where it started (by more than rtol) 'diverged'.")
+    if answers["one noisy last value"] != "agrees" or answers["same last value only"] != "stalled":
+        fail("verdict should smooth both curves with beta and compare their last smoothed values.")
+
+
+check_verdict = recorded("verdict", "verdict", list(_VERDICT_CASES.values()), _judge_verdict)
+
+
+# --- which formats need a scaler -----------------------------------------------------------------------
+
+SCALER_FORMATS = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+                  "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+# tf32 is a matmul mode: its values keep fp32's 8 exponent bits (lesson 03), so it has fp32's range.
+
+
+def _needs_scaler(fmt: str) -> bool:
+    """A format needs loss scaling when its range stops short of fp32's: its smallest normal number is larger."""
+    return torch.finfo(SCALER_FORMATS[fmt]).tiny > torch.finfo(torch.float32).tiny
+
+
+def _judge_needs_scaler(needs_scaler: Callable[[str], bool]) -> None:
+    """needs_scaler(fmt): True for the formats whose range is too narrow to train without a loss scaler."""
+    answers = {fmt: call(needs_scaler, fmt) for fmt in SCALER_FORMATS}
+    not_bool = [k for k in SCALER_FORMATS if not isinstance(answers[k], bool)]
+    if not_bool:
+        fail(f"needs_scaler({not_bool[0]!r}) returned {answers[not_bool[0]]!r}; answer True or False.")
+    for fmt in ("bf16", "tf32", "fp32"):
+        if answers[fmt]:
+            fail(f"needs_scaler({fmt!r}) is True, but {fmt} keeps fp32's 8 exponent bits: its smallest normal number is "
+                 f"{torch.finfo(SCALER_FORMATS[fmt]).tiny:.1e}, as small as fp32's. 16 bits do not decide it; the "
+                 "exponent does. A gradient that fp32 can hold, it can hold too.")
+    for fmt in ("fp16", "fp8_e4m3", "fp8_e5m2"):
+        if not answers[fmt]:
+            tiny = torch.finfo(SCALER_FORMATS[fmt]).tiny
+            fail(f"needs_scaler({fmt!r}) is False, but {fmt} has only {4 if fmt == 'fp8_e4m3' else 5} exponent bits: "
+                 f"its smallest normal number is {tiny:.1e} (fp32's is {torch.finfo(torch.float32).tiny:.1e}), so small "
+                 "gradients underflow to 0 unless the loss is scaled up first.")
+    wrong = [k for k in SCALER_FORMATS if answers[k] != _needs_scaler(k)]
+    if wrong:
+        fail(f"needs_scaler is wrong for {wrong}.")
+
+
+check_needs_scaler = recorded("needs_scaler", "needs_scaler", [(fmt,) for fmt in SCALER_FORMATS], _judge_needs_scaler)

@@ -1,0 +1,293 @@
+"""Mutants for lesson 06 (mixed precision end to end): the mistakes learners make with autocast, the scaler and loss curves."""
+
+LESSON = "06_mixed_precision"
+
+_STEP_HEAD = """
+import torch
+def amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler):
+"""
+
+_OPS_HEAD = """
+import torch
+def low_precision_ops(model, x, device_type, dtype):
+    found = {}
+    leaves = [(n, m) for n, m in model.named_modules() if not list(m.children())]
+"""
+
+_SMOOTH_HEAD = """
+def smooth(losses, beta):
+    out, v = [], 0.0
+    for t, loss in enumerate(losses, start=1):
+"""
+
+_VERDICT_HEAD = """
+import math
+def _smooth(values, beta):
+    out, v = [], 0.0
+    for t, x in enumerate(values, start=1):
+        v = beta * v + (1 - beta) * x
+        out.append(v / (1 - beta ** t))
+    return out
+def verdict(reference, run, beta, rtol):
+"""
+
+MUTANTS = {
+    "amp_step_check": [
+        (
+            "backward on the unscaled loss",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    if scaler is None:
+        opt.step()
+    else:
+        scaler.step(opt)
+        scaler.update()
+    return loss
+""",
+            r"backward ran on the unscaled loss",
+        ),
+        (
+            "opt.step() instead of scaler.step",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        opt.step()
+        scaler.update()
+    return loss
+""",
+            r"opt\.step\(\) instead of scaler\.step\(opt\)",
+        ),
+        (
+            "opt.step() and no update",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    opt.step()
+    return loss
+""",
+            r"yet the step was applied",
+        ),
+        (
+            "no update()",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+    return loss
+""",
+            r"scaler\.update\(\) was never called",
+        ),
+        (
+            "forward outside autocast",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    out = model(x)
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(out, y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss
+""",
+            r"forward ran outside autocast",
+        ),
+        (
+            "no zero_grad",
+            _STEP_HEAD + """
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss
+""",
+            r"never clears the gradients",
+        ),
+        (
+            "returns the scaled loss",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+        return loss
+    scaled = scaler.scale(loss)
+    scaled.backward()
+    scaler.step(opt)
+    scaler.update()
+    return scaled
+""",
+            r"returned the scaled loss",
+        ),
+    ],
+    "low_precision_ops_check": [
+        (
+            "input dtypes reported",
+            _OPS_HEAD + """
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, inp[0].dtype)) for n, m in leaves]
+    try:
+        with torch.autocast(device_type, dtype=dtype):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found
+""",
+            r"recorded the dtype of each module's input",
+        ),
+        (
+            "autocast never entered",
+            _OPS_HEAD + """
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype)) for n, m in leaves]
+    model(x)
+    for h in handles:
+        h.remove()
+    return found
+""",
+            r"never ran under",
+        ),
+        (
+            "hooks left attached",
+            _OPS_HEAD + """
+    for n, m in leaves:
+        m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype))
+    with torch.autocast(device_type, dtype=dtype):
+        model(x)
+    return found
+""",
+            r"still attached",
+        ),
+        (
+            "every module, containers too",
+            """
+import torch
+def low_precision_ops(model, x, device_type, dtype):
+    found = {}
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype))
+               for n, m in model.named_modules()]
+    with torch.autocast(device_type, dtype=dtype):
+        model(x)
+    for h in handles:
+        h.remove()
+    return found
+""",
+            r"containers, not leaf modules",
+        ),
+    ],
+    "smooth_check": [
+        (
+            "no bias correction",
+            _SMOOTH_HEAD + """
+        v = beta * v + (1 - beta) * loss
+        out.append(v)
+    return out
+""",
+            r"bias correction",
+        ),
+        (
+            "beta the wrong way round",
+            _SMOOTH_HEAD + """
+        v = (1 - beta) * v + beta * loss
+        out.append(v / (1 - beta ** t))
+    return out
+""",
+            r"wrong way round",
+        ),
+        (
+            "beta the wrong way round, corrected consistently",
+            _SMOOTH_HEAD + """
+        v = (1 - beta) * v + beta * loss
+        out.append(v / (1 - (1 - beta) ** t))
+    return out
+""",
+            r"wrong way round",
+        ),
+    ],
+    "verdict_check": [
+        (
+            "compares only the last raw value",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    if abs(run[-1] - reference[-1]) <= rtol * abs(reference[-1]):
+        return "agrees"
+    s = _smooth(run, beta)
+    return "diverged" if s[-1] > s[0] * (1 + rtol) else "stalled"
+""",
+            r"last raw loss",
+        ),
+        (
+            "NaN taken as agreeing",
+            _VERDICT_HEAD + """
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if s[-1] > s[0] * (1 + rtol):
+        return "diverged"
+    if abs(s[-1] - r[-1]) > rtol * abs(r[-1]):
+        return "stalled"
+    return "agrees"
+""",
+            r"every comparison with NaN is False",
+        ),
+        (
+            "absolute instead of relative tolerance",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if s[-1] > s[0] * (1 + rtol):
+        return "diverged"
+    return "agrees" if abs(s[-1] - r[-1]) <= rtol else "stalled"
+""",
+            r"absolute tolerance",
+        ),
+    ],
+    "needs_scaler_check": [
+        (
+            "every 16-bit format needs a scaler",
+            "def needs_scaler(fmt):\n    return fmt in ('bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2')",
+            r"16 bits do not decide it",
+        ),
+        (
+            "fp8 thought safe",
+            "def needs_scaler(fmt):\n    return fmt == 'fp16'",
+            r"needs_scaler\('fp8_e4m3'\) is False",
+        ),
+        (
+            "tf32 thought to need one (only 10 mantissa bits)",
+            "def needs_scaler(fmt):\n    return fmt not in ('fp32', 'bf16')",
+            r"tf32 keeps fp32's 8 exponent bits",
+        ),
+        (
+            "words instead of booleans",
+            "def needs_scaler(fmt):\n    return 'yes' if fmt in ('fp16', 'fp8_e4m3', 'fp8_e5m2') else 'no'",
+            r"answer True or False",
+        ),
+    ],
+}

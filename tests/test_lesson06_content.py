@@ -1,0 +1,185 @@
+"""Lesson 06 (mixed precision): the toolkit it uses (grader.amp), its GPU path, and its checks' judges on forged data."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from conftest import ROOT, read_notebook
+from grader import amp, specs
+from grader.checks import _plain, lesson06
+from grader.notebook import CheckFailed, NotDone
+
+LESSON = "06_mixed_precision"
+
+
+def _step(dtype, scaler):
+    def step(model, opt, x, y, loss_fn):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=dtype):
+            loss = loss_fn(model(x), y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return loss.detach()
+
+    return step
+
+
+def _train(dtype, scaler, steps=12, loss_scale=1e-6):
+    _, x, y = amp.make_task(seed=0)
+    loss_fn = amp.scaled_mse(loss_scale)
+    step = _step(dtype, scaler)
+    return amp.train(lambda m, o: step(m, o, x, y, loss_fn), "run", steps, loss_scale=loss_scale, scaler=scaler)
+
+
+def test_cpu_instructions_says_what_it_found():
+    info = amp.cpu_instructions()
+    assert info["capability"] == torch.backends.cpu.get_cpu_capability()
+    assert info["flags"] is None or set(info["flags"]) <= set(amp.LOW_PRECISION_FLAGS)
+    assert info["capability"] in amp.describe_cpu(info)
+
+
+def test_make_task_is_the_same_for_a_seed_and_leaves_the_global_generator_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    (m1, x1, y1), (m2, x2, y2) = amp.make_task(seed=4), amp.make_task(seed=4)
+    assert torch.equal(torch.rand(1), expected)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert all(torch.equal(a, b) for a, b in zip(m1.parameters(), m2.parameters()))
+
+
+def test_fp16_without_a_scaler_underflows_and_with_one_learns():
+    stuck = _train(torch.float16, None)
+    learned = _train(torch.float16, torch.amp.GradScaler("cpu"))
+    assert stuck.zero_grads[0] == 1.0 and stuck.losses[-1] == stuck.losses[0]
+    assert learned.zero_grads[0] < 0.5 and learned.losses[-1] < 0.9 * learned.losses[0]
+    assert len(stuck.skipped) == 12 and learned.skipped == []
+
+
+def test_grad_scaler_halves_exactly_where_it_skips():
+    run = _train(torch.float16, torch.amp.GradScaler("cpu", init_scale=2.0**48, growth_interval=3), steps=20)
+    assert run.skipped and run.skipped[0] == 0
+    assert amp.halved_where_skipped(run)
+    assert run.scales[0] == 2.0**47  # halved, never raised, after an overflow
+
+
+def test_saved_for_backward_counts_autocasts_weight_copies():
+    model, x, y = amp.make_task(seed=0, d_in=64, width=128, batch=32)
+    fp32 = amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), None)
+    bf16 = amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), torch.bfloat16)
+    assert fp32["weight_copies"] == 0 and set(fp32["by_dtype"]) == {"float32"}
+    # the second layer's weight, transposed, in 2 bytes: backward needs it for the gradient of its input; the first
+    # layer's input needs no gradient, so its weight copy is not saved
+    assert bf16["weight_copies"] == 128 * 2
+    assert 0 < bf16["total"] < fp32["total"]
+    assert sum(bf16["by_dtype"].values()) == bf16["total"]
+
+
+def test_gpu_model_is_labelled_and_follows_its_assumptions():
+    chip = specs.chip("H100")
+    row = next(r for r in specs.load_models() if r["model"].startswith("GPT-2 small"))
+    from grader.memory import shape_from_row
+
+    shape = shape_from_row(row, seq=1024)
+    figures = {fmt: amp.gpu_step_model(chip, row["n_params"], shape, 8, 1024, fmt) for fmt in amp.GPU_FORMATS}
+    six = amp.lesson_constants()["training_flops_per_parameter_per_token"]
+    assert six["value"] == 6 and "Kaplan" in six["source"]
+    assert math.isclose(figures["bf16"]["step_seconds"], 6 * row["n_params"] * 8 * 1024 / chip.peak("bf16"))
+    assert figures["fp32"]["step_seconds"] > figures["tf32"]["step_seconds"] > figures["bf16"]["step_seconds"]
+    assert figures["fp32"]["peak_bytes"] == figures["tf32"]["peak_bytes"] > figures["bf16"]["peak_bytes"]
+    assert "model" in amp.gpu_label(chip) and "not a measurement" in amp.gpu_label(chip)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_gpu_amp_figures_refuse_clearly_without_cuda():
+    from grader import gpu
+
+    with pytest.raises(RuntimeError, match="NVIDIA GPU"):
+        gpu.amp_training_figures()
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+
+def _reference_step(model, opt, x, y, loss_fn, device_type, dtype, scaler):
+    return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler)
+
+
+def test_hidden_amp_step_test_passes_the_reference_and_fails_a_step_without_zero_grad():
+    lesson06.amp_step_on(_reference_step, scenario="bf16, no scaler", seed=7, steps=3, why="x")
+
+    def forgetful(model, opt, x, y, loss_fn, device_type, dtype, scaler):
+        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, zero_grad=False)
+
+    with pytest.raises(CheckFailed, match="should match"):
+        lesson06.amp_step_on(forgetful, scenario="bf16, no scaler", seed=7, steps=3, why="should match")
+
+
+def test_a_stub_is_not_done():
+    def amp_step(*args):
+        raise NotImplementedError
+
+    with pytest.raises(NotDone, match="amp_step"):
+        lesson06.check_amp_step(amp_step)
+
+
+FORGED = [None, 0, "x", [], {}, {"calls": []}, {"calls": [["[]", {"value": 1}]]}, [{"got": 1}],
+          {name: {} for name in lesson06._SCENARIOS},
+          {"bf16": {}, "fp16": {}, "bf16 again": {}, "hooks_left": 0}]
+
+
+@pytest.mark.parametrize("check", [lesson06.check_amp_step, lesson06.check_low_precision_ops, lesson06.check_smooth,
+                                   lesson06.check_verdict, lesson06.check_needs_scaler])
+@pytest.mark.parametrize("forged", range(len(FORGED)))
+def test_a_forged_observation_never_passes(check, forged):
+    observation = _plain.roundtrip(FORGED[forged])
+    with pytest.raises(Exception):
+        check.judge(observation)
+
+
+def test_checks_print_nothing_when_they_fail(capsys):
+    with pytest.raises(CheckFailed):
+        lesson06.check_smooth(lambda losses, beta: [0.0 for _ in losses])
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+
+
+def test_the_lesson_corrects_its_source_on_the_scaler_and_says_how_run_all_stops():
+    nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    text = "\n".join(c.source for c in nb.cells)
+    assert "Run All stops at the first exercise you have not done yet" in text
+    assert "It is the other way round" in text and "get_backoff_factor()" in text
+    assert "from grader.notebook import skip_if_not_done" in text
+
+
+def test_lesson_shows_a_recorded_gpu_run_labelled_as_such(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from grader.pipeline.run import run
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data, ignore=shutil.ignore_patterns("recorded"))
+    (data / "recorded").mkdir()
+    rows = [{"format": f, "step_seconds": s, "step_seconds_min": s, "step_seconds_max": s, "tokens_per_second": 8192 / s,
+             "peak_bytes": b, "loss_after_steps": 5.0}
+            for f, s, b in (("fp32", 0.4, 20e9), ("tf32", 0.2, 20e9), ("bf16", 0.1, 15e9), ("fp16", 0.1, 15e9))]
+    fixture = {  # a test fixture, not a measurement: it lives only in this temporary folder
+        "provenance": {"device": "TEST-FIXTURE-GPU", "torch": "0.0", "date": "2000-01-01", "driver": "0", "cuda": "0",
+                       "command": "tests/test_lesson06_content.py"},
+        "figures": {"amp": {"model": "GPT-2 small (124M)", "batch": 8, "seq": 1024, "steps": 20, "formats": rows}},
+    }
+    (data / "recorded" / "fixture.json").write_text(json.dumps(fixture))
+    monkeypatch.setenv("GRADER_DATA", str(data))
+    results = run(ROOT, [LESSON], {"device": "cpu", "demo": True, "threads": 1}, tmp_path / "out", log=lambda line: None)
+    assert results[0][2] == "ok", results[0][2]
+    text = json.dumps(read_notebook(tmp_path / "out" / f"{LESSON}.ipynb"))
+    assert "recorded: TEST-FIXTURE-GPU" in text and "not a measurement" in text  # the explorer stays a model
