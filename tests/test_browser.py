@@ -276,8 +276,13 @@ def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browse
     cells = page.evaluate(_OUTPUTS)
     errors = _errors(cells)
     first_error = next((c for c in cells if c["type"] == "code" and _errors([c])), None)
-    if first_error is not None:
-        page.locator(".jp-Cell").nth(first_error["i"]).scroll_into_view_if_needed()
+    if first_error is not None:  # the notebook renders only the cells in view: scroll through the notebook's own API
+        page.evaluate("""async (i) => {
+          const notebook = window.jupyterapp.shell.currentWidget.content;
+          notebook.activeCellIndex = i;
+          await notebook.scrollToItem(i, 'center');
+        }""", first_error["i"])
+        page.wait_for_timeout(500)
     _shot(page, f"{lesson}-blank-run-all-{size}")
     page.close()
     opening = " ".join(c["source"] for c in cells[:6] if c["type"] == "markdown")
@@ -388,13 +393,13 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
 
 def _run_cell_by_cell(path: Path) -> nbformat.NotebookNode:
     """Every cell in turn, errors kept, with the lesson's quickest settings (demo = True)."""
-    from nbclient import NotebookClient
+    from grader.pipeline.kernels import notebook_client
 
     nb = nbformat.read(str(path), as_version=4)
     for cell in nb.cells:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             cell.source = re.sub(r"^demo = False", "demo = True", cell.source, flags=re.M)
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+    notebook_client(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     return nb
 

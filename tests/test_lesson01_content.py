@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import pytest
 import torch
-from nbclient import NotebookClient
+from grader.pipeline.kernels import notebook_client
 
 from conftest import ROOT, read_notebook
 from grader import plots, specs, timing
@@ -268,7 +268,7 @@ def test_opening_says_where_run_all_stops():
 
 def test_blank_release_fails_only_at_check_cells_with_one_line():
     nb = read_notebook(STUDENT)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+    notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(STUDENT.parent)}}).execute()
     graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
     errors = {i: o for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs

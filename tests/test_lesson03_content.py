@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from nbclient import NotebookClient
+from grader.pipeline.kernels import notebook_client
 
 from conftest import ROOT, read_notebook
 from grader.checks import _plain, lesson03
@@ -212,7 +212,7 @@ def test_show_cells_use_exercises_only_under_skip_if_not_done():
 
 def test_blank_release_runs_cell_by_cell_failing_only_at_checks():
     nb = read_notebook(RELEASE)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+    notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(RELEASE.parent)}}).execute()
     graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
     errors = {i: (o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from nbclient import NotebookClient
+from grader.pipeline.kernels import notebook_client
 
 from conftest import ROOT, lesson_ids, read_notebook
 from grader.pipeline.release import release
@@ -75,7 +75,7 @@ def test_solution_runs_under_papermill(lesson, tmp_path):
 def test_student_notebook_fails_only_at_checks_with_one_line(lesson):
     """A blank release run cell by cell: only check cells fail, each with the one-line 'not done yet', no package frames."""
     nb = read_notebook(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+    notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(ROOT / "notebooks" / lesson)}}).execute()
     errors = [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}

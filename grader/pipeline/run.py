@@ -13,7 +13,12 @@ from typing import Iterable
 import nbformat
 
 from grader.pipeline.feedback import _HIDDEN
+from nbclient.exceptions import CellTimeoutError
+
+from grader.pipeline.kernels import execute_notebook
 from grader.pipeline.tools import lessons
+
+CELL_TIMEOUT_SECONDS = 900  # a cell still running after this fails its run, so nothing waits forever
 
 _SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[ \t]*$", re.S | re.M)
 # What nbgrader leaves in place of a solution (its ClearSolutions stub for Python).
@@ -50,7 +55,7 @@ def run(
         start = time.perf_counter()
         status = "ok"
         try:
-            papermill.execute_notebook(
+            execute_notebook(
                 str(notebook),
                 str(output),
                 parameters=parameters or {},
@@ -58,9 +63,12 @@ def run(
                 kernel_name="python3",
                 progress_bar=False,
                 log_output=False,
+                execution_timeout=CELL_TIMEOUT_SECONDS,
             )
         except papermill.PapermillExecutionError as exc:
             status = f"failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
+        except CellTimeoutError as exc:
+            status = f"timed out: a cell ran longer than {CELL_TIMEOUT_SECONDS} s ({str(exc).splitlines()[0]})"
         seconds = time.perf_counter() - start
         log(f"[{i}/{len(chosen)}] {lesson}: {status} ({seconds:.1f} s) -> {output}")
         results.append((lesson, seconds, status))
