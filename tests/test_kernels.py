@@ -39,3 +39,10 @@ def test_sliced_get_msg_still_times_out(monkeypatch):
     kernels._sliced(channel)
     with pytest.raises(Empty):
         asyncio.run(channel.get_msg(timeout=0.05))
+
+
+def test_the_clients_do_not_mimic_output_widgets():
+    import nbformat
+
+    client = kernels.notebook_client(nbformat.v4.new_notebook())
+    assert client.widget_registry == {}

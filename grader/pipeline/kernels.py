@@ -5,7 +5,9 @@ one asyncio poll of the socket with no timeout. When a cell shows an
 ipywidget, that wait can miss the reply that has already arrived and never
 return (jupyter/nbclient#312; seen here with lessons 01 and 06 under load:
 the kernel idle, papermill waiting forever). Polling in one-second slices
-re-checks the socket each time, so a reply that is there is always read.
+re-checks the socket each time, so a reply that is there is always read; and
+the client does not mimic Output widgets, the one place nbclient sends on the
+shell socket while it waits on it.
 `execute_notebook` is papermill's, through an engine whose client does that;
 `notebook_client` is nbclient's NotebookClient that does the same.
 """
@@ -41,7 +43,18 @@ def _sliced(channel) -> None:
 
 
 class _Sliced:
-    """Mixin for nbclient clients: once the kernel client exists, its shell and iopub channels poll in slices."""
+    """Mixin for nbclient clients: channels that poll in slices, and no mimicked Output widget.
+
+    nbclient mimics a front end's Output widget (nbclient/output_widget.py): while it reads
+    a cell's iopub messages it sends comm messages back on the shell socket it is also
+    waiting on for the cell's reply. Runs here hung exactly in such cells (the kernel idle,
+    no output recorded), so this client leaves Output widgets alone: their contents stay in
+    the widget's state, and the cells' own outputs are recorded as before.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.widget_registry = {}
 
     async def async_start_new_kernel_client(self):
         kc = await super().async_start_new_kernel_client()
