@@ -51,6 +51,7 @@ class Chip:
     source: str
     notes: str = ""
     power_limit_w: float | None = None  # watts: board power / TDP as the datasheet prints it; None where none is printed
+    nvlink_gbs: float | None = None  # GB/s, GPU-to-GPU NVLink per GPU, both directions summed as printed; None without NVLink
 
     def peak(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for `dtype` ("fp32", "tf32", "fp16", "bf16", "fp8")."""
@@ -95,6 +96,7 @@ def load_chips() -> list[Chip]:
                     source=row["source"],
                     notes=row.get("notes", ""),
                     power_limit_w=_number(row.get("power_limit_w", "")),
+                    nvlink_gbs=_number(row.get("nvlink_gbs", "")),
                 )
             )
     return chips

@@ -88,6 +88,34 @@ def test_chips_have_sources_and_units():
     assert h100.balance("bf16") == pytest.approx(h100.peak("bf16") / h100.bandwidth)
 
 
+def test_chips_columns_in_order():
+    import csv
+
+    with open(ROOT / "data" / "chips.csv", newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    assert header == ["chip", "vendor", "form", "memory_gb", "memory_bandwidth_gbs", "fp32_tflops", "tf32_tflops",
+                      "fp16_tflops", "bf16_tflops", "fp8_tflops", "host_link", "host_link_gbs", "nvlink_gbs",
+                      "power_limit_w", "source", "notes"]
+    readme = (ROOT / "data" / "README.md").read_text()
+    for column in header:
+        assert f"| `{column}` |" in readme, f"data/README.md does not explain chips.csv's {column}"
+
+
+def test_nvlink_figures_name_their_document():
+    documents = ("datasheet", "whitepaper", "product brief")
+    chips = specs.load_chips()
+    assert [c.name for c in chips if c.nvlink_gbs], "no chip in data/chips.csv has an nvlink_gbs figure"
+    for c in chips:
+        if c.nvlink_gbs is not None:
+            assert 50 <= c.nvlink_gbs <= 2000, f"{c.name}: nvlink_gbs {c.nvlink_gbs} is not GB/s"
+            assert "NVLink" in c.notes and "nvlink_gbs =" in c.notes, f"{c.name}: notes must quote the NVLink figure"
+            assert "both directions" in c.notes, f"{c.name}: notes must say the figure sums both directions"
+            assert any(d in c.source.lower() for d in documents), f"{c.name}: source names no document"
+        else:
+            assert "nvlink_gbs empty" in c.notes, f"{c.name}: notes must say why nvlink_gbs is empty"
+    assert specs.chip("A100").nvlink_gbs == 600 and specs.chip("T4").nvlink_gbs is None
+
+
 def test_models_table_has_llama_7b():
     models = {m["model"]: m for m in specs.load_models()}
     llama = next(m for name, m in models.items() if "7B" in name and "LLaMA" in name)

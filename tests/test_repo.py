@@ -71,7 +71,7 @@ def test_wheel_has_data_and_no_answers(tmp_path):
     wheel = zipfile.ZipFile(next(tmp_path.glob("*.whl")))
     names = wheel.namelist()
     assert "grader/data/chips.csv" in names
-    assert not [n for n in names if n.endswith(".ipynb") or n.startswith(("solutions/", "tests/"))]
+    assert not [n for n in names if n.endswith(".ipynb") or n.startswith(("solutions/", "tests/", "scripts/"))]
     hidden = _hidden_assert_lines()
     assert hidden
     for name in names:
