@@ -1,0 +1,236 @@
+"""Mutants for lesson 07 (data parallelism): the wrong versions learners write, each with the words its check must say."""
+
+LESSON = "07_data_parallel"
+
+_AR = "def allreduce_seconds(nbytes, world, latency, bandwidth):\n"
+
+_FIT_HEAD = """
+def _line(xs, ts, w):
+    s0 = sum(w); sx = sum(a * x for a, x in zip(w, xs)); sxx = sum(a * x * x for a, x in zip(w, xs))
+    st = sum(a * t for a, t in zip(w, ts)); sxt = sum(a * x * t for a, x, t in zip(w, xs, ts))
+    det = s0 * sxx - sx * sx
+    return (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
+"""
+
+_BUCKET = "def bucket_plan(param_bytes, cap):\n"
+
+_AVG = "def average_gradients(model, world_size, all_reduce):\n"
+
+_MEM = """
+def bytes_per_rank(n_params, world, stage):
+    w, g, o = 2.0 * n_params, 2.0 * n_params, 12.0 * n_params
+"""
+
+MUTANTS = {
+    "allreduce_seconds_check": [
+        ("every rank sends everything to every other rank", _AR + """
+    if world == 1:
+        return 0.0
+    return (world - 1) * latency + (world - 1) * nbytes / bandwidth
+""", r"every rank sent its whole message to every other rank"),
+        ("the /n missing", _AR + """
+    if world == 1:
+        return 0.0
+    return 2 * (world - 1) * latency + 2 * (world - 1) * nbytes / bandwidth
+""", r"the /n is missing"),
+        ("one latency term", _AR + """
+    if world == 1:
+        return 0.0
+    return latency + 2 * (world - 1) / world * nbytes / bandwidth
+""", r"only one latency"),
+        ("a cost for world 1", _AR + """
+    return latency + 2 * (world - 1) / world * nbytes / bandwidth + (nbytes / bandwidth if world == 1 else 0)
+""", r"with one rank there is nobody to exchange"),
+        ("2n steps", _AR + """
+    return 2 * world * latency + 2 * nbytes / bandwidth
+""", r"with one rank there is nobody|2n steps instead of 2\(n-1\)"),
+        ("2n steps, world 1 special-cased", _AR + """
+    if world == 1:
+        return 0.0
+    return 2 * world * latency + 2 * nbytes / bandwidth
+""", r"2n steps instead of 2\(n-1\)"),
+    ],
+    "fit_latency_bandwidth_check": [
+        ("unweighted least squares", _FIT_HEAD + """
+def fit_latency_bandwidth(nbytes, seconds, world):
+    a, b = _line(nbytes, seconds, [1.0] * len(seconds))
+    return a / (2 * (world - 1)), 2 * (world - 1) / (world * b)
+""", r"an unweighted least-squares fit"),
+        ("ring factor missing", _FIT_HEAD + """
+def fit_latency_bandwidth(nbytes, seconds, world):
+    a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
+    return a, 1.0 / b
+""", r"The ring factor is missing"),
+        ("latency and bandwidth swapped", _FIT_HEAD + """
+def fit_latency_bandwidth(nbytes, seconds, world):
+    a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
+    return 2 * (world - 1) / (world * b), a / (2 * (world - 1))
+""", r"latency and bandwidth swapped"),
+        ("two end points", """
+def fit_latency_bandwidth(nbytes, seconds, world):
+    b = (seconds[-1] - seconds[0]) / (nbytes[-1] - nbytes[0])
+    a = seconds[0] - b * nbytes[0]
+    return a / (2 * (world - 1)), 2 * (world - 1) / (world * b)
+""", r"the data were made with"),
+        ("bandwidth in GB/s", _FIT_HEAD + """
+def fit_latency_bandwidth(nbytes, seconds, world):
+    a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
+    return a / (2 * (world - 1)), 2 * (world - 1) / (world * b) / 1e9
+""", r"right figure in GB/s"),
+    ],
+    "bucket_plan_check": [
+        ("forward order", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i, b in enumerate(param_bytes):
+        bucket.append(i)
+        size += b
+        if size >= cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"the first bucket starts with parameter 0"),
+        ("> for >=", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        bucket.append(i)
+        size += param_bytes[i]
+        if size > cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"reaches the cap exactly did not close"),
+        ("closed before the parameter that overflows", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        if bucket and size + param_bytes[i] > cap:
+            out.append(bucket)
+            bucket, size = [], 0
+        bucket.append(i)
+        size += param_bytes[i]
+    return out + ([bucket] if bucket else [])
+""", r"a parameter larger than the cap joins the open bucket"),
+        ("a parameter larger than the cap split", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        left = param_bytes[i]
+        while left > 0:
+            take = min(left, cap - size)
+            bucket.append(i)
+            size += take
+            left -= take
+            if size >= cap:
+                out.append(bucket)
+                bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"must appear exactly once \(a bucket holds whole parameters"),
+        ("last partial bucket dropped", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        bucket.append(i)
+        size += param_bytes[i]
+        if size >= cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out
+""", r"the last bucket is missing"),
+        ("positions in the reversed list", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i, b in enumerate(reversed(param_bytes)):
+        bucket.append(i)
+        size += b
+        if size >= cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"positions in the reversed list"),
+    ],
+    "average_gradients_check": [
+        ("summed, not divided", _AVG + """
+    for p in model.parameters():
+        if p.grad is not None:
+            all_reduce(p.grad)
+""", r"all_reduce sums across the ranks; divide"),
+        ("divided twice", _AVG + """
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad /= world_size
+            all_reduce(p.grad)
+            p.grad /= world_size
+""", r"divided by world_size twice"),
+        ("reduces p.data", _AVG + """
+    for p in model.parameters():
+        all_reduce(p.data)
+        p.data /= world_size
+""", r"passed the weights \(p or p.data\) to all_reduce"),
+        ("reduces a copy never written back", _AVG + """
+    for p in model.parameters():
+        if p.grad is not None:
+            g = p.grad.clone()
+            all_reduce(g)
+            g /= world_size
+""", r"never wrote them back"),
+        ("skips the biases", _AVG + """
+    import torch
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and m.weight.grad is not None:
+            all_reduce(m.weight.grad)
+            m.weight.grad /= world_size
+""", r"averaged some parameters but not"),
+        ("no None check", _AVG + """
+    for p in model.parameters():
+        all_reduce(p.grad)
+        p.grad /= world_size
+""", r"p.grad is None\) has nothing to average"),
+        ("steps the weights too", _AVG + """
+    import torch
+    for p in model.parameters():
+        if p.grad is not None:
+            all_reduce(p.grad)
+            p.grad /= world_size
+            with torch.no_grad():
+                p -= 0.1 * p.grad
+""", r"changed the weights on rank"),
+    ],
+    "bytes_per_rank_check": [
+        ("everything divided at stage 1", _MEM + """
+    if stage == "ddp":
+        return w + g + o
+    if stage == "zero1":
+        return (w + g + o) / world
+    if stage == "zero2":
+        return w + (g + o) / world
+    return (w + g + o) / world
+""", r"everything divided by 8\. Stage 1 shards only"),
+        ("gradients not sharded at stage 2", _MEM + """
+    if stage == "ddp":
+        return w + g + o
+    if stage in ("zero1", "zero2"):
+        return w + g + o / world
+    return (w + g + o) / world
+""", r"the same as stage 1: stage 2 also shards the gradients"),
+        ("Adam without the fp32 master copy", """
+def bytes_per_rank(n_params, world, stage):
+    w, g, o = 2.0 * n_params, 2.0 * n_params, 8.0 * n_params
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
+""", r"mixed-precision Adam keeps 16"),
+        ("weights not sharded at stage 3", _MEM + """
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": w + (g + o) / world}[stage]
+""", r"stage 3 shards the weights too"),
+    ],
+    "bubble_fraction_check": [
+        ("(p-1)/m", """
+def bubble_fraction(stages, microbatches):
+    return (stages - 1) / microbatches
+""", r"\(p-1\)/m: that is the bubble's time over the useful time"),
+        ("(p-1)/(m+p)", """
+def bubble_fraction(stages, microbatches):
+    return (stages - 1) / (microbatches + stages)
+""", r"3/11"),
+        ("p/(m+p-1)", """
+def bubble_fraction(stages, microbatches):
+    return stages / (microbatches + stages - 1)
+""", r"3/11"),
+    ],
+}
