@@ -560,3 +560,39 @@ def format_bars(rows: Sequence[Mapping[str, object]], title: str = "", memory_by
     if title:
         fig.suptitle(title, fontsize=9)
     return fig
+
+
+def memory_per_rank(
+    panels: Mapping[str, Mapping[str, Mapping[str, float]]],
+    lines: Sequence[tuple[str, float]] = (),
+    title: str = "",
+) -> Figure:
+    """One panel per model: a stacked bar of bytes per rank for each strategy, chip memory as labelled lines, in GiB.
+
+    `panels` maps a model's name to {strategy: {term: bytes}}; `lines` are (chip, bytes of memory).
+    Each panel has its own linear GiB axis, tall enough for its bars and every line.
+    """
+    fig = Figure(figsize=(min(10.0, 3.6 + 2.3 * len(panels)), 4.4), layout="constrained")
+    axes = fig.subplots(1, max(len(panels), 1), squeeze=False)[0]
+    styles = ["--", "-.", ":", (0, (5, 1, 1, 1))]
+    for ax, (model, bars) in zip(axes, panels.items()):
+        names = list(bars)
+        terms = list(dict.fromkeys(term for stack in bars.values() for term in stack))
+        bottoms = np.zeros(len(names))
+        for i, term in enumerate(terms):
+            heights = np.array([bars[name].get(term, 0.0) for name in names]) / 2**30
+            ax.bar(names, heights, bottom=bottoms, color=f"C{i % 10}", edgecolor="white",
+                   label=term if ax is axes[0] else None)
+            bottoms += heights
+        for j, (chip, nbytes) in enumerate(lines):
+            ax.axhline(nbytes / 2**30, linestyle=styles[j % len(styles)], color="0.25", linewidth=1.1,
+                       label=f"{chip}: {nbytes / 2**30:.0f} GiB" if ax is axes[0] else None)
+        top = max([float(bottoms.max()) if len(bottoms) else 0.0] + [nbytes / 2**30 for _, nbytes in lines])
+        ax.set_ylim(0, top * 1.08 if top > 0 else 1)
+        ax.set_title(model, fontsize=10)
+        ax.tick_params(labelsize=FONT)
+        ax.tick_params(axis="x", labelrotation=30)
+    axes[0].set_ylabel("GiB per rank (2³⁰ bytes)", fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    fig.legend(loc="outside lower center", fontsize=FONT, ncols=2 if len(panels) >= 3 else 1, frameon=False)
+    return fig

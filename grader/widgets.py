@@ -201,3 +201,49 @@ def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: st
     table.layout.max_width = "100%"
     table.layout.overflow = "auto"  # a wide table scrolls inside the panel rather than pushing it wider
     return widgets.VBox([controls_row([box]), table], layout=widgets.Layout(width="100%", max_width="100%"))
+
+
+def data_parallel_explorer(
+    models: Sequence[dict],
+    chips: Sequence[Chip],
+    bytes_per_rank: Callable[[float, int, str], float],
+    allreduce_seconds: Callable[[float, int, float, float], float],
+    card_bytes: Callable[[Chip], int],
+) -> widgets.Widget:
+    """Pick a model shape, a chip with NVLink and a number of GPUs: training state per GPU under DDP and ZeRO, and the
+    gradient all-reduce's time over NVLink (bandwidth term only: a model).
+
+    `bytes_per_rank` and `allreduce_seconds` are the learner's; `card_bytes(chip)` is the chip's memory in bytes.
+    """
+    linked = [c for c in chips if c.nvlink_gbs and c.memory_bytes]
+    def first(names: list[str], wanted: str) -> int:
+        return next((i for i, name in enumerate(names) if name.startswith(wanted)), 0)
+
+    model_box = widgets.Dropdown(options=[(m["model"], i) for i, m in enumerate(models)], description="model",
+                                 value=first([m["model"] for m in models], "LLaMA-13B"))
+    chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(linked)], description="chip",
+                                value=first([c.name for c in linked], "NVIDIA H100"))
+    gpus = widgets.Dropdown(options=[2, 4, 8, 16, 32, 64, 128, 256], value=8, description="GPUs")
+    stages = ("ddp", "zero1", "zero2", "zero3")
+
+    def draw():
+        row, chip, n = models[model_box.value], linked[chip_box.value], gpus.value
+        params = float(row["n_params"])
+        bars = {}
+        for stage in stages:
+            one, many = bytes_per_rank(params, 1, stage), bytes_per_rank(params, n, stage)
+            shard = (one - many) * n / (n - 1)
+            bars[stage] = {"kept whole on every GPU": one - shard, f"this GPU's 1/{n} of the sharded part": shard / n}
+        memory = card_bytes(chip)
+        fitting = [s for s in stages if sum(bars[s].values()) <= memory]
+        one_way = chip.nvlink_gbs / 2 * 1e9  # bytes/s: the datasheet prints both directions summed
+        seconds = allreduce_seconds(2.0 * params, n, 0.0, one_way)  # fp16 gradients, 2 bytes per parameter
+        html = (f"<b>{row['model']}</b> on {n} × {chip.name}: training state fits with "
+                f"<b>{', '.join(fitting) if fitting else 'no stage'}</b> (before activations). Averaging its "
+                f"{2 * params / 1e9:.3g} GB of fp16 gradients over NVLink ({one_way / 1e9:g} GB/s one way) takes at "
+                f"least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth term only).")
+        fig = plots.memory_per_rank({row["model"]: bars}, [(chip.name, memory)],
+                                    f"Training state per GPU on {n} GPUs (mixed-precision Adam)")
+        return html, fig
+
+    return _figure_panel([(model_box, chip_box, gpus)], draw)
