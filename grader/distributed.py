@@ -343,13 +343,17 @@ def launch(fn: Callable, world: int, *args, timeout: float = 60.0, backend: str 
             # then read what else arrived, so the report names the cause rather than its echoes.
             _reap(procs)
             for rank in sorted(pending - set(failures)) if failures else []:
+                message = None
                 try:
                     if conns[rank].poll():
                         message = pickle.loads(conns[rank].recv_bytes())
-                        if message[0] != "ok":
-                            failures[rank] = message
                 except (EOFError, OSError):
                     pass
+                if message is None and procs[rank].exitcode != -signal.SIGKILL:
+                    # It ended on its own, unseen, before our kill: a peer's error may have overtaken its end.
+                    message = ("died", _how_it_died(procs[rank]))
+                if message is not None and message[0] != "ok":
+                    failures[rank] = message
             if failures:
                 rank = _choose(failures)
                 raise RankFailed(_failure_message(rank, world, failures[rank], logs[rank]))

@@ -126,8 +126,9 @@ def test_a_rank_that_exits_is_reported_with_its_exit_code(no_rank_left, capfd):
         dist.barrier()
         return rank
 
-    with pytest.raises(RankFailed, match=r"rank 1 of 2 exited with code 3"):
-        launch(work, 2, timeout=60)
+    for _ in range(5):  # rank 0's error at the closed connection can overtake rank 1's end: still rank 1 is named
+        with pytest.raises(RankFailed, match=r"rank 1 of 2 exited with code 3"):
+            launch(work, 2, timeout=60)
     assert capfd.readouterr().err == ""
 
 
