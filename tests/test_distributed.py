@@ -132,6 +132,15 @@ def test_a_rank_that_exits_is_reported_with_its_exit_code(no_rank_left, capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_stop_in_jupyter_kills_the_ranks(no_rank_left, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what pressing stop does while launch waits for its ranks
+
+    monkeypatch.setattr(distributed, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        launch(lambda rank, world: time.sleep(600), 2)
+
+
 def test_what_a_rank_started_goes_with_it(no_rank_left):
     def work(rank, world):
         subprocess.Popen(["sleep", "600"])  # carries the launch's tag in its environment
