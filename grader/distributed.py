@@ -164,8 +164,7 @@ def _child(rank: int, world: int, fn, args: tuple, conn, workdir: Path, launch_i
         faulthandler.register(signal.SIGUSR1, file=log, all_threads=False)  # "where are you?" at a timeout
         os.environ["GRADER_RANK"] = str(rank)
         os.environ["GRADER_LAUNCH"] = launch_id
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback: no hostname lookup, no warning about it
-        os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo binds to loopback instead of resolving the hostname
 
         import torch
         import torch.distributed as dist
