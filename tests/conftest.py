@@ -38,3 +38,29 @@ def root() -> Path:
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
+
+
+def processes_tagged(tag: str) -> list[int]:
+    """Pids of live processes whose environment holds `tag` (a kernel, or the ranks it forked, inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if tag.encode() in environ.split(b"\0") and "Z" not in state.split(":", 1)[-1][:3]:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def process_tag(monkeypatch) -> str:
+    """An environment variable set for this test only: what the test starts inherits it, so leftovers can be found."""
+    import uuid
+
+    value = uuid.uuid4().hex
+    monkeypatch.setenv("GRADER_TEST_TAG", value)
+    return f"GRADER_TEST_TAG={value}"

@@ -7,7 +7,7 @@ import json
 import pytest
 from grader.pipeline.kernels import notebook_client
 
-from conftest import ROOT, lesson_ids, read_notebook
+from conftest import ROOT, lesson_ids, processes_tagged, read_notebook
 from grader.pipeline.release import release
 from grader.pipeline.run import run
 
@@ -60,9 +60,10 @@ def test_student_release_holds_no_answers(lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_solution_runs_under_papermill(lesson, tmp_path):
+def test_solution_runs_under_papermill(lesson, tmp_path, process_tag):
     results = run(ROOT, [lesson], {}, tmp_path, log=lambda line: None)
     assert results[0][2] == "ok", results[0][2]
+    assert not _left_behind(process_tag), f"{lesson} left processes running: {_left_behind(process_tag)}"
     executed = read_notebook(tmp_path / f"{lesson}.ipynb")
     images = sum(1 for c in executed.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {}))
     assert images >= 1, f"{lesson} ran but showed no figure"
@@ -90,7 +91,18 @@ def test_student_notebook_fails_only_at_checks_with_one_line(lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_demo_mode_runs(lesson, tmp_path):
+def test_demo_mode_runs(lesson, tmp_path, process_tag):
     """Presenter mode: the instructor notebook with demo=True runs top to bottom (its time is reported, not asserted)."""
     results = run(ROOT, [lesson], {"demo": True}, tmp_path, log=lambda line: None)
     assert results[0][2] == "ok", results[0][2]
+    assert not _left_behind(process_tag), f"{lesson} left processes running: {_left_behind(process_tag)}"
+
+
+def _left_behind(tag: str, wait_s: float = 5.0) -> list[int]:
+    """Processes (the kernel, or ranks it started) still alive a few seconds after a run ended."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while (found := processes_tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found

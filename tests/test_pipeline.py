@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.grades import read_csv
-from mutants import lesson02, lesson03, lesson05, lesson06
+from mutants import lesson02, lesson03, lesson05, lesson06, lesson07
 from notebook_cells import check_cells, three_submissions
 
 pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
@@ -66,6 +66,12 @@ CAROL = {
         _mutant(lesson06, "amp_step_check", "backward on the unscaled loss"),
         "amp_step_check",
         "the backward ran on the unscaled loss",
+    ),
+    "07_data_parallel": (
+        "average_gradients",
+        _mutant(lesson07, "average_gradients_check", "summed, not divided"),
+        "average_gradients_check",
+        "all_reduce sums across the ranks; divide",
     ),
 }
 # lesson -> graded check cells in its instructor source: what each student gets one row for

@@ -1,0 +1,161 @@
+"""Lesson 07 (data parallelism): its checks' data and judges on forged observations, and its plot and widget."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from grader import memory, plots, specs, widgets
+from grader.checks import _plain, lesson07
+from grader.notebook import CheckFailed
+
+LESSON = "07_data_parallel"
+
+
+def _line(xs, ts, weights):
+    """Weighted least squares for t = a + b·x (the tests' own, to judge the check's data)."""
+    s0 = sum(weights)
+    sx = sum(w * x for w, x in zip(weights, xs))
+    sxx = sum(w * x * x for w, x in zip(weights, xs))
+    st = sum(w * t for w, t in zip(weights, ts))
+    sxt = sum(w * x * t for w, x, t in zip(weights, xs, ts))
+    det = s0 * sxx - sx * sx
+    return (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
+
+
+@pytest.mark.parametrize("world,latency,bandwidth,seed", [f for f in lesson07._FITS if f[3] is not None])
+def test_noisy_fit_data_tell_a_weighted_fit_from_a_plain_one(world, latency, bandwidth, seed):
+    """On the check's noisy data the plain fit's latency is off by more than half; the weighted one within 5%."""
+    xs, ts = lesson07.synthetic_timings(world, latency, bandwidth, seed)
+    steps = 2 * (world - 1)
+    a, _ = _line(xs, ts, [1 / t**2 for t in ts])
+    plain, _ = _line(xs, ts, [1.0] * len(ts))
+    assert abs(a / steps / latency - 1) < 0.05
+    assert abs(plain / steps / latency - 1) > 0.5
+
+
+def test_synthetic_timings_are_the_same_every_time_and_noise_free_without_a_seed():
+    assert lesson07.synthetic_timings(2, 1e-4, 1e9, 15) == lesson07.synthetic_timings(2, 1e-4, 1e9, 15)
+    xs, ts = lesson07.synthetic_timings(4, 1e-4, 1e9, None)
+    assert ts[0] == pytest.approx(6 * 1e-4 + 1.5 * xs[0] / 1e9, rel=1e-12)
+    assert xs[0] == 256 and xs[-1] == 2**28
+
+
+def test_bucket_cases_hold_what_their_comments_say():
+    assert [lesson07._walk(*case) for case in lesson07._BUCKET_CASES] == [
+        [[5, 4, 3], [2, 1, 0]], [[3, 2], [1, 0]], [[3, 2, 1], [0]], [[3, 2], [1, 0]], [[5, 4], [3, 2, 1, 0]], [], [[0]]]
+
+
+def test_each_bucket_mistake_differs_from_the_rule_on_some_case():
+    for flags, _ in lesson07._BUCKET_MISTAKES:
+        assert any(lesson07._walk(*c, **flags) != lesson07._walk(*c) for c in lesson07._BUCKET_CASES), flags
+
+
+def test_replicas_are_identical_weights_with_different_gradients_and_the_same_in_every_process():
+    a, b = lesson07.replicas(3, 5), lesson07.replicas(3, 5)
+    for ra, rb in zip(a, b):
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(ra.parameters(), rb.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(a[0].parameters(), a[2].parameters()))
+    assert not torch.equal(a[0][0].weight.grad, a[1][0].weight.grad)
+    frozen = lesson07.replicas(2, 5, frozen=True)
+    assert frozen[0][0].weight.grad is None and frozen[0][3].weight.grad is not None
+
+
+def _average(model, world, all_reduce):
+    for p in model.parameters():
+        if p.grad is not None:
+            all_reduce(p.grad)
+            p.grad /= world
+
+
+def test_simulated_ranks_average_and_the_judge_accepts_the_mean():
+    seen = _plain.roundtrip(lesson07._observe_average(_average, 4, 2, True))
+    lesson07._judge_average(seen, 4, 2, True)
+
+
+def test_a_forged_observation_is_judged_on_what_it_claims():
+    """What a submission could send instead of running the code: the judge rebuilds the mean itself."""
+    honest = _plain.roundtrip(lesson07._observe_average(_average, 3, 0, False))
+    forged = _plain.roundtrip(lesson07._observe_average(lambda m, w, r: None, 3, 0, False))
+    forged["ranks"][0]["calls"] = honest["ranks"][0]["calls"]  # claims it called all_reduce like the honest one
+    with pytest.raises(CheckFailed, match="left every rank's gradients as they were"):
+        lesson07._judge_average(forged, 3, 0, False)
+    with pytest.raises(CheckFailed, match="could not read"):
+        lesson07._judge_average({"ranks": "all fine"}, 3, 0, False)
+    with pytest.raises(CheckFailed, match="could not read"):
+        lesson07._judge_average_runs({"not": "a list"})
+
+
+def _nth_caller():
+    """Which call this is (0, 1, …), counted across the simulated ranks' threads."""
+    import itertools
+    import threading
+
+    counter, lock = itertools.count(), threading.Lock()
+
+    def which():
+        with lock:
+            return next(counter)
+
+    return which
+
+
+def test_a_rank_that_raises_releases_the_others_and_is_named():
+    which = _nth_caller()
+
+    def fails_on_the_second_caller(model, world, all_reduce):
+        if which() == 1:
+            raise ValueError("boom on one rank")
+        _average(model, world, all_reduce)
+
+    seen = _plain.roundtrip(lesson07._observe_average(fails_on_the_second_caller, 3, 0, False))
+    with pytest.raises(CheckFailed, match=r"rank \d raised ValueError: boom on one rank"):
+        lesson07._judge_average(seen, 3, 0, False)
+
+
+def test_ranks_that_call_all_reduce_a_different_number_of_times_do_not_hang(monkeypatch):
+    monkeypatch.setattr(lesson07, "WAIT_S", 0.5)
+    which = _nth_caller()
+
+    def uneven(model, world, all_reduce):
+        params = [p for p in model.parameters() if p.grad is not None]
+        for p in params[: 1 if which() == 0 else 2]:
+            all_reduce(p.grad)
+
+    seen = _plain.roundtrip(lesson07._observe_average(uneven, 2, 0, False))
+    with pytest.raises(CheckFailed, match="did not line up"):
+        lesson07._judge_average(seen, 2, 0, False)
+
+
+def test_memory_per_rank_draws_a_panel_per_model_with_every_chip_line():
+    panels = {"A": {"ddp": {"whole": 16 * 2**30, "shard": 0.0}, "zero3": {"whole": 0.0, "shard": 2 * 2**30}},
+              "B": {"ddp": {"whole": 160 * 2**30, "shard": 0.0}, "zero3": {"whole": 0.0, "shard": 20 * 2**30}}}
+    fig = plots.memory_per_rank(panels, [("chip X", 80 * 2**30)], "title")
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_ylim()[1] >= 80 and fig.axes[1].get_ylim()[1] >= 160
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert sorted(labels) == ["chip X: 80 GiB", "shard", "whole"]
+
+
+def test_data_parallel_explorer_offers_only_chips_with_nvlink_and_says_what_fits():
+    def bytes_per_rank(n, world, stage):
+        shard = {"ddp": 0, "zero1": 12, "zero2": 14, "zero3": 16}[stage]
+        return (16 - shard) * n + shard * n / world
+
+    def allreduce_seconds(nbytes, world, latency, bandwidth):
+        return 0.0 if world == 1 else 2 * (world - 1) * latency + 2 * (world - 1) / world * nbytes / bandwidth
+
+    panel = widgets.data_parallel_explorer(specs.load_models(), specs.load_chips(), bytes_per_rank,
+                                           allreduce_seconds, memory.card_bytes)
+    chip_box = panel.children[0].children[1]
+    assert all(specs.chip(name).nvlink_gbs for name, _ in chip_box.options)
+    verdict = panel.children[1].value
+    assert "fits with" in verdict and "ms</b> per step" in verdict
+
+
+def test_every_nvlink_chip_has_a_figure_the_lesson_can_halve():
+    linked = [c for c in specs.load_chips() if c.nvlink_gbs]
+    assert {c.name for c in linked} >= {"NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5 80GB"}
+    assert all(c.nvlink_gbs > 0 and math.isfinite(c.nvlink_gbs) for c in linked)
