@@ -159,3 +159,19 @@ def test_every_nvlink_chip_has_a_figure_the_lesson_can_halve():
     linked = [c for c in specs.load_chips() if c.nvlink_gbs]
     assert {c.name for c in linked} >= {"NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5 80GB"}
     assert all(c.nvlink_gbs > 0 and math.isfinite(c.nvlink_gbs) for c in linked)
+
+
+def test_the_leftover_finder_sees_a_tagged_process_and_forgets_it_once_gone(process_tag):
+    """The papermill tests' 'no process left behind' relies on this: a child inherits the tag, and is found."""
+    import subprocess
+    import sys
+
+    from conftest import processes_tagged
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in processes_tagged(process_tag)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in processes_tagged(process_tag)
