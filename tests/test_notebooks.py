@@ -36,6 +36,17 @@ def test_one_parameters_cell_near_the_top(lesson):
     assert "device =" in nb.cells[tagged[0]].source
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_papermill_reads_every_parameter(lesson):
+    """`-p NAME VALUE` and papermill's --help-notebook know every parameter (a ' = ' in a comment hides one)."""
+    from papermill.translators import PythonTranslator
+
+    nb = read_notebook(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    assigned = [line.split("=")[0].strip() for line in cell.source.splitlines() if "=" in line and not line.startswith("#")]
+    assert [p.name for p in PythonTranslator.inspect(cell)] == assigned
+
+
 def test_release_matches_notebooks(tmp_path):
     written = release(ROOT, tmp_path)
     assert len(written) == len(LESSONS)
