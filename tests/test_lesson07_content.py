@@ -175,3 +175,22 @@ def test_the_leftover_finder_sees_a_tagged_process_and_forgets_it_once_gone(proc
         child.kill()
         child.wait()
     assert child.pid not in processes_tagged(process_tag)
+
+
+def test_the_simulated_all_reduce_takes_what_dist_all_reduce_takes():
+    import torch.distributed as dist
+
+    def with_op(model, world, all_reduce):
+        for p in model.parameters():
+            if p.grad is not None:
+                all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                p.grad /= world
+
+    lesson07._judge_average(_plain.roundtrip(lesson07._observe_average(with_op, 3, 0, False)), 3, 0, False)
+
+    def with_max(model, world, all_reduce):
+        for p in model.parameters():
+            all_reduce(p.grad, op=dist.ReduceOp.MAX)
+
+    with pytest.raises(CheckFailed, match="gloo has no AVG"):
+        lesson07._judge_average(_plain.roundtrip(lesson07._observe_average(with_max, 2, 0, False)), 2, 0, False)

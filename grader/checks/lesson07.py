@@ -302,11 +302,11 @@ class _Group:
         calls: list = []
         params = list(model.parameters())
 
-        def all_reduce(tensor, *args, **kwargs):
+        def all_reduce(tensor, op=None, group=None, async_op=False):
             """Sum `tensor` in place across the simulated ranks, as torch.distributed.all_reduce(tensor) does."""
-            if args or kwargs:
-                raise TypeError("the check's all_reduce takes one tensor and sums it in place across the ranks, like "
-                                "dist.all_reduce(tensor) with its default op (SUM); call all_reduce(tensor)")
+            if (op is not None and "SUM" not in str(op).upper()) or group is not None or async_op:
+                raise TypeError("the check's all_reduce sums one tensor in place across the ranks, like "
+                                "dist.all_reduce(tensor) with its default op (SUM; gloo has no AVG); call all_reduce(tensor)")
             if not isinstance(tensor, torch.Tensor):
                 raise TypeError(f"all_reduce was given {type(tensor).__name__}, not a tensor"
                                 + (" (a parameter whose .grad is None?)" if tensor is None else ""))
@@ -395,6 +395,9 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
         if r.get("raised"):
             hint = (" A parameter with no gradient (requires_grad=False, so p.grad is None) has nothing to average: "
                     "skip it." if frozen and "None" in r["raised"] else "")
+            if "process group" in r["raised"]:
+                hint = (" Call the all_reduce your function was given, not torch.distributed.all_reduce: the check "
+                        "passes one that sums across its simulated ranks, and the lesson passes dist.all_reduce.")
             fail(f"{prefix}{label}: rank {rank} raised {r['raised']}.{hint}")
     for rank, r in enumerate(ranks):
         if r.get("broken"):

@@ -181,6 +181,13 @@ def fit_latency_bandwidth(nbytes, seconds, world):
         all_reduce(p.grad)
         p.grad /= world_size
 """, r"p.grad is None\) has nothing to average"),
+        ("torch.distributed.all_reduce, not the one given", _AVG + """
+    import torch.distributed as dist
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= world_size
+""", r"Call the all_reduce your function was given"),
         ("steps the weights too", _AVG + """
     import torch
     for p in model.parameters():
