@@ -195,12 +195,16 @@ _BUCKET_CASES = [
 
 
 def _walk(sizes: list[int], cap: int, reverse: bool = True, reach: bool = True, add_first: bool = True,
-          keep_last: bool = True, positions: bool = False) -> list[list[int]]:
+          keep_last: bool = True, positions: bool = False, big_alone: bool = False) -> list[list[int]]:
     """Bucketing by size, the judge's model of it and of the usual ways to get it wrong (the flags)."""
     order = list(reversed(range(len(sizes)))) if reverse else list(range(len(sizes)))
     out, bucket, size = [], [], 0
     for pos, i in enumerate(order):
         label = pos if positions else i
+        if big_alone and sizes[i] >= cap:
+            out += [bucket, [label]] if bucket else [[label]]
+            bucket, size = [], 0
+            continue
         if not add_first and bucket and size + sizes[i] > cap:
             out.append(bucket)
             bucket, size = [], 0
@@ -223,6 +227,9 @@ _BUCKET_MISTAKES = [  # (the mistake's flags, what the learner is told)
     ({"add_first": False}, "you closed a bucket before adding the parameter that would take it past the cap, so no "
                            "bucket exceeds the cap. DDP adds the parameter first and then closes the bucket once it "
                            "has reached the cap: a parameter larger than the cap joins the open bucket"),
+    ({"big_alone": True}, "a parameter at least as large as the cap got a bucket of its own. DDP does not treat it "
+                          "apart: it joins the open bucket like any other parameter, and that bucket then closes "
+                          "because it has reached the cap"),
     ({"keep_last": False}, "the last bucket is missing. A bucket still open when the parameters run out is sent too, "
                            "or its gradients are never averaged"),
 ]

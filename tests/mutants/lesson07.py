@@ -123,6 +123,22 @@ def fit_latency_bandwidth(nbytes, seconds, world):
                 bucket, size = [], 0
     return out + ([bucket] if bucket else [])
 """, r"must appear exactly once \(a bucket holds whole parameters"),
+        ("a parameter larger than the cap in a bucket of its own", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        if param_bytes[i] >= cap:
+            if bucket:
+                out.append(bucket)
+            out.append([i])
+            bucket, size = [], 0
+            continue
+        bucket.append(i)
+        size += param_bytes[i]
+        if size >= cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"got a bucket of its own"),
         ("last partial bucket dropped", _BUCKET + """
     out, bucket, size = [], [], 0
     for i in reversed(range(len(param_bytes))):
