@@ -113,15 +113,10 @@ def _check_launch(fn, world: int, timeout: float, backend: str, threads: int) ->
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a whole number, at least 1, got {threads!r}")
-    if backend not in ("gloo", "nccl"):
-        raise ValueError(f"backend must be 'gloo' (CPU) or 'nccl' (one CUDA device per rank), got {backend!r}")
-    if backend == "nccl":
-        import torch
-
-        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if found < world:
-            raise ValueError(f"backend='nccl' needs one CUDA device per rank: world={world}, "
-                             f"CUDA devices here: {found}; use backend='gloo' on a CPU")
+    if backend != "gloo":
+        raise ValueError(f"backend={backend!r}: launch starts gloo ranks on this machine's CPU. For NCCL on GPUs run "
+                         "scripts/cluster_allreduce.py under torchrun (README: 'Lesson 07 on a cluster'): CUDA does "
+                         "not work in a process forked from one that has used it, and NCCL wants a GPU per rank.")
     if sys.platform != "linux" and sys.platform != "darwin":
         raise RuntimeError("launch forks its ranks, which only Linux and macOS can do")
 
@@ -174,8 +169,6 @@ def _child(rank: int, world: int, fn, args: tuple, conn, workdir: Path, launch_i
         # launches at once (pytest-xdist workers, two notebooks) cannot meet in the same store,
         # and the parent runs no server thread of its own before forking.
         store = dist.FileStore(str(workdir / "store"), world)
-        if backend == "nccl":  # CUDA only, untested here (no GPU on the course's CI): one device per rank
-            torch.cuda.set_device(rank)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
         try:
             answer = ("ok", fn(rank, world, *args))
@@ -192,10 +185,7 @@ def _child(rank: int, world: int, fn, args: tuple, conn, workdir: Path, launch_i
         conn.send_bytes(message)
         del answer, message
         gc.collect()  # a DDP object still alive would keep the group busy at exit
-        if backend == "nccl":  # CUDA only
-            dist.barrier(device_ids=[rank])
-        else:
-            dist.barrier()
+        dist.barrier()
         dist.destroy_process_group()
         code = 0
     except BaseException:  # noqa: BLE001 - never let a child unwind into the kernel's code
