@@ -194,3 +194,23 @@ def test_the_simulated_all_reduce_takes_what_dist_all_reduce_takes():
 
     with pytest.raises(CheckFailed, match="gloo has no AVG"):
         lesson07._judge_average(_plain.roundtrip(lesson07._observe_average(with_max, 2, 0, False)), 2, 0, False)
+
+
+def test_a_rank_that_never_returns_is_reported_within_the_deadline(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(lesson07, "WAIT_S", 0.4)
+    stop = threading.Event()
+
+    def stuck(model, world, all_reduce):
+        stop.wait(30)  # stands in for a loop that never ends
+
+    start = time.monotonic()
+    try:
+        seen = _plain.roundtrip(lesson07._observe_average(stuck, 3, 0, False))
+    finally:
+        stop.set()
+    assert time.monotonic() - start < 3
+    with pytest.raises(CheckFailed, match="did not finish"):
+        lesson07._judge_average(seen, 3, 0, False)
