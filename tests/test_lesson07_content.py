@@ -214,3 +214,19 @@ def test_a_rank_that_never_returns_is_reported_within_the_deadline(monkeypatch):
     assert time.monotonic() - start < 3
     with pytest.raises(CheckFailed, match="did not finish"):
         lesson07._judge_average(seen, 3, 0, False)
+
+
+def test_a_function_that_never_returns_costs_one_deadline_not_one_per_run(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(lesson07, "WAIT_S", 0.4)
+    stop = threading.Event()
+    start = time.monotonic()
+    try:
+        seen = _plain.roundtrip(lesson07._observe_average_runs(lambda model, world, all_reduce: stop.wait(30)))
+    finally:
+        stop.set()
+    assert time.monotonic() - start < 1.5 and all(run.get("hung") for run in seen)
+    with pytest.raises(CheckFailed, match="restart the kernel"):
+        lesson07._judge_average_runs(seen)
