@@ -253,6 +253,21 @@ def grouped_bars(
     return fig
 
 
+def _stacked_gib(ax, xs, stacks: Sequence[Mapping[str, float]], legend: bool = True) -> tuple[np.ndarray, list[str]]:
+    """Stacked bars at `xs`, one per {term: bytes}, drawn in GiB, one colour per term; returns (tops, terms).
+
+    A term whose name contains "model" is hatched, so a modelled figure never looks measured.
+    """
+    terms = list(dict.fromkeys(term for stack in stacks for term in stack))
+    bottoms = np.zeros(len(stacks))
+    for i, term in enumerate(terms):
+        heights = np.array([stack.get(term, 0.0) for stack in stacks]) / 2**30
+        ax.bar(xs, heights, bottom=bottoms, color=f"C{i % 10}", label=term if legend else None,
+               hatch="//" if "model" in term.lower() else None, edgecolor="white")
+        bottoms += heights
+    return bottoms, terms
+
+
 def memory_stack(
     stacks: Sequence[tuple[str, Mapping[str, float]]],
     chips: Sequence[tuple[str, float]] = (),
@@ -264,14 +279,8 @@ def memory_stack(
     """
     fig = Figure(figsize=(7, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    terms = list(dict.fromkeys(term for _, stack in stacks for term in stack))
-    bottoms = np.zeros(len(stacks))
     xs = np.arange(len(stacks))
-    for i, term in enumerate(terms):
-        heights = np.array([stack.get(term, 0.0) for _, stack in stacks]) / 2**30
-        ax.bar(xs, heights, bottom=bottoms, color=f"C{i % 10}", label=term,
-               hatch="//" if "model" in term.lower() else None, edgecolor="white")
-        bottoms += heights
+    bottoms, terms = _stacked_gib(ax, xs, [stack for _, stack in stacks])
     for j, (name, nbytes) in enumerate(chips):
         gib = nbytes / 2**30
         ax.axhline(gib, linestyle="--", color=f"C{(j + len(terms)) % 10}", linewidth=1.5,
@@ -384,14 +393,8 @@ def memory_stack_labelled(
     """
     fig = Figure(figsize=(9.5, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    terms = list(dict.fromkeys(term for _, stack in stacks for term in stack))
-    bottoms = np.zeros(len(stacks))
     xs = np.arange(len(stacks))
-    for i, term in enumerate(terms):
-        heights = np.array([stack.get(term, 0.0) for _, stack in stacks]) / 2**30
-        ax.bar(xs, heights, bottom=bottoms, color=f"C{i % 10}", label=term,
-               hatch="//" if "model" in term.lower() else None, edgecolor="white")
-        bottoms += heights
+    _stacked_gib(ax, xs, [stack for _, stack in stacks])
     styles = ["--", "-.", ":", (0, (5, 1, 1, 1))]
     for j, (label, nbytes) in enumerate(lines):
         ax.axhline(nbytes / 2**30, linestyle=styles[j % len(styles)], color="0.25", linewidth=1.2, label=label)
@@ -577,13 +580,8 @@ def memory_per_rank(
     styles = ["--", "-.", ":", (0, (5, 1, 1, 1))]
     for ax, (model, bars) in zip(axes, panels.items()):
         names = list(bars)
-        terms = list(dict.fromkeys(term for stack in bars.values() for term in stack))
-        bottoms = np.zeros(len(names))
-        for i, term in enumerate(terms):
-            heights = np.array([bars[name].get(term, 0.0) for name in names]) / 2**30
-            ax.bar(names, heights, bottom=bottoms, color=f"C{i % 10}", edgecolor="white",
-                   label=term if ax is axes[0] else None)
-            bottoms += heights
+        bottoms, _ = _stacked_gib(ax, np.arange(len(names)), list(bars.values()), legend=ax is axes[0])
+        ax.set_xticks(np.arange(len(names)), names)
         for j, (chip, nbytes) in enumerate(lines):
             ax.axhline(nbytes / 2**30, linestyle=styles[j % len(styles)], color="0.25", linewidth=1.1,
                        label=f"{chip}: {nbytes / 2**30:.0f} GiB" if ax is axes[0] else None)
