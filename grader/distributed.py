@@ -348,8 +348,8 @@ def launch(fn: Callable, world: int, *args, timeout: float = 60.0, backend: str 
                 raise RankFailed(_failure_message(rank, world, failures[rank], logs[rank]))
             late = sorted(pending)
             names = ", ".join(str(r) for r in late)
-            tails = "".join(f"\n--- last lines of rank {r}'s log (where it was) ---\n{_log_tail(logs[r])}"
-                            for r in late if _log_tail(logs[r]))
+            tails = "".join(f"\n--- last lines of rank {r}'s log (where it was) ---\n{tail}"
+                            for r in late if (tail := _log_tail(logs[r])))
             raise RankFailed(
                 f"rank{'s' if len(late) > 1 else ''} {names} of {world} did not finish within {timeout:g} s "
                 f"and {'were' if len(late) > 1 else 'was'} stopped; the usual cause is a rank waiting in a "

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable
+from grader.checks._common import Check, Raised, Replay, call, close, fail, is_number, record, recorded, require_callable
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson07.expect
 from grader.notebook import CheckFailed, NotDone
 
@@ -105,8 +105,13 @@ def synthetic_timings(world: int, latency: float, bandwidth: float, seed: int | 
 _FITS = [(2, 150e-6, 1.3e9, None), (8, 20e-6, 2e10, None), (2, 150e-6, 1.3e9, 15), (4, 60e-6, 5e9, 75)]
 
 
+def _fit_case(world: int, latency: float, bandwidth: float, seed: int | None) -> tuple:
+    """fit_latency_bandwidth's arguments for data made with these values: (nbytes, seconds, world)."""
+    return (*synthetic_timings(world, latency, bandwidth, seed), world)
+
+
 def _fit_cases() -> list[tuple]:
-    return [(*synthetic_timings(w, lat, bw, seed), w) for w, lat, bw, seed in _FITS]
+    return [_fit_case(*fit) for fit in _FITS]
 
 
 def _as_pair(value: Any) -> tuple[float, float] | None:
@@ -143,7 +148,7 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
     if not close(lat, latency, lat_tol) or not close(bw, bandwidth, bw_tol):
         fail(f"fit_latency_bandwidth{label} returned latency {lat:.4g} s and bandwidth {bw:.4g} B/s; the data were made "
              f"with {latency:.4g} s and {bandwidth:.4g} B/s" + (" and 5% noise" if noisy else ", without noise")
-             + f". Fit t = a + b·nbytes (weighted by 1/t), then latency = a / (2(n-1)), bandwidth = 2(n-1) / (n·b).")
+             + ". Fit t = a + b·nbytes (weighted by 1/t), then latency = a / (2(n-1)), bandwidth = 2(n-1) / (n·b).")
 
 
 def _judge_fit(fn: Callable) -> None:
@@ -158,22 +163,14 @@ check_fit_latency_bandwidth = recorded("fit_latency_bandwidth", "fit_latency_ban
 
 
 def _observe_fit_on(fn: Callable, world: int, latency: float, bandwidth: float, seed: int) -> dict:
-    require_callable(fn, "fit_latency_bandwidth")
-    nbytes, seconds = synthetic_timings(world, latency, bandwidth, seed)
-    try:
-        return {"value": fn(nbytes, seconds, world)}
-    except NotImplementedError:
-        raise NotDone("fit_latency_bandwidth") from None
-    except Exception as exc:  # noqa: BLE001  judged below
-        return {"raised": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    return record(fn, "fit_latency_bandwidth", [_fit_case(world, latency, bandwidth, seed)])
 
 
 def _judge_fit_on(observation: dict, world: int, latency: float, bandwidth: float, seed: int, why: str) -> None:
-    if "raised" in observation:
-        fail(f"fit_latency_bandwidth raised {observation['raised']}; {why}")
     try:
-        _judge_fit_one(observation.get("value"), world, latency, bandwidth, True, f"(..., world={world})")
-    except CheckFailed as exc:
+        got = Replay(observation)(*_fit_case(world, latency, bandwidth, seed))
+        _judge_fit_one(got, world, latency, bandwidth, True, f"(..., world={world})")
+    except (CheckFailed, Raised) as exc:
         fail(f"{why}: {exc}")
 
 
@@ -387,10 +384,6 @@ def _observe_average(fn: Callable, world: int = 3, seed: int = 0, frozen: bool =
     return {"ranks": results}
 
 
-def _names(seed: int) -> list[str]:
-    return [name for name, _ in replicas(1, seed)[0].named_parameters()]
-
-
 def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: bool = False, why: str = "") -> None:
     """average_gradients: every rank ends with the mean of the ranks' gradients, in p.grad, weights untouched."""
     prefix = f"{why}: " if why else ""
@@ -415,7 +408,7 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
             fail(f"{prefix}{label}: the ranks' all_reduce calls did not line up (rank {rank} was left waiting). Every "
                  "rank must call all_reduce on the same tensors in the same order.")
     reference = replicas(world, seed, frozen)
-    names = _names(seed)
+    names = [name for name, _ in reference[0].named_parameters()]
     before = [[None if p.grad is None else p.grad for p in m.parameters()] for m in reference]
     mean = []
     for i in range(len(names)):
