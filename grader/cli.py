@@ -140,6 +140,13 @@ def doctor_lines() -> list[str]:
         lines.append(f"data        {data_dir()} ({len(load_chips())} chips)")
     except (FileNotFoundError, OSError) as exc:
         missing.append(f"data/ ({exc})")
+    from grader import triton_counter
+
+    why = triton_counter.unavailable()
+    usable = f"{triton_counter.PINNED} (lesson 08 runs its kernels in Triton's interpreter)"
+    lines.append(f"triton      {'not usable: ' + why if why else usable}")
+    if why and sys.platform.startswith("linux"):
+        missing.append(f"triton=={triton_counter.PINNED} (lesson 08)")
     for tool, why in (("bwrap", "sandboxed autograde"), ("chromium", "the browser test")):
         found = shutil.which(tool)
         lines.append(f"{tool:<11} {found or 'not found'} ({why})")

@@ -152,3 +152,10 @@ def load_recordings() -> list[Recording]:
             doc = json.load(f)
         found.append(Recording(path=path, provenance=doc.get("provenance", {}), figures=doc.get("figures", {})))
     return found
+
+
+def load_sm() -> dict[str, dict]:
+    """data/sm.csv: per-SM shared memory, registers and L2 of some chips (lesson 08), by chip name; numbers as floats."""
+    with open(data_dir() / "sm.csv", newline="", encoding="utf-8") as f:
+        return {row["chip"]: {k: (v if k in ("chip", "source", "notes") else float(v)) for k, v in row.items()}
+                for row in csv.DictReader(f)}
