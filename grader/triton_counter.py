@@ -60,6 +60,20 @@ def unavailable() -> str | None:
     return None
 
 
+class Unavailable(RuntimeError):
+    """Triton's interpreter cannot run here; shown in a notebook as one line saying what to do."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"✗ {self}"]
+
+
+def stop_if_unavailable() -> None:
+    """A lesson's first cell: stop with one line (why, and what to do) where the interpreter cannot run."""
+    why = unavailable()
+    if why:
+        raise Unavailable(why)
+
+
 def require_triton() -> None:
     """Raise a clear RuntimeError when the interpreter or the pinned triton is missing."""
     why = unavailable()
@@ -73,6 +87,13 @@ def interpreted(kernel: Any):
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
+    import triton.language.standard as standard
+
+    if isinstance(standard.zeros, JITFunction):  # tl.zeros, tl.sum, tl.max ... were decorated for the GPU compiler
+        raise RuntimeError("triton was imported before TRITON_INTERPRET=1 was set, so tl.sum, tl.max, tl.zeros and the "
+                           "rest of tl's library are compiled-GPU functions the interpreter cannot call. Set "
+                           "os.environ['TRITON_INTERPRET'] = '1' before the first `import triton` (restart the kernel, "
+                           "then run the lesson's first cell first).")
     if isinstance(kernel, InterpretedFunction):
         return kernel
     if isinstance(kernel, JITFunction):
