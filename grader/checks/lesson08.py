@@ -408,7 +408,9 @@ check_tile_traffic = recorded("tile_traffic", "tile_traffic", _TILE_CASES, _judg
 _SIZES = (16, 32, 64, 128, 256)
 # (M, N, K, BK, dtype_bytes, smem_bytes, num_stages, sizes)
 _BEST_CASES = [(4096, 4096, 4096, 64, 2, 233472, 4, _SIZES), (4096, 4096, 4096, 64, 2, 233472, 1, _SIZES),
-               (8192, 1024, 4096, 32, 4, 167936, 3, _SIZES), (512, 512, 512, 64, 2, 49152, 2, _SIZES)]
+               (8192, 1024, 4096, 32, 4, 167936, 3, _SIZES), (512, 512, 512, 64, 2, 49152, 2, _SIZES),
+               (8192, 64, 1024, 64, 2, 233472, 3, _SIZES),  # N = 64: wider tiles than 64 columns buy nothing
+               (512, 512, 512, 64, 2, 49152, 4, _SIZES)]
 
 
 def _footprint(BM: int, BN: int, BK: int, b: int, stages: int) -> int:
@@ -422,33 +424,48 @@ def _best(M, N, K, BK, b, smem, stages, sizes, footprint=_footprint):
     return min(fits, key=lambda t: (_traffic(M, N, K, t[0], t[1], BK, b), _footprint(t[0], t[1], BK, b, stages), -t[0]))
 
 
+_BUDGET_MISTAKES = [
+    (lambda BM, BN, BK, b, s: s * BM * BK * b, "The budget left out one input tile: each stage holds an A tile (BM × BK) "
+     "and a B tile (BK × BN): num_stages × (BM·BK + BK·BN) × dtype_bytes."),
+    (lambda BM, BN, BK, b, s: s * BK * BN * b, "The budget left out one input tile: each stage holds an A tile (BM × BK) "
+     "and a B tile (BK × BN): num_stages × (BM·BK + BK·BN) × dtype_bytes."),
+    (lambda BM, BN, BK, b, s: (BM * BK + BK * BN) * b, "Each pipeline stage holds its own pair of tiles, so the "
+     "footprint is multiplied by num_stages."),
+]
+
+
 def _judge_best_tiles(fn: Callable) -> None:
+    got = {}
     for case in _BEST_CASES:
-        M, N, K, BK, b, smem, stages, sizes = case
-        got = call(fn, *case)
-        label = f"best_tiles(M={M}, N={N}, K={K}, BK={BK}, dtype_bytes={b}, smem_bytes={smem}, num_stages={stages})"
-        want = _best(*case)
-        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(v, int) for v in got)):
-            fail(f"{label} returned {got!r}; return (BM, BN), two tile sizes from `sizes`.")
-        got = tuple(got)
-        if got == tuple(want):
-            continue
-        need = _footprint(got[0], got[1], BK, b, stages)
-        if need > smem:
-            if got == _best(*case, footprint=lambda BM, BN, BK, b, s: s * BM * BK * b) or \
-                    got == _best(*case, footprint=lambda BM, BN, BK, b, s: s * BK * BN * b):
-                fail(f"{label} returned {got}: its tiles need {need:,} bytes on chip, more than the {smem:,} there are. "
-                     "The budget left out one input tile: each stage holds an A tile (BM × BK) and a B tile "
-                     f"(BK × BN): num_stages × (BM·BK + BK·BN) × dtype_bytes. Expected {tuple(want)}.")
-            if got == _best(*case, footprint=lambda BM, BN, BK, b, s: (BM * BK + BK * BN) * b):
-                fail(f"{label} returned {got}: {need:,} bytes on chip with {stages} stages, over the {smem:,} budget. "
-                     "Each pipeline stage holds its own pair of tiles, so the footprint is multiplied by num_stages. "
-                     f"Expected {tuple(want)}.")
-            fail(f"{label} returned {got}, whose tiles need num_stages × (BM·BK + BK·BN) × dtype_bytes = {need:,} "
-                 f"bytes on chip, more than {smem:,}. Expected {tuple(want)}.")
-        fail(f"{label} returned {got} ({_traffic(M, N, K, got[0], got[1], BK, b):,} bytes of traffic); "
-             f"{tuple(want)} fits too and moves {_traffic(M, N, K, want[0], want[1], BK, b):,}. Among the tiles that "
-             "fit, take the least traffic (ties: the smaller footprint, then the larger BM).")
+        value = call(fn, *case)
+        if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+            fail(f"best_tiles{case[:7]} returned {value!r}; return (BM, BN), two tile sizes from `sizes`.")
+        got[case] = tuple(value)
+    wrong = [case for case in _BEST_CASES if got[case] != tuple(_best(*case))]
+    if not wrong:
+        return
+    for footprint, why in _BUDGET_MISTAKES:  # a mistake in the budget shows on every case
+        if all(got[case] == _best(*case, footprint=footprint) for case in _BEST_CASES):
+            case = next(c for c in wrong if _footprint(*got[c], c[3], c[4], c[6]) > c[5])
+            M, N, K, BK, b, smem, stages, _ = case
+            fail(f"best_tiles(M={M}, N={N}, K={K}, BK={BK}, dtype_bytes={b}, smem_bytes={smem}, num_stages={stages}) "
+                 f"returned {got[case]}: its tiles need {_footprint(*got[case], BK, b, stages):,} bytes on chip, more "
+                 f"than the {smem:,} there are. {why} Expected {tuple(_best(*case))}.")
+    case = wrong[0]
+    M, N, K, BK, b, smem, stages, _ = case
+    label = f"best_tiles(M={M}, N={N}, K={K}, BK={BK}, dtype_bytes={b}, smem_bytes={smem}, num_stages={stages})"
+    mine, want = got[case], tuple(_best(*case))
+    need = _footprint(*mine, BK, b, stages)
+    if need > smem:
+        fail(f"{label} returned {mine}, whose tiles need num_stages × (BM·BK + BK·BN) × dtype_bytes = {need:,} "
+             f"bytes on chip, more than {smem:,}. Expected {want}.")
+    t_mine, t_want = _traffic(M, N, K, *mine, BK, b), _traffic(M, N, K, *want, BK, b)
+    if t_mine == t_want:
+        fail(f"{label} returned {mine}: the same traffic as {want} ({t_want:,} bytes) with a larger footprint "
+             f"({need:,} bytes against {_footprint(*want, BK, b, stages):,}). Bigger tiles only pay while they cut "
+             "traffic (here N is small: columns past N buy nothing); on a tie take the smaller footprint.")
+    fail(f"{label} returned {mine} ({t_mine:,} bytes of traffic); {want} fits too and moves {t_want:,}. Among the "
+         "tiles that fit, take the least traffic (ties: the smaller footprint, then the larger BM).")
 
 
 check_best_tiles = recorded("best_tiles", "best_tiles", _BEST_CASES, _judge_best_tiles)

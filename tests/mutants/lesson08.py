@@ -1,0 +1,246 @@
+"""Mutants for lesson 08 (inside a kernel): the wrong kernels and predictions learners write, with the words each check must say."""
+
+LESSON = "08_inside_a_kernel"
+
+_JIT = "import math\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+
+_ADD_RIGHT = """
+def add_grid(n, BLOCK):
+    return ((n + BLOCK - 1) // BLOCK,)
+
+
+def masked_lanes(n, BLOCK):
+    return (n + BLOCK - 1) // BLOCK * BLOCK - n
+"""
+
+_ADD_KERNEL = _JIT + """def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+"""
+
+_GELU = _JIT + "def bias_gelu_kernel(x_ptr, bias_ptr, out_ptr, n, cols, BLOCK: tl.constexpr):\n"
+_GELU_HEAD = """    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+"""
+
+_SOFTMAX = _JIT + "def softmax_kernel(x_ptr, out_ptr, n_cols, x_row_stride, out_row_stride, BLOCK: tl.constexpr):\n" + """
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+"""
+
+_TILE = "import math\n\n\ndef tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
+_BEST = """import math
+
+
+def tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):
+    return dtype_bytes * (M * K * math.ceil(N / BN) + K * N * math.ceil(M / BM) + M * N)
+
+
+def best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, num_stages, sizes):
+"""
+_BEST_PICK = """    return min(fits, key=lambda t: (tile_traffic(M, N, K, t[0], t[1], BK, dtype_bytes),
+                                    num_stages * (t[0] * BK + BK * t[1]), -t[0]))
+"""
+
+_ATTN = """import math
+import torch
+
+
+def attention_blocked(q, k, v, block):
+    s, d = q.shape
+"""
+_ATTN_LOOP = """    l = torch.zeros(s, 1)
+    acc = torch.zeros(s, v.shape[1])
+    for j in range(0, k.shape[0], block):
+"""
+
+_FLASH = "import math\n\n\ndef flash_traffic(s, d, block_m, block_n, dtype_bytes):\n"
+
+MUTANTS = {
+    "add_kernel_check": [
+        ("no mask", _JIT + """def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+""" + _ADD_RIGHT, r"out of bounds.*stopped it before the access.*mask"),
+        ("grid n // BLOCK", _ADD_KERNEL + """
+def add_grid(n, BLOCK):
+    return (n // BLOCK,)
+
+
+def masked_lanes(n, BLOCK):
+    return (n + BLOCK - 1) // BLOCK * BLOCK - n
+""", r"never written\. n // BLOCK rounds down"),
+        ("offsets without pid * BLOCK", _JIT + """def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+""" + _ADD_RIGHT, r"different programs stored into the same elements.*pid \* BLOCK"),
+        ("one program per element", _ADD_KERNEL + """
+def add_grid(n, BLOCK):
+    return (n,)
+
+
+def masked_lanes(n, BLOCK):
+    return (n + BLOCK - 1) // BLOCK * BLOCK - n
+""", r"one program per element"),
+        ("masked lanes as n % BLOCK", _ADD_KERNEL + """
+def add_grid(n, BLOCK):
+    return ((n + BLOCK - 1) // BLOCK,)
+
+
+def masked_lanes(n, BLOCK):
+    return n % BLOCK
+""", r"that is n % BLOCK"),
+        ("masked lanes as BLOCK - n % BLOCK", _ADD_KERNEL + """
+def add_grid(n, BLOCK):
+    return ((n + BLOCK - 1) // BLOCK,)
+
+
+def masked_lanes(n, BLOCK):
+    return BLOCK - n % BLOCK
+""", r"when BLOCK divides n every lane has an element"),
+    ],
+    "fusion_bytes_check": [
+        ("writes not counted", """
+def fusion_bytes(rows, cols, dtype_bytes):
+    n = rows * cols
+    return (2 * n + cols) * dtype_bytes, (n + cols) * dtype_bytes
+""", r"only the reads\. Writes move bytes too"),
+        ("intermediate counted once", """
+def fusion_bytes(rows, cols, dtype_bytes):
+    n = rows * cols
+    return (3 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes
+""", r"the intermediate y counted once"),
+        ("bias counted per element", """
+def fusion_bytes(rows, cols, dtype_bytes):
+    n = rows * cols
+    return 5 * n * dtype_bytes, 3 * n * dtype_bytes
+""", r"the bias counted once per element"),
+        ("swapped", """
+def fusion_bytes(rows, cols, dtype_bytes):
+    n = rows * cols
+    return (2 * n + cols) * dtype_bytes, (4 * n + cols) * dtype_bytes
+""", r"swapped"),
+    ],
+    "bias_gelu_kernel_check": [
+        ("intermediate stored and loaded back", _GELU + _GELU_HEAD + """
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask),
+             mask=mask)
+    y = tl.load(out_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
+""", r"a fused kernel writes its output once"),
+        ("bias indexed by row", _GELU + _GELU_HEAD + """
+    y = tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets // cols, mask=mask)
+    tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
+""", r"bias was indexed by row|out of bounds"),
+        ("sigmoid approximation", _GELU + _GELU_HEAD + """
+    y = tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask)
+    tl.store(out_ptr + offsets, y * tl.sigmoid(1.702 * y), mask=mask)
+""", r"Close to GELU, not GELU"),
+        ("bias never added", _GELU + _GELU_HEAD + """
+    y = tl.load(x_ptr + offsets, mask=mask) + 0 * tl.load(bias_ptr + offsets % cols, mask=mask)
+    tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
+""", r"the bias was never added"),
+    ],
+    "softmax_kernel_check": [
+        ("no max subtraction", _SOFTMAX + """
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
+    e = tl.exp(x)
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+""", r"Subtract the row's max"),
+        ("masked lanes filled with 0", _SOFTMAX + """
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+""", r"loaded as 0.*other=float\('-inf'\)"),
+        ("stride taken as n_cols", _SOFTMAX + """
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+""", r"rows are x_row_stride elements apart"),
+        ("store without its mask", _SOFTMAX + """
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0))
+""", r"tl\.store through `out_ptr`.*out of bounds"),
+    ],
+    "tile_traffic_check": [
+        ("A and B read once", _TILE + """
+    return dtype_bytes * (M * K + K * N + M * N)
+""", r"each matrix once"),
+        ("C written per K step", _TILE + """
+    return dtype_bytes * (M * K * math.ceil(N / BN) + K * N * math.ceil(M / BM) + M * N * math.ceil(K / BK))
+""", r"C written once per K step"),
+        ("BK in the traffic", _TILE + """
+    return dtype_bytes * (M * BK * math.ceil(N / BN) * math.ceil(K / BK) + K * N * math.ceil(M / BM) * BK // 32 + M * N)
+""", r"changed when only BK changed"),
+        ("floor division for the tile counts", _TILE + """
+    return dtype_bytes * (M * K * (N // BN) + K * N * (M // BM) + M * N)
+""", r"once per column of tiles"),
+        ("budget ignoring the B tile", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes if num_stages * bm * BK * dtype_bytes <= smem_bytes]
+""" + _BEST_PICK, r"The budget left out one input tile"),
+        ("budget ignoring the stages", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes if (bm * BK + BK * bn) * dtype_bytes <= smem_bytes]
+""" + _BEST_PICK, r"multiplied by num_stages"),
+        ("the biggest tiles that fit, whatever the traffic", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes]
+    return max(fits, key=lambda t: (t[0] * t[1], t[0]))
+""", r"with a larger footprint.*Bigger tiles only pay while they cut traffic"),
+    ],
+    "attention_blocked_check": [
+        ("no rescale", _ATTN + """    m = torch.full((s, 1), float("-inf"))
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
+        m = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+        p = torch.exp(scores - m)
+        l = l + p.sum(dim=1, keepdim=True)
+        acc = acc + p @ v[j:j + block]
+    return acc / l
+""", r"Multiply both l and the accumulator by exp\(m_old − m_new\)"),
+        ("the block's max instead of the running max", _ATTN + """    m = torch.full((s, 1), float("-inf"))
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
+        m_new = scores.max(dim=1, keepdim=True).values
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        l = l * alpha + p.sum(dim=1, keepdim=True)
+        acc = acc * alpha + p @ v[j:j + block]
+        m = m_new
+    return acc / l
+""", r"The running max never falls"),
+        ("no 1/sqrt(d)", _ATTN + """    m = torch.full((s, 1), float("-inf"))
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T
+        m_new = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        l = l * alpha + p.sum(dim=1, keepdim=True)
+        acc = acc * alpha + p @ v[j:j + block]
+        m = m_new
+    return acc / l
+""", r"not divided by √d"),
+        ("a running max that starts at 0", _ATTN + """    m = torch.zeros(s, 1)
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
+        m_new = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        l = l * alpha + p.sum(dim=1, keepdim=True)
+        acc = acc * alpha + p @ v[j:j + block]
+        m = m_new
+    return acc / l
+""", r"Start the running max at −inf"),
+        ("the s × s scores after all", _ATTN + """    return torch.softmax(q @ k.T / math.sqrt(d), dim=1) @ v
+""", r"the \d+×\d+ scores"),
+    ],
+    "flash_traffic_check": [
+        ("the s × s matrix stored", _FLASH + """
+    return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_m)), dtype_bytes * (s * d + s * s)
+""", r"counts the s × s score matrix"),
+        ("K and V read once", _FLASH + """
+    return dtype_bytes * 3 * s * d, dtype_bytes * s * d
+""", r"Q, K and V read once"),
+        ("re-reads scaled by the key block", _FLASH + """
+    return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_n)), dtype_bytes * s * d
+""", r"re-read once per key block"),
+    ],
+}
