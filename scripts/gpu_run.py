@@ -211,6 +211,97 @@ def amp_figures(quick: bool) -> dict:
                                     repeats=5 if quick else 10)
 
 
+LESSON08 = ROOT / "solutions" / "08_inside_a_kernel" / "08_inside_a_kernel.ipynb"
+
+
+def lesson08_kernels() -> dict:
+    """Lesson 08's solution kernels and the course's own, decorated for the GPU compiler (not the interpreter)."""
+    import os
+
+    import nbformat
+    import triton
+
+    from grader import triton_kernels
+
+    ns: dict = {"__name__": "lesson08"}
+    for cell in nbformat.read(str(LESSON08), as_version=4).cells:
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            exec(compile(cell.source, "<lesson 08 exercise>", "exec"), ns)  # noqa: S102  the course's own source
+    os.environ["TRITON_INTERPRET"] = "0"  # the exercise cell asked for the interpreter; here the kernels compile
+    names = ("add_kernel", "bias_gelu_kernel", "softmax_kernel")
+    found = {name: triton.jit(getattr(ns[name], "fn", ns[name])) for name in names}
+    found.update({name: triton.jit(k.fn) for name, k in triton_kernels.kernels().items()})
+    return found
+
+
+def kernel_row(name: str, nbytes: float, flops: float, triton_s: float, torch_s: float, chip) -> dict:
+    """One kernel's figures: times, achieved bandwidth and FLOP/s, and their share of the chip's datasheet peaks."""
+    row = {"kernel": name, "bytes": nbytes, "flops": flops, "triton_us": triton_s * 1e6, "torch_us": torch_s * 1e6,
+           "triton_gbs": nbytes / triton_s / 1e9, "torch_gbs": nbytes / torch_s / 1e9,
+           "triton_tflops": flops / triton_s / 1e12, "chip": chip.name if chip else None}
+    if chip is not None and chip.bandwidth:
+        row["triton_share_of_peak_bandwidth"] = nbytes / triton_s / chip.bandwidth
+    if chip is not None and flops and "fp32" in chip.peak_flops:
+        row["triton_share_of_fp32_peak"] = flops / triton_s / chip.peak("fp32")
+    return row
+
+
+def chip_for(device_name: str):
+    """The chips.csv row whose model (e.g. H100, A100, T4) appears in the device's name; None when none does."""
+    from grader import specs
+
+    for chip in specs.load_chips():
+        model = chip.name.split()[1] if chip.name.startswith("NVIDIA ") else None
+        if model and model != "GeForce" and re.search(rf"\b{re.escape(model)}\b", device_name):
+            return chip
+        if model == "GeForce" and chip.name.split()[-1] in device_name:
+            return chip
+    return None
+
+
+def kernel_figures(quick: bool) -> dict:
+    """Lesson 08 on CUDA: each kernel compiled and timed (CUDA events) against torch, with achieved bandwidth/FLOP/s."""
+    import math
+
+    from grader import gpu
+
+    gpu.require_cuda()
+    k = lesson08_kernels()
+    chip = chip_for(torch.cuda.get_device_name())
+    cuda = torch.device("cuda")
+    n = 1 << (22 if quick else 26)
+    x, y, out = (torch.randn(n, device=cuda) for _ in range(3))
+    rows, cols = 4096, n // 4096
+    bias = torch.randn(cols, device=cuda)
+    g = lambda kern, *a, **kw: (lambda: kern[(math.ceil(n / 1024),)](*a, **kw))  # noqa: E731
+    figures = [kernel_row("add", 12 * n, n, gpu.event_seconds(g(k["add_kernel"], x, y, out, n, BLOCK=1024)),
+                          gpu.event_seconds(lambda: torch.add(x, y, out=out)), chip)]
+    x2 = x.view(rows, cols)
+    fused = gpu.event_seconds(g(k["bias_gelu_kernel"], x2, bias, out, n, cols, BLOCK=1024))
+    figures.append(kernel_row("bias+gelu fused", 8 * n + 4 * cols, 10 * n, fused,
+                              gpu.event_seconds(lambda: torch.nn.functional.gelu(x2 + bias)), chip))
+    srows, scols = 8192, 1024
+    sx, so = torch.randn(srows, scols, device=cuda), torch.empty(srows, scols, device=cuda)
+    figures.append(kernel_row("row softmax", 8 * srows * scols, 5 * srows * scols,
+                              gpu.event_seconds(lambda: k["softmax_kernel"][(srows,)](sx, so, scols, scols, scols,
+                                                                                        BLOCK=scols)),
+                              gpu.event_seconds(lambda: torch.softmax(sx, 1)), chip))
+    m = 2048 if quick else 4096
+    a, b, c = torch.randn(m, m, device=cuda), torch.randn(m, m, device=cuda), torch.empty(m, m, device=cuda)
+    mm = lambda: k["matmul_kernel"][(m // 128, m // 128)](a, b, c, m, m, m, *a.stride(), *b.stride(), *c.stride(),  # noqa: E731
+                                                           BM=128, BN=128, BK=32)
+    figures.append(kernel_row("matmul 128×128×32 (tl.dot: TF32)", 4 * (2 * m * m * (m // 128) + m * m), 2 * m**3,
+                              gpu.event_seconds(mm), gpu.event_seconds(lambda: torch.matmul(a, b, out=c)), chip))
+    s, d = (2048, 64) if quick else (8192, 64)
+    q, kk, v, o = (torch.randn(s, d, device=cuda) for _ in range(4))
+    fa = lambda: k["flash_attention_kernel"][(s // 64,)](q, kk, v, o, s, 1 / math.sqrt(d), D=d, BLOCK_M=64, BLOCK_N=64)  # noqa: E731
+    sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q[None, None], kk[None, None], v[None, None])  # noqa: E731
+    figures.append(kernel_row("flash attention forward", 4 * (s * d + 2 * s * d * (s // 64) + s * d), 4 * s * s * d,
+                              gpu.event_seconds(fa), gpu.event_seconds(sdpa), chip))
+    return {"kernels": figures, "note": "float32 inputs; tl.dot runs in TF32 by default (torch's matmul: "
+            f"allow_tf32={torch.backends.cuda.matmul.allow_tf32})"}
+
+
 def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
     """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
     from grader.pipeline.run import run
@@ -257,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         record["figures"]["cuda"] = cuda_only_figures()
         record["figures"]["amp"] = amp_figures(args.quick)
+        record["figures"]["lesson08_kernels"] = kernel_figures(args.quick)
     if not args.no_lessons:
         record["lessons"] = run_lessons(device, out / "runs", args.quick)
     record["provenance"]["wall_seconds"] = round(time.perf_counter() - start, 1)

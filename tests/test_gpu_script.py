@@ -71,3 +71,19 @@ def test_lesson01_shows_a_recorded_run_labelled_as_such(tmp_path, monkeypatch):
     text = json.dumps(read_notebook(tmp_path / "out" / "01_crossover.ipynb"))
     assert "recorded: TEST-FIXTURE-GPU" in text
     assert "too fast" in text and "first call of a fresh 1023" in text
+
+
+def test_lesson08_kernel_figures_arithmetic_and_chip_match():
+    """The CPU-side part of lesson 08's GPU timing: rows of achieved figures and the chip a device name maps to."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_run", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    chip = script.chip_for("NVIDIA H100 80GB HBM3")
+    assert chip is not None and "H100" in chip.name
+    assert script.chip_for("NVIDIA GeForce RTX 4090").name.endswith("4090")
+    assert script.chip_for("Some Other Card") is None
+    row = script.kernel_row("add", 12e9, 1e9, 0.005, 0.004, chip)
+    assert row["triton_gbs"] == 12e9 / 0.005 / 1e9 and row["triton_share_of_peak_bandwidth"] == 12e9 / 0.005 / chip.bandwidth
+    assert row["torch_us"] == 4000.0

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.grades import read_csv
-from mutants import lesson02, lesson03, lesson05, lesson06, lesson07
+from mutants import lesson02, lesson03, lesson05, lesson06, lesson07, lesson08
 from notebook_cells import check_cells, three_submissions
 
 pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
@@ -72,6 +72,12 @@ CAROL = {
         _mutant(lesson07, "average_gradients_check", "summed, not divided"),
         "average_gradients_check",
         "all_reduce sums across the ranks; divide",
+    ),
+    "08_inside_a_kernel": (
+        "add_kernel",
+        _mutant(lesson08, "add_kernel_check", "no mask"),
+        "add_kernel_check",
+        "out of bounds. The course's counter stopped it before the access",
     ),
 }
 # lesson -> graded check cells in its instructor source: what each student gets one row for
