@@ -1,0 +1,70 @@
+"""Lesson 08 (inside a kernel): the checks' models agree with the counter on the course's kernels, and judges on forged data."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported (conftest does it too)
+pytest.importorskip("triton")
+
+from grader import triton_kernels  # noqa: E402
+from grader.checks import lesson08  # noqa: E402
+from grader.notebook import CheckFailed  # noqa: E402
+
+
+def test_fusion_model_is_the_counters_unique_bytes_for_the_course_kernels():
+    x, bias = torch.randn(8, 40), torch.randn(40)
+    z, first, second = triton_kernels.unfused_bias_gelu(x, bias, block=64)
+    assert torch.allclose(z, torch.nn.functional.gelu(x + bias), atol=1e-6)
+    assert first.unique_bytes + second.unique_bytes == lesson08._fusion(8, 40, 4)[0]
+    assert first.loaded_bytes + first.stored_bytes + second.bytes == (5 * 320) * 4  # the bias requested per element
+
+
+@pytest.mark.parametrize("tiles", [(16, 16, 16), (32, 16, 32)])
+def test_tile_model_is_the_counters_requested_bytes_ragged_shapes_included(tiles):
+    a, b = torch.randn(40, 24), torch.randn(24, 36)
+    c, counts = triton_kernels.matmul(a, b, *tiles)
+    assert torch.allclose(c, a @ b, atol=1e-4)
+    assert counts.bytes == lesson08._traffic(40, 36, 24, *tiles, 4)
+    assert counts.unique_bytes == 4 * (40 * 24 + 24 * 36 + 40 * 36)
+
+
+def test_flash_model_is_the_counters_bytes_and_the_kernel_is_attention():
+    q, k, v = lesson08.attention_inputs(40, 16, "random")
+    o, counts = triton_kernels.flash_attention(q, k, v, 16, 8)
+    assert torch.allclose(o, lesson08.reference_attention(q, k, v), atol=1e-5)
+    assert (counts.loaded_bytes, counts.stored_bytes) == lesson08.flash_bytes(40, 16, 16, 8, 4)
+
+
+def test_attention_cases_break_the_mistakes_they_are_meant_to():
+    q, k, v = lesson08.attention_inputs(48, 8, "falling")
+    scores = q @ k.T / math.sqrt(8)
+    assert (scores[:, :16].max(1).values - scores[:, 16:].max(1).values).min() > 100  # exp(+100) overflows float32
+    q, k, v = lesson08.attention_inputs(48, 8, "negative")
+    assert (q @ k.T / math.sqrt(8)).max() < -104  # e^score underflows to 0 with a running max of 0
+    q, k, v = lesson08.attention_inputs(64, 16, "random")
+    assert not torch.allclose(lesson08._no_rescale(q, k, v, 16), lesson08.reference_attention(q, k, v), atol=1e-3)
+
+
+def test_best_tile_cases_tell_every_budget_mistake_apart():
+    picks = [[lesson08._best(*c, footprint=f) for c in lesson08._BEST_CASES] for f, _ in lesson08._BUDGET_MISTAKES]
+    right = [lesson08._best(*c) for c in lesson08._BEST_CASES]
+    assert all(p != right for p in picks) and len({tuple(map(tuple, p)) for p in picks}) == len(picks)
+
+
+def test_a_forged_observation_cannot_pass_the_add_check():
+    with pytest.raises(CheckFailed):
+        lesson08._judge_add({"grids": {"name": "add_grid", "calls": []}, "masks": {"name": "m", "calls": []}, "runs": []})
+    with pytest.raises(CheckFailed):
+        lesson08._judge_softmax({"runs": [{"outs": {}, "counts": {}}] * len(lesson08._SOFTMAX_CASES)})
+
+
+def test_the_judges_carry_no_hidden_answers():
+    """The hidden tests' values live in the solution notebook only: the package has none of them."""
+    text = open(lesson08.__file__, encoding="utf-8").read()
+    for hidden in ("100_000, 1024", "8192, 12288", "8192, 128, 128, 64"):
+        assert hidden not in text
