@@ -87,13 +87,6 @@ def interpreted(kernel: Any):
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    import triton.language.standard as standard
-
-    if isinstance(standard.zeros, JITFunction):  # tl.zeros, tl.sum, tl.max ... were decorated for the GPU compiler
-        raise RuntimeError("triton was imported before TRITON_INTERPRET=1 was set, so tl.sum, tl.max, tl.zeros and the "
-                           "rest of tl's library are compiled-GPU functions the interpreter cannot call. Set "
-                           "os.environ['TRITON_INTERPRET'] = '1' before the first `import triton` (restart the kernel, "
-                           "then run the lesson's first cell first).")
     if isinstance(kernel, InterpretedFunction):
         return kernel
     if isinstance(kernel, JITFunction):
@@ -224,6 +217,41 @@ def _arena(arguments: dict) -> tuple[dict, dict, list]:
 
 def _ordinal(region: Region, address: int) -> int:
     return (int(address) - region.lo) // region.itemsize
+
+
+_AS_INTERPRETED: dict = {}  # id(JITFunction) -> (it, its InterpretedFunction), for tl's library (tl.sum, tl.max ...)
+
+
+class _library_interpreted:  # noqa: N801  (a context manager, used like a function)
+    """For one launch: a @triton.jit function called from a kernel runs in the interpreter.
+
+    When triton is imported before TRITON_INTERPRET=1 is set, tl's library functions written in
+    Triton (tl.sum, tl.max, tl.zeros, tl.sigmoid ...) are decorated for the GPU compiler, and the
+    interpreter cannot call them. Inside a launch, calling one runs it as the interpreter would have
+    decorated it, so the counter works whatever the import order was.
+    """
+
+    def __enter__(self):
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        self.cls, self.saved = JITFunction, JITFunction.__dict__.get("__call__")
+
+        def call(fn, *args, **kwargs):
+            entry = _AS_INTERPRETED.get(id(fn))  # by id: a JITFunction's hash compiles its source's dependencies
+            if entry is None or entry[0] is not fn:
+                entry = _AS_INTERPRETED[id(fn)] = (fn, InterpretedFunction(fn.fn))
+            return entry[1](*args, **kwargs)
+
+        JITFunction.__call__ = call
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.saved is None:
+            del self.cls.__call__
+        else:
+            self.cls.__call__ = self.saved
+        return False
 
 
 class _Watch:
@@ -371,7 +399,8 @@ def launch(kernel: Any, grid: Any, *args: Any, max_programs: int = MAX_PROGRAMS,
     for attr, wrapper in patched.items():
         setattr(builder, attr, wrapper)
     try:
-        fn[shape](**new)
+        with _library_interpreted():
+            fn[shape](**new)
     except InterpreterError as exc:
         cause = exc.__cause__
         if isinstance(cause, (OutOfBounds, KernelFailed)):

@@ -247,3 +247,39 @@ def data_parallel_explorer(
         return html, fig
 
     return _figure_panel([(model_box, chip_box, gpus)], draw)
+
+
+def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip, dict]]) -> widgets.Widget:
+    """Lesson 08: pick a matmul size, tiles, stages and a chip: traffic (the learner's tile_traffic), the tiles'
+    shared-memory footprint against the chip's per-SM limit, programs against SMs, and a roofline time (a model).
+
+    `chips` pairs each chip with its data/sm.csv row (sms, shared_kb_per_sm).
+    """
+    size = widgets.Dropdown(options=[1024, 2048, 4096, 8192, 16384], value=8192, description="M = N = K")
+    tile = widgets.Dropdown(options=[16, 32, 64, 128, 256, 512], value=128, description="BM = BN")
+    bk = widgets.Dropdown(options=[16, 32, 64, 128], value=64, description="BK")
+    stages = widgets.Dropdown(options=[1, 2, 3, 4, 5], value=3, description="stages")
+    chip_box = widgets.Dropdown(options=[(c.name, i) for i, (c, _) in enumerate(chips)], value=0, description="chip")
+    sizes = [16, 32, 64, 128, 256, 512]
+
+    def draw():
+        n, t, k, s = size.value, tile.value, bk.value, stages.value
+        chip, sm = chips[chip_box.value]
+        b = 2  # fp16 / bf16
+        traffic = [tile_traffic(n, n, n, x, x, k, b) / 1e9 for x in sizes]
+        footprint = [s * (x * k + k * x) * b / 1024 for x in sizes]
+        limit = sm["shared_kb_per_sm"]
+        mine = s * (t * k + k * t) * b / 1024
+        programs = -(-n // t) ** 2
+        memory_s = tile_traffic(n, n, n, t, t, k, b) / chip.bandwidth
+        flop_s = 2 * n**3 / chip.peak("fp16")
+        fits = "fits" if mine <= limit else "<b>does not fit</b>: the compiler refuses it (out of resources)"
+        html = (f"{t}×{t} tiles, BK {k}, {s} stages: {mine:.0f} KB of shared memory, {fits} in {limit:.0f} KB per SM; "
+                f"{programs:,} programs for {sm['sms']:.0f} SMs. Model on {chip.name}: memory "
+                f"{memory_s * 1e3:.3g} ms, tensor-core FLOPs {flop_s * 1e3:.3g} ms: "
+                f"<b>{'memory' if memory_s > flop_s else 'compute'}-bound</b> (roofline; a model, not a measurement).")
+        fig = plots.tile_tradeoff(sizes, traffic, footprint, limit, 3 * n * n * b / 1e9, f"{limit:.0f} KB per SM",
+                                  f"Traffic of an fp16 {n}³ matmul", chosen=t)
+        return html, fig
+
+    return _figure_panel([(size, tile, bk), (stages, chip_box)], draw)

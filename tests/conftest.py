@@ -25,8 +25,6 @@ def _no_bwrap_means_no_sandbox() -> None:
 
 
 _no_bwrap_means_no_sandbox()
-# Lesson 08 runs Triton kernels in Triton's CPU interpreter, which must be chosen before triton is first imported.
-os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def lesson_ids() -> list[str]:

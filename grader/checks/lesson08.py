@@ -8,7 +8,7 @@ raised (an out-of-bounds lane is stopped by the counter before it runs, so a mis
 not a crashed interpreter). The judges compare against torch and name the usual mistakes.
 
 The pure functions (fusion_bytes, tile_traffic, best_tiles, flash_traffic) are recorded and replayed
-like every other lesson's; attention_blocked runs in torch under a dispatch mode that notes the largest
+like every other lesson's; attention_blocked runs in torch under a TorchFunctionMode that notes the largest
 tensor it creates, so the judge can tell an online softmax from one that builds the s x s scores.
 """
 
@@ -512,14 +512,14 @@ def _no_rescale(q, k, v, block):
     return (acc / l).float()
 
 
-class _Largest(torch.utils._python_dispatch.TorchDispatchMode):
-    """Notes the largest tensor any op creates (in elements)."""
+class _Largest(torch.overrides.TorchFunctionMode):
+    """Notes the largest tensor any torch function returns (in elements)."""
 
     def __init__(self):
         super().__init__()
         self.largest = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(t, torch.Tensor):
