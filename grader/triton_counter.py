@@ -399,7 +399,7 @@ def launch(kernel: Any, grid: Any, *args: Any, max_programs: int = MAX_PROGRAMS,
     for attr, wrapper in patched.items():
         setattr(builder, attr, wrapper)
     try:
-        with _library_interpreted():
+        with _library_interpreted(), np.errstate(all="ignore"):  # a kernel's inf and NaN are its result, not a warning
             fn[shape](**new)
     except InterpreterError as exc:
         cause = exc.__cause__

@@ -221,9 +221,9 @@ def _gelu_inputs(rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
     return 3 * torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
 
 
-def _observe_bias_gelu(kernel: Any) -> dict:
+def _observe_bias_gelu(kernel: Any, cases: list | None = None) -> dict:
     runs = []
-    for rows, cols, block in _GELU_CASES:
+    for rows, cols, block in cases or _GELU_CASES:
         x, bias = _gelu_inputs(rows, cols)
         out = torch.full((rows, cols), NAN)
         n = rows * cols
@@ -232,11 +232,12 @@ def _observe_bias_gelu(kernel: Any) -> dict:
     return {"runs": runs}
 
 
-def _judge_bias_gelu(observation: dict) -> None:
+def _judge_bias_gelu(observation: dict, cases: list | None = None) -> None:
+    cases = cases or _GELU_CASES
     runs = observation.get("runs")
-    if not isinstance(runs, list) or len(runs) != len(_GELU_CASES):
+    if not isinstance(runs, list) or len(runs) != len(cases):
         fail("the check could not read what your kernel did")
-    for (rows, cols, block), run in zip(_GELU_CASES, runs):
+    for (rows, cols, block), run in zip(cases, runs):
         n = rows * cols
         label = f"bias_gelu_kernel on a {rows}×{cols} x (n={n}, BLOCK={block})"
         _launch_failed(run, label)
@@ -272,6 +273,22 @@ def _judge_bias_gelu(observation: dict) -> None:
 
 
 check_bias_gelu = Check("bias_gelu_kernel", _observe_bias_gelu, _judge_bias_gelu)
+
+
+def _observe_bias_gelu_on(kernel: Any, rows: int, cols: int, block: int) -> dict:
+    return _observe_bias_gelu(kernel, [(rows, cols, block)])
+
+
+def _judge_bias_gelu_on(observation: dict, rows: int, cols: int, block: int, why: str) -> None:
+    try:
+        _judge_bias_gelu(observation, [(rows, cols, block)])
+    except CheckFailed as exc:
+        fail(f"{why}: {exc}")
+
+
+bias_gelu_on = Check("bias_gelu_kernel on another shape", _observe_bias_gelu_on, _judge_bias_gelu_on,
+                     inputs=("rows", "cols", "block"), announce=False)
+bias_gelu_on.__doc__ = "Hidden test: bias_gelu_kernel on a (rows, cols) x of 3·randn with this BLOCK."
 
 
 # --- exercise 3: row softmax ------------------------------------------------------------------------
@@ -636,5 +653,5 @@ def _judge_flash(fn: Callable) -> None:
 
 check_flash_traffic = recorded("flash_traffic", "flash_traffic", _FLASH_CASES, _judge_flash)
 
-__all__ = ["check_add", "check_fusion_bytes", "check_bias_gelu", "check_softmax", "softmax_on", "check_tile_traffic",
+__all__ = ["check_add", "check_fusion_bytes", "check_bias_gelu", "bias_gelu_on", "check_softmax", "softmax_on", "check_tile_traffic",
            "check_best_tiles", "check_attention_blocked", "attention_on", "check_flash_traffic", "expect", "Raised"]
