@@ -610,12 +610,12 @@ def tile_tradeoff(sizes: Sequence[int], traffic_gb: Sequence[float], footprint_k
     ax2.axhline(limit_kb, color="black", ls="--", label=limit_label)
     ax2.set_ylabel("KB of shared memory")
     ax2.set_title("On-chip footprint of those tiles", fontsize=10)
-    for a in (ax, ax2):
+    for a, where in ((ax, "upper right"), (ax2, "lower right")):
         a.set_xscale("log", base=2)
         a.set_yscale("log")
         a.set_xticks(list(sizes), ticks)
         a.set_xlabel("square tile BM = BN")
         if chosen is not None:
             a.axvline(chosen, color="#55A868", lw=1, label=f"BM = BN = {chosen}")
-        a.legend(fontsize=FONT, loc="best")
+        a.legend(fontsize=FONT, loc=where)
     return fig

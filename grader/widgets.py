@@ -6,6 +6,7 @@ is at most as wide as the panel, and descriptions take the width their words nee
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import ipywidgets as widgets
@@ -270,7 +271,7 @@ def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip
         footprint = [s * (x * k + k * x) * b / 1024 for x in sizes]
         limit = sm["shared_kb_per_sm"]
         mine = s * (t * k + k * t) * b / 1024
-        programs = -(-n // t) ** 2
+        programs = math.ceil(n / t) ** 2
         memory_s = tile_traffic(n, n, n, t, t, k, b) / chip.bandwidth
         flop_s = 2 * n**3 / chip.peak("fp16")
         fits = "fits" if mine <= limit else "<b>does not fit</b>: the compiler refuses it (out of resources)"
