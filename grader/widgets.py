@@ -250,18 +250,19 @@ def data_parallel_explorer(
     return _figure_panel([(model_box, chip_box, gpus)], draw)
 
 
-def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip, dict]]) -> widgets.Widget:
+def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip, dict]],
+                  start_tile: int = 128) -> widgets.Widget:
     """Lesson 08: pick a matmul size, tiles, stages and a chip: traffic (the learner's tile_traffic), the tiles'
     shared-memory footprint against the chip's per-SM limit, programs against SMs, and a roofline time (a model).
 
     `chips` pairs each chip with its data/sm.csv row (sms, shared_kb_per_sm).
     """
     size = widgets.Dropdown(options=[1024, 2048, 4096, 8192, 16384], value=8192, description="M = N = K")
-    tile = widgets.Dropdown(options=[16, 32, 64, 128, 256, 512], value=128, description="BM = BN")
+    sizes = [16, 32, 64, 128, 256, 512]
+    tile = widgets.Dropdown(options=sizes, value=start_tile if start_tile in sizes else 128, description="BM = BN")
     bk = widgets.Dropdown(options=[16, 32, 64, 128], value=64, description="BK")
     stages = widgets.Dropdown(options=[1, 2, 3, 4, 5], value=3, description="stages")
     chip_box = widgets.Dropdown(options=[(c.name, i) for i, (c, _) in enumerate(chips)], value=0, description="chip")
-    sizes = [16, 32, 64, 128, 256, 512]
 
     def draw():
         n, t, k, s = size.value, tile.value, bk.value, stages.value
