@@ -87,3 +87,19 @@ def test_lesson08_kernel_figures_arithmetic_and_chip_match():
     row = script.kernel_row("add", 12e9, 1e9, 0.005, 0.004, chip)
     assert row["triton_gbs"] == 12e9 / 0.005 / 1e9 and row["triton_share_of_peak_bandwidth"] == 12e9 / 0.005 / chip.bandwidth
     assert row["torch_us"] == 4000.0
+
+
+def test_lesson08_kernels_are_taken_from_the_solution_and_decorated_for_the_compiler(tmp_path):
+    """What gpu_run.py compiles on CUDA: the solution's kernels and the course's, as JITFunctions (decorating needs no GPU)."""
+    import os
+
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('gpu_run', {str(SCRIPT)!r})\n"
+            "script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)\n"
+            "found = script.lesson08_kernels()\n"
+            "print(sorted((name, type(k).__name__) for name, k in found.items()))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("add_kernel", "bias_gelu_kernel", "softmax_kernel", "matmul_kernel", "flash_attention_kernel"):
+        assert f"('{name}', 'JITFunction')" in done.stdout
