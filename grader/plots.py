@@ -610,7 +610,7 @@ def tile_tradeoff(sizes: Sequence[int], traffic_gb: Sequence[float], footprint_k
     ax2.axhline(limit_kb, color="black", ls="--", label=limit_label)
     ax2.set_ylabel("KB of shared memory")
     ax2.set_title("On-chip footprint of those tiles", fontsize=10)
-    for a, where in ((ax, "upper right"), (ax2, "lower right")):
+    for a, where in ((ax, "lower left"), (ax2, "lower right")):
         a.set_xscale("log", base=2)
         a.set_yscale("log")
         a.set_xticks(list(sizes), ticks)

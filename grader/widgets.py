@@ -278,8 +278,10 @@ def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip
         fits = "fits" if mine <= limit else "<b>does not fit</b>: the compiler refuses it (out of resources)"
         html = (f"{t}×{t} tiles, BK {k}, {s} stages: {mine:.0f} KB of shared memory, {fits} in {limit:.0f} KB per SM; "
                 f"{programs:,} programs for {sm['sms']:.0f} SMs. Model on {chip.name}: memory "
-                f"{memory_s * 1e3:.3g} ms, tensor-core FLOPs {flop_s * 1e3:.3g} ms: "
-                f"<b>{'memory' if memory_s > flop_s else 'compute'}-bound</b> (roofline; a model, not a measurement).")
+                f"{memory_s * 1e3:.3g} ms if every requested byte came from HBM "
+                f"({3 * n * n * b / chip.bandwidth * 1e3:.3g} ms if L2 served every re-read), tensor-core FLOPs "
+                f"{flop_s * 1e3:.3g} ms: <b>{'memory' if memory_s > flop_s else 'compute'}-bound</b> without a cache "
+                "(roofline; a model, not a measurement).")
         fig = plots.tile_tradeoff(sizes, traffic, footprint, limit, 3 * n * n * b / 1e9, f"{limit:.0f} KB per SM",
                                   f"Traffic of an fp16 {n}³ matmul", chosen=t)
         return html, fig
