@@ -16,6 +16,23 @@ def activation_bytes(model, batch):
     saved = {}
 """
 
+_IN_PARAMS = "t.untyped_storage().data_ptr() not in params"
+_STORAGE = "t.untyped_storage().nbytes()"
+
+
+def _recorder(keep: str, key: str, size: str) -> str:
+    """An activation_bytes whose pack records `size` under `key` for every saved tensor `t` where `keep` holds."""
+    return _HOOK_HEAD + f"""
+    def pack(t):
+        if {keep}:
+            saved[{key}] = {size}
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(batch)
+    return sum(saved.values())
+"""
+
+
 MUTANTS = {
     "state_bytes_check": [
         (
@@ -161,41 +178,17 @@ def predict_saved_bytes(batch, widths):
     "activation_bytes_check": [
         (
             "each saved tensor counted once by id(t), at its storage's size",
-            _HOOK_HEAD + """
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            saved[id(t)] = t.untyped_storage().nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(batch)
-    return sum(saved.values())
-""",
+            _recorder(_IN_PARAMS, "id(t)", _STORAGE),
             r"counted more than once",
         ),
         (
             "each saved tensor counted once by id(t), at its own size (a view's part)",
-            _HOOK_HEAD + """
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            saved[id(t)] = t.numel() * t.element_size()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(batch)
-    return sum(saved.values())
-""",
+            _recorder(_IN_PARAMS, "id(t)", "t.numel() * t.element_size()"),
             r"a view keeps its whole storage",
         ),
         (
             "parameters skipped by isinstance(t, nn.Parameter): the saved weight is a view, not a Parameter",
-            _HOOK_HEAD + """
-    def pack(t):
-        if not isinstance(t, torch.nn.Parameter):
-            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(batch)
-    return sum(saved.values())
-""",
+            _recorder("not isinstance(t, torch.nn.Parameter)", "t.untyped_storage().data_ptr()", _STORAGE),
             r"Parameters are not\s+activations",
         ),
         (
@@ -229,15 +222,7 @@ def activation_bytes(model, batch):
         ),
         (
             "elements counted instead of bytes",
-            _HOOK_HEAD + """
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            saved[t.untyped_storage().data_ptr()] = t.numel()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(batch)
-    return sum(saved.values())
-""",
+            _recorder(_IN_PARAMS, "t.untyped_storage().data_ptr()", "t.numel()"),
             r"counts elements, not bytes",
         ),
         (
