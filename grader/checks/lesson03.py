@@ -15,6 +15,7 @@ ties go to even.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import struct
@@ -714,7 +715,7 @@ def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, flo
 
 FORECAST_SETTINGS = dict(init_scale=2.0**30, growth_interval=10)  # the notebook's section 6 settings
 FORECAST_CEILING = 2.0**24  # the largest scale that keeps the gradients finite, the same at every step
-_FORECAST_STEPS, _FORECAST_FROM = 1200, 100  # run this long; the long run is counted from here on
+_FORECAST_STEPS, _FORECAST_FROM = 210, 100  # run this long; the long run is counted from here on (ten 11-step cycles)
 
 
 def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
@@ -736,6 +737,14 @@ def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool
     return skipped
 
 
+@functools.lru_cache(maxsize=1)
+def _forecast_reference() -> tuple[int, float]:
+    """GradScaler itself on the forecast's case: steps skipped before the first applied one, and the long-run share."""
+    skipped = gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
+    tail = skipped[_FORECAST_FROM:]
+    return next(i for i, s in enumerate(skipped) if not s), sum(tail) / len(tail)
+
+
 def _judge_scaler_forecast(answers: Any) -> None:
     """SCALER_FORECAST: steps skipped at the start and the long-run share skipped, for a fixed ceiling of 2^24."""
     keys = ["skipped at start", "share skipped in the long run"]
@@ -745,10 +754,7 @@ def _judge_scaler_forecast(answers: Any) -> None:
         fail(f"SCALER_FORECAST['skipped at start'] is {start!r}; write a whole number of steps.")
     if not is_number(share) or not 0 <= float(share) <= 1:
         fail(f"SCALER_FORECAST['share skipped in the long run'] is {share!r}; write a fraction between 0 and 1.")
-    skipped = gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
-    want_start = next(i for i, s in enumerate(skipped) if not s)
-    tail = skipped[_FORECAST_FROM:]
-    want_share = sum(tail) / len(tail)
+    want_start, want_share = _forecast_reference()
     interval = FORECAST_SETTINGS["growth_interval"]
     if int(start) != want_start:
         if abs(int(start) - want_start) == 1:
