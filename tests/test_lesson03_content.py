@@ -155,7 +155,9 @@ FORGED = [None, 1, "x", [], {}, {"calls": []}, {"calls": [["x", {}]]}, {"default
 
 
 @pytest.mark.parametrize("name", ["check_decode", "check_round_to", "check_predict_vanishing", "check_underflows",
-                                  "check_stall_point", "check_choose_loss_scale", "check_loss_scaler"])
+                                  "check_stall_point", "check_choose_loss_scale", "check_loss_scaler",
+                                  "check_fields_by_hand", "check_rounded_by_hand", "check_zero_share",
+                                  "check_scaler_forecast"])
 def test_judges_never_pass_a_forged_observation(name):
     check = getattr(lesson03, name)
     for forged in FORGED:
