@@ -351,12 +351,12 @@ def chip_label(chip) -> str:
 
 
 def fit(row: dict, memory_bytes: int, precision: str, optimizer: str, batch: int, seq: int, checkpointing: bool,
-        gpus: int, training_bytes: Callable[[int, str, str], int], max_batch: Callable[[int, int, int], int],
+        gpus: int, training_bytes: Callable[[int, str, str], int], max_batch: Callable[[int, dict[int, int]], int],
         activation_bytes_of: Callable[[dict, int, int, str, bool], int]) -> dict:
     """The calculator's arithmetic: the four terms per GPU, the total, and the largest batch that fits in `memory_bytes`.
 
-    `training_bytes` and `max_batch` are the learner's; `activation_bytes_of(row, batch, seq,
-    precision, checkpointing)` the activation model. The optimizer state is sharded across
+    `training_bytes` and `max_batch` are the learner's (max_batch gets the modelled peaks at batches
+    1 and 2); `activation_bytes_of(row, batch, seq, precision, checkpointing)` the activation model. The optimizer state is sharded across
     `gpus` (ZeRO stage 1); weights, gradients and activations are whole on every GPU.
     """
     n = row["n_params"]
@@ -372,4 +372,4 @@ def fit(row: dict, memory_bytes: int, precision: str, optimizer: str, batch: int
              "activations (model)": act_fixed + per_sample * batch}
     total = sum(stack.values())
     return {"stack": stack, "total": total, "fits": total <= memory_bytes, "fixed": fixed, "per_sample": per_sample,
-            "largest_batch": max_batch(int(memory_bytes), fixed, per_sample)}
+            "largest_batch": max_batch(int(memory_bytes), {1: fixed + per_sample, 2: fixed + 2 * per_sample})}

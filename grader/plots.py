@@ -285,8 +285,9 @@ def memory_stack(
         gib = nbytes / 2**30
         ax.axhline(gib, linestyle="--", color=f"C{(j + len(terms)) % 10}", linewidth=1.5,
                    label=f"{name}: {gib:.0f} GiB of memory")
-        ax.annotate(f"{name} memory: {gib:.0f} GiB", (0.99, gib), xycoords=("axes fraction", "data"),
-                    fontsize=FONT, ha="right", va="bottom", color=f"C{(j + len(terms)) % 10}")
+        # In the margin right of the axes, never on a bar that reaches past the line.
+        ax.annotate(f"{textwrap.fill(name, 18)}\n{gib:.0f} GiB", (1.01, gib), xycoords=("axes fraction", "data"),
+                    fontsize=FONT, ha="left", va="center", color=f"C{(j + len(terms)) % 10}", annotation_clip=False)
     top = max([float(bottoms.max()) if len(bottoms) else 0.0] + [nbytes / 2**30 for _, nbytes in chips])
     ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     ax.set_xticks(xs, [label for label, _ in stacks])

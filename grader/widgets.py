@@ -140,7 +140,7 @@ def will_it_fit(
     models: Sequence[dict],
     chips: Sequence[Chip],
     training_bytes: Callable[[int, str, str], int],
-    max_batch: Callable[[int, int, int], int],
+    max_batch: Callable[[int, dict[int, int]], int],
     activation_bytes_of: Callable[[dict, int, int, str, bool], int],
 ) -> widgets.Widget:
     """Pick a model shape, precision, optimizer, batch, sequence, checkpointing and GPUs; see the four terms.

@@ -16,7 +16,8 @@ from notebook_cells import check_cells, namespace
 LESSON = "03_float_formats"
 SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
 RELEASE = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
-EXERCISES = ("decode", "round_to", "predict_vanishing", "underflows", "stall_point", "choose_loss_scale", "LossScaler")
+EXERCISES = ("decode", "round_to", "predict_vanishing", "underflows", "stall_point", "choose_loss_scale", "LossScaler",
+             "FIELDS_BY_HAND", "ROUNDED_BY_HAND", "ZERO_SHARE", "SCALER_FORECAST")
 
 
 def _cells(path=SOLUTION):
@@ -154,7 +155,9 @@ FORGED = [None, 1, "x", [], {}, {"calls": []}, {"calls": [["x", {}]]}, {"default
 
 
 @pytest.mark.parametrize("name", ["check_decode", "check_round_to", "check_predict_vanishing", "check_underflows",
-                                  "check_stall_point", "check_choose_loss_scale", "check_loss_scaler"])
+                                  "check_stall_point", "check_choose_loss_scale", "check_loss_scaler",
+                                  "check_fields_by_hand", "check_rounded_by_hand", "check_zero_share",
+                                  "check_scaler_forecast"])
 def test_judges_never_pass_a_forged_observation(name):
     check = getattr(lesson03, name)
     for forged in FORGED:
@@ -241,3 +244,60 @@ def test_fields_table_does_not_say_inf_twice():
 
     html = floats.fields_html(math.inf, floats.FORMATS, lambda x, fmt: (0, 255 if fmt != "fp16" else 31, 0))
     assert "inf · inf" not in html and "inf (inf)" not in html and ">inf<" in html
+
+
+# --- issue 20: predictions before measurements; the text gives the principle, not the answer ------------------------
+
+PREDICTIONS = {"FIELDS_BY_HAND": "decode_check", "ROUNDED_BY_HAND": "round_to_check", "ZERO_SHARE": "underflows_check",
+               "SCALER_FORECAST": "LossScaler_check"}
+
+
+def test_each_prediction_is_recorded_before_its_check_and_judged_by_it():
+    cells = [c for c in _cells() if c.cell_type == "code"]
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    for name, check in PREDICTIONS.items():
+        assert ids.index(name) < ids.index(check), name
+        assert f"({name})" in cells[ids.index(check)].source.split("### BEGIN HIDDEN TESTS")[0], name
+        # nothing between the prediction and its check measures what it predicts
+        between = "\n".join(c.source for c in cells[ids.index(name) + 1:ids.index(check)])
+        assert "display(" not in between and "print(" not in between, name
+
+
+def test_the_text_no_longer_gives_the_answers_away():
+    text = " ".join(_text().split())
+    for given in ("round away the low 13 bits", "Adding 0.01 at a time in fp16 stalls at 32", "$P \\times \\text{eps}$",
+                  "$2^{1-\\text{bias}-m}$", "it is below half its smallest subnormal",
+                  "multiplies the scale by `backoff_factor` (0.5)", "Store first, then read the bits",
+                  "Careful: \"smaller than the smallest normal\""):
+        assert given not in text, given
+    release = " ".join(_text(RELEASE).split())
+    for docstring in ("halve and skip on overflow", "ties to even) into fmt", "nonzero but become zero"):
+        assert docstring not in release, docstring
+
+
+def test_the_running_sum_is_measured_only_after_stall_points_check():
+    cells = [c for c in _cells() if c.cell_type == "code"]
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    first_sum = next(i for i, c in enumerate(cells) if "running_sum(d, 0.01" in c.source)
+    assert first_sum > ids.index("stall_point_check")
+
+
+def test_predict_vanishing_fallback_says_what_the_cast_does():
+    """The fallback used to say 'rounds it to 0' for a value the cast keeps."""
+    def smallest_vanishes(values, e, m):
+        return [x != 0 and abs(x) <= 2.0 ** (1 - (2 ** (e - 1) - 1) - m) for x in values]
+
+    with pytest.raises(AssertionError, match="the cast keeps it"):
+        lesson03.check_predict_vanishing(smallest_vanishes)
+
+
+def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
+    skipped = lesson03.gradscaler_with_ceiling(2.0**24, 300, init_scale=2.0**30, growth_interval=10)
+    assert skipped[:7] == [True] * 6 + [False]
+    assert sum(skipped[100:298]) == 18  # 198 steps, one skipped in every 11
+    assert lesson03.FORECAST_SETTINGS == {"init_scale": 2.0**30, "growth_interval": 10}
+    assert "SCALER_SETTINGS = dict(init_scale=2.0**30, growth_interval=10)" in _text()  # the forecast's settings are the notebook's
+
+
+def test_zero_share_reference_is_the_measured_cast():
+    assert abs(lesson03.zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03.zero_share(torch.bfloat16) == 0.0

@@ -8,7 +8,7 @@ from grader.checks import _plain, lesson04
 
 FORGED = [None, 0, 1.5, "x", [], {}, {"calls": []}, {"calls": [["[]", {"value": 1}]]},
           {"adam": {}, "fresh": {}, "sgd": {}}, {"mlp10": 0, "squares": 0, "mlp20": 0}, {"got": None}]
-VISIBLE = [lesson04.check_state_bytes, lesson04.check_training_bytes, lesson04.check_predict_saved_bytes,
+VISIBLE = [lesson04.check_bytes_per_param, lesson04.check_state_bytes, lesson04.check_training_bytes, lesson04.check_predict_saved_bytes,
            lesson04.check_activation_bytes, lesson04.check_max_batch]
 
 

@@ -13,7 +13,7 @@ import nbformat
 from conftest import ROOT
 
 LESSON = "04_memory"
-LEARNER = {"state_bytes", "training_bytes", "predict_saved_bytes", "activation_bytes", "max_batch"}
+LEARNER = {"state_bytes", "training_bytes", "predict_saved_bytes", "activation_bytes", "max_batch", "BYTES_PER_PARAM"}
 
 
 def _cells(student: bool = False):
@@ -112,3 +112,48 @@ def test_five_graded_exercises_with_the_prediction_among_them():
                       "activation_bytes_check", "max_batch_check"]
     text = _markdown()
     assert "predict, then measure" in text.lower()
+
+
+# --- issue 20: predict, derive, diagnose; the text gives the principle, not the answer --------------------------------
+
+
+def _code_cells():
+    return [c for c in _cells() if c.cell_type == "code"]
+
+
+def _grade_ids():
+    return [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in _code_cells()]
+
+
+def test_bytes_per_param_is_predicted_before_state_bytes_and_judged_by_its_check():
+    ids, cells = _grade_ids(), _code_cells()
+    assert ids.index("BYTES_PER_PARAM") < ids.index("state_bytes") < ids.index("state_bytes_check")
+    assert "check_bytes_per_param(BYTES_PER_PARAM)" in cells[ids.index("state_bytes_check")].source
+    measured = next(i for i, c in enumerate(cells) if "before_step = state_bytes(" in c.source)
+    assert measured > ids.index("state_bytes_check")
+
+
+def test_the_text_no_longer_gives_the_answers_away():
+    text = _markdown()
+    for given in ("`numel() × element_size()` bytes", "Adam creates them lazily", "**on the first `step()`**",
+                  "momentum one float32 per parameter, Adam two", "keyed by `t.untyped_storage().data_ptr()`",
+                  "The largest batch is what is left over divided by the bytes per sample"):
+        assert given not in text, given
+    release = "\n".join(c.source for c in _cells(student=True))
+    for docstring in ("Bytes of distinct storages autograd saves", "fixed_bytes + batch * per_sample_bytes <= memory_bytes"):
+        assert docstring not in release, docstring
+
+
+def test_the_naive_recorder_comes_before_activation_bytes_and_the_explanation_after_its_check():
+    ids, cells = _grade_ids(), _code_cells()
+    naive = next(i for i, c in enumerate(cells) if "def naive_saved_bytes" in c.source)
+    rows = next(i for i, c in enumerate(cells) if "saved.rows" in c.source)
+    assert ids.index("predict_saved_bytes_check") < naive < ids.index("activation_bytes") < ids.index("activation_bytes_check") < rows
+
+
+def test_max_batch_works_from_peaks_measured_at_two_batch_sizes():
+    cells = _code_cells()
+    source = cells[_grade_ids().index("max_batch")].source
+    assert "def max_batch(memory_bytes: int, peaks: dict[int, int]) -> int:" in source
+    shown = next(c.source for c in cells if "largest = max_batch(budget, tried)" in c.source)
+    assert "peak_at(b) for b in (largest, largest + 1)" in shown  # the answer is measured after it is given

@@ -1,5 +1,6 @@
 """Checks for lesson 03 (float formats): decode, round_to, predict_vanishing, underflows, stall_point,
-choose_loss_scale, LossScaler.
+choose_loss_scale, LossScaler, and the predictions recorded before four of them (FIELDS_BY_HAND,
+ROUNDED_BY_HAND, ZERO_SHARE, SCALER_FORECAST).
 
 Each check is two halves (grader.checks._common.Check): observe calls the
 learner's code on the check's own cases and returns plain data; judge reads
@@ -14,6 +15,7 @@ ties go to even.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import struct
@@ -26,6 +28,7 @@ import torch
 from grader.checks._common import Check, Replay, call, close, fail, is_number, record, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.floats import FORMATS, value_of
+from grader.notebook import NotDone
 
 _WIDTHS = {name: (f.exponent_bits, f.mantissa_bits) for name, f in FORMATS.items()}
 
@@ -153,6 +156,89 @@ check_decode = recorded("decode", "decode", [(x, fmt) for fmt in ("fp32", "fp16"
                         _judge_decode)
 
 
+# --- predictions: a dict the learner fills in by hand before the cell that measures it -------------
+
+
+def _prediction(name: str) -> Callable[[Any], Any]:
+    """Observe: the learner's dict as it is (NotDone while it is still empty). The judge is attached below."""
+
+    def observe(answers):
+        if answers is None or (isinstance(answers, dict) and not answers):
+            raise NotDone(name)
+        return answers
+
+    return observe
+
+
+def _answers(answers: Any, name: str, keys: list, example: str) -> dict:
+    """The learner's prediction dict, required to hold exactly `keys`."""
+    if not isinstance(answers, dict):
+        fail(f"{name} should be a dict, like {example}; it is {type(answers).__name__}.")
+    missing = [k for k in keys if k not in answers]
+    extra = [k for k in answers if k not in keys]
+    if missing or extra:
+        fail(f"{name} needs exactly the keys {keys!r}; missing {missing!r}, unexpected {extra!r}.")
+    return {k: answers[k] for k in keys}
+
+
+_BY_HAND = [-2.5, 1e-5, 65520.0]  # fp16, worked out on paper
+
+
+def _judge_fields_by_hand(answers: Any) -> None:
+    """FIELDS_BY_HAND: the fp16 fields of -2.5, 1e-5 and 65520, worked out by hand."""
+    got_all = _answers(answers, "FIELDS_BY_HAND", _BY_HAND, "{-2.5: (1, 16, 0), ...}")
+    fp16 = FORMATS["fp16"]
+    for x in _BY_HAND:
+        got = got_all[x]
+        if not isinstance(got, (tuple, list)) or len(got) != 3 or not all(_is_int(v) for v in got):
+            fail(f"FIELDS_BY_HAND[{x!r}] is {got!r}; write three integers (sign, exponent, mantissa).")
+        got = tuple(int(v) for v in got)
+        want = _split(_reference_bits(x, "fp16"), 5, 10)
+        if got == want:
+            continue
+        sign, exponent, mantissa = got
+        if not (0 <= exponent < 32 and 0 <= mantissa < 1024 and sign in (0, 1)):
+            if exponent < 0:
+                fail(f"FIELDS_BY_HAND[{x!r}] has exponent {exponent}: the stored field is an unsigned integer, the power "
+                     "of two plus the bias (15 in fp16). A number below the smallest normal (2⁻¹⁴ ≈ 6.1e-5) has no "
+                     "exponent to spare: it is stored as a subnormal, with the exponent field all zeros.")
+            if mantissa >= 1024:
+                fail(f"FIELDS_BY_HAND[{x!r}] has mantissa {mantissa}, more than 10 bits hold: the hidden leading 1 "
+                     "is not stored, only the 10 bits after it.")
+            fail(f"FIELDS_BY_HAND[{x!r}] is {got}: fp16 fields are 1 sign bit (0 or 1), 5 exponent bits (0 to 31) and "
+                 "10 mantissa bits (0 to 1023).")
+        if x == 65520.0 and got == (0, 30, 1023):
+            fail("FIELDS_BY_HAND[65520.0] is fp16's largest finite number, 65,504: a cast does not stop at the largest "
+                 "number. Near 65,504 fp16 numbers are 32 apart, so 65,520 is exactly halfway between 65,504 (last "
+                 "mantissa bit 1) and where 65,536 would be (last bit 0). The tie goes to the even side, which is past "
+                 "the largest exponent: inf, an all-ones exponent with mantissa 0.")
+        if x == 1e-5 and exponent == 0 and abs(mantissa - 2 * 167.77) < 1.5:
+            fail(f"FIELDS_BY_HAND[1e-5] is {got}: that reads a zero exponent field as 2⁰⁻¹⁵. An all-zero exponent "
+                 "field stands for the same power of two as the smallest normal number, 2¹⁻¹⁵ = 2⁻¹⁴, without the "
+                 "hidden 1: a subnormal's value is mantissa × 2⁻¹⁴⁻¹⁰.")
+        if x == 1e-5 and exponent == 0 and abs(mantissa - 167.77) < 1.5:
+            fail(f"FIELDS_BY_HAND[1e-5] is {got}: 1e-5 / 2⁻²⁴ is 167.77, and a cast rounds to the nearest mantissa, "
+                 "not down.")
+        if x == 1e-5 and exponent != 0:
+            fail(f"FIELDS_BY_HAND[1e-5] has exponent field {exponent}, but 1e-5 is below fp16's smallest normal number "
+                 "(2⁻¹⁴ ≈ 6.1e-5): it is a subnormal, stored with the exponent field all zeros and no hidden 1.")
+        if x == -2.5 and sign == 0:
+            fail("FIELDS_BY_HAND[-2.5] has sign 0: the sign bit is 1 for a negative number; the other fields hold "
+                 "the magnitude, 2.5.")
+        if x == -2.5 and exponent == 1:
+            fail("FIELDS_BY_HAND[-2.5] has exponent 1, the power of two itself: the stored field adds the bias, 15.")
+        if x == -2.5 and mantissa in (1, 25, 5):
+            fail(f"FIELDS_BY_HAND[-2.5] has mantissa {mantissa}: the mantissa field is the binary fraction after the "
+                 "leading 1, read as a 10-bit integer. 2.5 = 1.25 × 2¹ and .25 is binary .01, so the bits are "
+                 "0100000000.")
+        fail(f"FIELDS_BY_HAND[{x!r}] is {got}, fields that store {value_of(*got, fp16)!r} in fp16; that is not the fp16 "
+             f"value nearest to {x!r}. Find the power of two first, then the 10 bits after the leading 1 (section 1 "
+             "says what an all-zero or all-ones exponent field means).")
+
+
+check_fields_by_hand = Check("FIELDS_BY_HAND", _prediction("FIELDS_BY_HAND"), _judge_fields_by_hand)
+
+
 # --- round_to -------------------------------------------------------------------------------
 
 
@@ -214,6 +300,49 @@ def _judge_round_to(round_to: Callable[[torch.Tensor, str], torch.Tensor]) -> No
 
 check_round_to = _recorded_with_copies("round_to", "round_to", lambda: [(_round_input(), fmt) for fmt in _ROUND_FORMATS],
                                        _judge_round_to)
+
+
+_ROUNDED = {"1 + 2**-8 in bf16": (1 + 2.0**-8, torch.bfloat16), "1 + 3 * 2**-8 in bf16": (1 + 3 * 2.0**-8, torch.bfloat16),
+            "2049 in fp16": (2049.0, torch.float16), "65519 in fp16": (65519.0, torch.float16)}
+
+
+def _judge_rounded_by_hand(answers: Any) -> None:
+    """ROUNDED_BY_HAND: four casts predicted before any is run."""
+    got_all = _answers(answers, "ROUNDED_BY_HAND", list(_ROUNDED), '{"2049 in fp16": 2048.0, ...}')
+    for label, (x, dtype) in _ROUNDED.items():
+        got = got_all[label]
+        if not is_number(got):
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}; write the number you expect the cast to give.")
+        got = float(got)
+        want = float(torch.tensor([x]).to(dtype).float())
+        if got == want:
+            continue
+        fmt = "bf16" if dtype == torch.bfloat16 else "fp16"
+        if got == x and label != "65519 in fp16":
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}, the value itself, but {fmt} cannot hold it: it has "
+                 f"{FORMATS[fmt].mantissa_bits} mantissa bits, so near {x:g} its numbers are "
+                 f"{2.0 ** (math.floor(math.log2(x)) - FORMATS[fmt].mantissa_bits):g} apart. Which two neighbours "
+                 "is it between, and which is nearer?")
+        if label == "65519 in fp16":
+            if math.isinf(got):
+                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but 65,519 is only 15 above fp16's largest number "
+                     "65,504, less than half the gap there (32). The nearest representable number is 65,504. A cast "
+                     "gives inf only from 65,520 up, halfway to where 65,536 would be.")
+            fail(f"ROUNDED_BY_HAND['65519 in fp16'] is {got!r}, which fp16 does not hold. Near 65,504 (its largest "
+                 "number) fp16 numbers are 32 apart.")
+        if got > want and (x - want) == (got - x):
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: {x!r} is exactly halfway between {want!r} and {got!r}, and "
+                 "you sent the tie up (away from zero). A cast sends a tie to the neighbour whose last mantissa bit "
+                 "is 0 (to even), so that ties round up as often as down and a long sum is not biased.")
+        if got < x < want:
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: that drops the bits that do not fit (truncation). {x!r} is "
+                 f"exactly halfway between {got!r} and {want!r}; a cast sends the tie to the neighbour whose last "
+                 "mantissa bit is 0, and here that is the one above.")
+        fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}; a cast to {fmt} keeps the {fmt} number nearest to {x!r} "
+             "(at a tie, the one whose last mantissa bit is 0).")
+
+
+check_rounded_by_hand = Check("ROUNDED_BY_HAND", _prediction("ROUNDED_BY_HAND"), _judge_rounded_by_hand)
 
 
 # --- predict, then measure: which gradients vanish -----------------------------------------------
@@ -278,15 +407,17 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
             fail(f"for {fmt} you predicted that {half!r}, exactly half the smallest subnormal, survives: a tie rounds "
                  "to the even neighbour, and that is 0 (mantissa 0), so it vanishes. Use <=, not <.")
         if mine == vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
-            fail(f"for {fmt} your threshold is off by a factor of two: the bias is 2^(e−1) − 1 = {bias}, "
-                 f"so the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
+            fail(f"for {fmt} your threshold is off by a factor of two. The bias is 2^(e−1) − 1 = {bias}, and an "
+                 f"all-zero exponent field stands for 2^(1 − bias), the smallest normal's power of two, not 2^(0 − bias): "
+                 f"the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
         if any(v < 0 and want[i] for i, v in enumerate(values)) and mine == [v > 0 and w for v, w in zip(values, want)]:
             fail(f"predict_vanishing missed {[v for v, w in zip(values, want) if v < 0 and w][0]:.3g}: a negative value "
                  "vanishes too. Compare magnitudes (abs).")
         if x == 0 and g:
             fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
-        fail(f"for {fmt} you predicted {g} for {x:.3g}; the cast {'keeps it' if not g else 'rounds it to 0'} "
-             f"(half the smallest subnormal is {half:.3g}).")
+        fail(f"for {fmt} you predicted {g} for {x:.3g}; the cast {'keeps it' if g else 'rounds it to 0'}. The smallest "
+             f"subnormal is {smallest:.3g} and the format holds it; only values at most half of it ({half:.3g}) are "
+             "nearer to 0, and exactly half is a tie that goes to 0.")
 
 
 check_predict_vanishing = recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing)
@@ -335,6 +466,58 @@ check_underflows = _recorded_with_copies(
     "underflows", "underflows",
     lambda: [(torch.tensor(values, dtype=torch.float32), dtype) for dtype, values in _UNDERFLOW_CASES.items()],
     _judge_underflows)
+
+
+# --- predict the share that vanishes ---------------------------------------------------------------
+
+_SPREAD = (-12, -2, 10001)  # torch.logspace(-12, -2, 10001): made-up magnitudes over ten decades
+_SHARE_TOLERANCE = 0.02
+
+
+def zero_share(dtype: torch.dtype) -> float:
+    """Share of torch.logspace(-12, -2, 10001) that a cast to dtype turns into 0 (measured)."""
+    spread = torch.logspace(*_SPREAD)
+    return float((spread.to(dtype) == 0).float().mean())
+
+
+def _share_below(threshold: float, inclusive: bool = True) -> float:
+    spread = torch.logspace(*_SPREAD).double()
+    return float(((spread <= threshold) if inclusive else (spread < threshold)).double().mean())
+
+
+def _judge_zero_share(answers: Any) -> None:
+    """ZERO_SHARE: the share of ten decades of magnitudes that fp16 and bf16 turn into 0, predicted."""
+    got = _answers(answers, "ZERO_SHARE", ["fp16", "bf16"], '{"fp16": 0.5, "bf16": 0.5}')
+    for fmt in ("fp16", "bf16"):
+        if not is_number(got[fmt]) or not math.isfinite(float(got[fmt])):
+            fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; write a share as a number between 0 and 1.")
+        if not 0 <= float(got[fmt]) <= 1:
+            fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; a share is a fraction between 0 and 1 (0.25 for a quarter, not 25).")
+    fp16, bf16 = float(got["fp16"]), float(got["bf16"])
+    want16, want_bf = zero_share(torch.float16), zero_share(torch.bfloat16)
+    if bf16 > want_bf + _SHARE_TOLERANCE and bf16 >= fp16:
+        fail(f"You predicted that bf16 loses at least as many ({bf16:.0%}) as fp16 ({fp16:.0%}). bf16 has fewer mantissa "
+             "bits, but those set its precision, not its range: its 8 exponent bits are fp32's, so it holds numbers "
+             "down to about 1e-40. fp16's 5 exponent bits stop far higher.")
+    if abs(bf16 - want_bf) > _SHARE_TOLERANCE:
+        fail(f"ZERO_SHARE['bf16'] is {bf16:.3g}: bf16 has fp32's 8 exponent bits, so its smallest subnormal is about "
+             "9e-41. How much of 1e-12 to 1e-2 lies below that?")
+    if abs(fp16 - want16) <= _SHARE_TOLERANCE:
+        return
+    normal16, sub16 = 2.0**-14, 2.0**-24
+    if abs(fp16 - _share_below(normal16, inclusive=False)) <= _SHARE_TOLERANCE:
+        fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}: that is the share below fp16's smallest normal number (6.1e-5). Below "
+             "it come the subnormals, down to 6e-8, which keep small values nonzero with fewer digits.")
+    if abs(fp16 - _share_below(sub16, inclusive=False)) <= _SHARE_TOLERANCE:
+        fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}: that is the share below fp16's smallest subnormal (6e-8). A value "
+             "between half of it and it is nearer to the subnormal than to 0, so the cast keeps it: only values up "
+             "to half the smallest subnormal (about 3e-8) become 0.")
+    fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}. The magnitudes are spread evenly over the ten decades from 1e-12 to "
+         "1e-2, so the share that becomes 0 is the number of decades below fp16's cut-off, divided by ten. The cut-off "
+         "is half the smallest subnormal: values nearer to 0 than to it become 0.")
+
+
+check_zero_share = Check("ZERO_SHARE", _prediction("ZERO_SHARE"), _judge_zero_share)
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -476,6 +659,14 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
                 "At step/eps the spacing between numbers equals the step; the sum stops once the step is at most "
                 "half the spacing, because a + step then rounds back to a (round to nearest, ties to even)."
             )
+        if close(got, 2 * want):
+            spacing = float(torch.finfo(dtype).eps) * want
+            fail(
+                f"{label} returned {got:g}, but the sum already stops at {want:g}: there the numbers are {spacing:g} "
+                f"apart, and {want:g} + {step} lands at most halfway to the next one. A tie rounds to the even "
+                "neighbour, the sum itself, so a step of exactly half the spacing is lost too: the sum stops where "
+                "the step is at most half the spacing, not only where it is less."
+            )
         fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
         if is_number(fp32) and close(got, float(fp32)):
             fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
@@ -520,6 +711,79 @@ def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, flo
             scaler.update()
             trace.append((not torch.equal(before, weight.detach()), float(scaler.get_scale())))
     return trace
+
+
+FORECAST_SETTINGS = dict(init_scale=2.0**30, growth_interval=10)  # the notebook's section 6 settings
+FORECAST_CEILING = 2.0**24  # the largest scale that keeps the gradients finite, the same at every step
+_FORECAST_STEPS, _FORECAST_FROM = 210, 100  # run this long; the long run is counted from here on (ten 11-step cycles)
+
+
+def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
+    """torch.amp.GradScaler on the CPU when a step overflows exactly when its scale exceeds `ceiling`: skipped, per step."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scaler = torch.amp.GradScaler("cpu", **settings)
+        weight = torch.nn.Parameter(torch.ones(1))
+        optimizer = torch.optim.SGD([weight], lr=0.1)
+        skipped = []
+        for _ in range(steps):
+            scaler.scale(torch.ones(()))
+            scale = float(scaler.get_scale())
+            weight.grad = torch.full((1,), math.inf if scale > ceiling else scale)  # unscaled: 1.0, a step that shows
+            before = weight.detach().clone()
+            scaler.step(optimizer)
+            scaler.update()
+            skipped.append(torch.equal(before, weight.detach()))
+    return skipped
+
+
+@functools.lru_cache(maxsize=1)
+def _forecast_reference() -> tuple[int, float]:
+    """GradScaler itself on the forecast's case: steps skipped before the first applied one, and the long-run share."""
+    skipped = gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
+    tail = skipped[_FORECAST_FROM:]
+    return next(i for i, s in enumerate(skipped) if not s), sum(tail) / len(tail)
+
+
+def _judge_scaler_forecast(answers: Any) -> None:
+    """SCALER_FORECAST: steps skipped at the start and the long-run share skipped, for a fixed ceiling of 2^24."""
+    keys = ["skipped at start", "share skipped in the long run"]
+    got = _answers(answers, "SCALER_FORECAST", keys, '{"skipped at start": 3, "share skipped in the long run": 0.5}')
+    start, share = got["skipped at start"], got["share skipped in the long run"]
+    if not is_number(start) or float(start) != int(float(start)) or start < 0:
+        fail(f"SCALER_FORECAST['skipped at start'] is {start!r}; write a whole number of steps.")
+    if not is_number(share) or not 0 <= float(share) <= 1:
+        fail(f"SCALER_FORECAST['share skipped in the long run'] is {share!r}; write a fraction between 0 and 1.")
+    want_start, want_share = _forecast_reference()
+    interval = FORECAST_SETTINGS["growth_interval"]
+    if int(start) != want_start:
+        if abs(int(start) - want_start) == 1:
+            fail(f"SCALER_FORECAST['skipped at start'] is {int(start)}: count again. Each skipped step halves the scale, "
+                 "starting from 2³⁰; which scales overflow when 2²⁴ is the largest that fits, and is 2²⁴ itself one of them?")
+        if int(start) == 0:
+            fail("SCALER_FORECAST['skipped at start'] is 0, but the scaler starts at 2³⁰, far above the 2²⁴ that fits: "
+                 "the first steps overflow, are skipped, and each one halves the scale.")
+        fail(f"SCALER_FORECAST['skipped at start'] is {int(start)}. The scaler starts at 2³⁰ and each overflow halves it; "
+             "the first step applied is the first whose scale is at most 2²⁴.")
+    share = float(share)
+    if abs(share - want_share) <= 0.003:
+        return
+    if share == 0:
+        fail("SCALER_FORECAST['share skipped in the long run'] is 0, as if the scaler settled at 2²⁴ for good. It never "
+             f"stops probing: after {interval} good steps in a row it grows, to 2²⁵, which overflows; that step is "
+             "skipped and the scale comes back. Count the steps in one such cycle.")
+    if abs(share - 1 / interval) <= 0.003:
+        fail(f"SCALER_FORECAST['share skipped in the long run'] is {share:.3g}, one in {interval}. The skipped step is not "
+             f"one of the {interval} good steps in a row that make the scale grow: after an overflow the count starts "
+             f"again, so each cycle is {interval} applied steps and then one skipped, {interval + 1} steps in all.")
+    if abs(share - 0.5) <= 0.01:
+        fail("SCALER_FORECAST['share skipped in the long run'] is 0.5, as if the scale grew after every good step. It "
+             f"grows only after growth_interval ({interval}) good steps in a row.")
+    fail(f"SCALER_FORECAST['share skipped in the long run'] is {share:.3g}. Follow the scale once it has come down to "
+         f"2²⁴: how many steps are applied before it grows, what happens at 2²⁵, and how long is one cycle?")
+
+
+check_scaler_forecast = Check("SCALER_FORECAST", _prediction("SCALER_FORECAST"), _judge_scaler_forecast)
 
 
 def _same_flag(got: Any, want: bool) -> bool:

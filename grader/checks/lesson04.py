@@ -1,4 +1,5 @@
-"""Checks for lesson 04 (memory): state bytes, the training-memory model, a prediction of saved bytes, activations, the largest batch.
+"""Checks for lesson 04 (memory): bytes per parameter predicted before and after step(), state bytes, the
+training-memory model, a prediction of saved bytes, activations, the largest batch from measured peaks.
 
 Each check is two halves (grader.checks._common.Check): observe builds the check's own models
 and optimizers, calls the learner's function on them and returns plain numbers; judge measures
@@ -17,6 +18,7 @@ from torch import nn
 from grader import memory
 from grader.checks._common import Check, call, fail, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
+from grader.notebook import NotDone
 
 _KINDS = ("parameters", "gradients", "optimizer")
 
@@ -33,6 +35,65 @@ def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Modul
     if step:
         opt.step()
     return model, opt
+
+
+# --- predict, then measure: bytes per parameter before and after AdamW's first step ------------------
+
+_PHASES = ("before step()", "after step()")
+
+
+def measured_bytes_per_param() -> dict[str, float]:
+    """A float32 MLP with AdamW after one backward: bytes per parameter of everything, before and after step()."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = memory.relu_mlp([64, 128, 32])
+        opt = memory.make_optimizer(model.parameters(), "adam")
+        model(torch.randn(4, 64)).pow(2).mean().backward()
+    n = sum(p.numel() for p in model.parameters())
+    before = sum(memory.totals(memory.state_table(model, opt)).values()) / n
+    opt.step()
+    return {"before step()": before, "after step()": sum(memory.totals(memory.state_table(model, opt)).values()) / n}
+
+
+def _observe_bytes_per_param(answers):
+    if answers is None or (isinstance(answers, dict) and not answers):
+        raise NotDone("BYTES_PER_PARAM")
+    return answers
+
+
+def _judge_bytes_per_param(answers) -> None:
+    """BYTES_PER_PARAM: everything's bytes per parameter for float32 + AdamW, before and after the first step()."""
+    if not isinstance(answers, dict) or sorted(answers) != sorted(_PHASES):
+        fail(f"BYTES_PER_PARAM should be a dict with exactly the keys {list(_PHASES)!r}, each a number of bytes per "
+             f"parameter; it is {answers!r}.")
+    for phase in _PHASES:
+        if not is_number(answers[phase]):
+            fail(f"BYTES_PER_PARAM[{phase!r}] is {answers[phase]!r}; write a number of bytes per parameter.")
+    before, after = float(answers["before step()"]), float(answers["after step()"])
+    want = measured_bytes_per_param()
+    if abs(before - want["before step()"]) > 0.1:
+        if abs(before - want["after step()"]) <= 0.1:
+            fail(f"You predicted {before:g} bytes per parameter before step(), as much as after it. AdamW makes its "
+                 "running averages on its first step(), not when it is built: before that, optimizer.state is empty "
+                 "and the optimizer costs nothing yet. That is why a run can pass its first forward and backward and "
+                 "then run out of memory at the first step.")
+        if abs(before - 4) <= 0.1:
+            fail(f"You predicted {before:g} bytes per parameter before step(): the weights alone. The backward pass has "
+                 "run, so every trained parameter has a .grad of its own shape and dtype.")
+        fail(f"You predicted {before:g} bytes per parameter before step(). Count what exists after a backward pass and "
+             "before the optimizer has done anything: which tensors, and how many bytes per element?")
+    if abs(after - want["after step()"]) > 0.1:
+        if abs(after - 12) <= 0.1:
+            fail(f"You predicted {after:g} bytes per parameter after step(): one running average. AdamW keeps two per "
+                 "parameter, the average of the gradients and the average of their squares, each a float32.")
+        if abs(after - before) <= 0.1:
+            fail(f"You predicted {after:g} bytes per parameter after step(), no more than before: the step makes "
+                 "AdamW's state, two float32 running averages per parameter.")
+        fail(f"You predicted {after:g} bytes per parameter after step(). Add AdamW's state to what was there before: "
+             "what does it keep per parameter, and in which dtype?")
+
+
+check_bytes_per_param = Check("BYTES_PER_PARAM", _observe_bytes_per_param, _judge_bytes_per_param)
 
 
 _STATE_CASES = {  # name: (optimizer, step, what the learner is told on a crash)
@@ -165,6 +226,21 @@ def _judge_training_bytes(training_bytes: Callable) -> None:
     if all(got_all[c] == terms[c]["parameters"] for c in cases):
         fail(f"training_bytes gave {got_all[cases[0]]:g} bytes per parameter whatever the optimizer: the weights alone, "
              "which is what inference needs. Training also holds gradients and the optimizer's state.")
+    moments = {"sgd": 0, "momentum": 1, "adam": 2}
+
+    def everywhere(rule: Callable[[str, str], float]) -> bool:
+        return all(got_all[c] == rule(*c) for c in cases)
+
+    right = {c: sum(terms[c].values()) for c in cases}
+    if everywhere(lambda p, o: 2 + 2 + 4 + 2 * moments[o] if p == "mixed" else right[p, o]):
+        fail(f"training_bytes(n, 'mixed', 'momentum') gave {got_all['mixed', 'momentum']:g} bytes per parameter: you kept "
+             "the optimizer's buffers in bfloat16. They belong to the optimizer, which updates the float32 master "
+             "weights: its running averages are float32 too, 4 bytes each, or the small updates they add up would "
+             "vanish as a 2-byte weight's would.")
+    if everywhere(lambda p, o: 4 + 4 + 4 + 4 * moments[o] if p == "fp32" else right[p, o]):
+        fail(f"training_bytes(n, 'fp32', 'sgd') gave {got_all['fp32', 'sgd']:g} bytes per parameter: you counted a master "
+             "copy in fp32 too. A master copy exists only because mixed precision computes with 2-byte weights; in "
+             "fp32 the weights the optimizer updates are the weights themselves.")
     for precision, optimizer in cases:
         t = terms[precision, optimizer]
         want, got = sum(t.values()), got_all[precision, optimizer]
@@ -264,6 +340,23 @@ class _Squares(nn.Module):
         return (a * b).sum(-1) + (x * x).sum(-1)
 
 
+class _Slice(nn.Module):
+    """A model whose only save of a Linear's output is a view of part of it (the whole storage stays alive)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(12, 24)
+
+    def forward(self, x):
+        return self.fc(x)[:, :6].pow(2).sum(-1)  # pow saves the (batch, 6) view of the (batch, 24) output
+
+
+def _slice() -> nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return _Slice()
+
+
 def _mlp() -> nn.Module:
     return memory.relu_mlp([32, 64, 16])
 
@@ -278,6 +371,7 @@ _ACTIVATION_CASES = {  # name: (model maker, batch shape, what the learner is to
     "mlp10": (_mlp, (10, 32), "activation_bytes(mlp, batch of 10)"),
     "squares": (_squares, (6, 12), "activation_bytes on a model that saves one tensor twice"),
     "mlp20": (_mlp, (20, 32), "activation_bytes(mlp, batch of 20)"),
+    "slice": (_slice, (5, 12), "activation_bytes on a model that saves a slice of a tensor"),
 }
 
 
@@ -343,6 +437,15 @@ def _judge_activation_bytes(observation: dict) -> None:
         )
     if got2 != want2:
         fail(f"activation_bytes returned {got2!r} where the model saves {want2} bytes of distinct storages.")
+    want3, got3 = _recorded("slice").nbytes, observation["slice"]
+    if is_number(got3) and got3 < want3:
+        fail(
+            f"activation_bytes returned {got3} for a model that keeps {want3} bytes alive for backward: it saves a "
+            "slice (a view) of a Linear's output, and a view keeps its whole storage in memory, not just the part it "
+            "shows. Count each storage once, at its full size (t.untyped_storage().nbytes())."
+        )
+    if got3 != want3:
+        fail(f"activation_bytes returned {got3!r} where the model keeps {want3} bytes of distinct storages alive.")
     bigger = observation["mlp20"]
     if bigger != 2 * want:
         fail(f"activation_bytes gave {want} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
@@ -373,33 +476,55 @@ activation_on.__doc__ = "Hidden test: activation_bytes(memory.relu_mlp(widths), 
 # --- will it fit -------------------------------------------------------------------------------
 
 
+def _line(peaks: dict) -> tuple[int, int]:
+    """(fixed bytes, bytes per sample) of peaks that lie on a line in the batch."""
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) // (b2 - b1)
+    return p1 - b1 * per, per
+
+
+# (memory, peaks measured at two or more batch sizes): on a line with 30 fixed bytes and 7 per sample, then edges
+_MAX_BATCH_CASES = [
+    (100, {2: 44, 4: 58}),  # fixed 30, 7 per sample: 10 fit exactly (30 + 70)
+    (100, {6: 72, 2: 44}),  # the same line, batches not in order
+    (100, {1: 38, 3: 54}),  # fixed 30, 8 per sample: 8.75, so 8
+    (100, {1: 60, 2: 80}),  # fixed 40, 20 per sample: 3 fill memory to the last byte
+    (100, {1: 127, 2: 134}),  # fixed 120: nothing fits
+    (100, {1: 102, 2: 109}),  # fixed 95: 5 bytes left, a sample needs 7
+]
+
+
 def _judge_max_batch(max_batch: Callable) -> None:
-    """max_batch(memory, fixed, per_sample): the largest batch that fits, 0 when none does."""
-    got = call(max_batch, 100, 30, 7)
-    if not is_number(got) or isinstance(got, float):
-        fail(f"max_batch(100, 30, 7) returned {got!r}; return an int number of samples.")
-    if got == 100 // 7:
-        fail(
-            f"max_batch(100 bytes, fixed 30, 7 per sample) returned {got}: that ignores the fixed bytes. Weights, "
-            "gradients and optimizer state are there whatever the batch; only what is left holds activations."
-        )
-    if got == 11:
-        fail("max_batch(100, 30, 7) returned 11: 11 samples need 30 + 77 = 107 bytes, more than 100. Round down.")
-    if got != 10:
-        fail(f"max_batch(100, 30, 7) returned {got}; 30 fixed + 10 × 7 = 100 fits exactly, 11 does not.")
-    if call(max_batch, 100, 30, 8) == 9:
-        fail("max_batch(100, 30, 8) returned 9: 9 samples need 30 + 72 = 102 bytes, more than 100. Round down.")
-    exact = call(max_batch, 100, 40, 20)
-    if exact == 2:
-        fail("max_batch(100, 40, 20) returned 2, but 40 + 3 × 20 = 100 fits exactly: a batch that fills memory "
-             "to the last byte still fits (use <=, not <).")
-    none = call(max_batch, 100, 120, 7)
-    if none != 0:
-        fail(f"max_batch(100, 120, 7) returned {none!r}: the fixed bytes alone (120) exceed memory, so no batch fits. "
-             "Return 0, never a negative batch.")
-    if call(max_batch, 100, 95, 7) != 0:
-        fail("max_batch(100, 95, 7) should be 0: 5 bytes are left and one sample needs 7. Round down.")
+    """max_batch(memory, peaks): the largest batch whose peak fits, from peaks measured at two batch sizes; 0 if none."""
+    for memory_bytes, peaks in _MAX_BATCH_CASES:
+        shown = f"max_batch({memory_bytes}, {peaks})"
+        got = call(max_batch, memory_bytes, peaks, label=shown)
+        if not is_number(got) or isinstance(got, float):
+            fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of samples.")
+        fixed, per = _line(peaks)
+        want = max(0, (memory_bytes - fixed) // per)
+        if got == want:
+            continue
+        batches = ", ".join(f"{p} bytes at batch {b}" for b, p in sorted(peaks.items()))
+        if want > 0 and got in {int(memory_bytes // (p / b)) for b, p in peaks.items()}:
+            fail(f"{shown} returned {got}: that divides memory by peak / batch, as if every byte of the peak grew with "
+                 f"the batch. Part of it is there whatever the batch (weights, gradients, optimizer state). What one "
+                 f"more sample costs is the slope between two measurements ({batches}): the difference in peak over "
+                 "the difference in batch; what is left at batch 0 is the fixed part.")
+        if want > 0 and got == memory_bytes // per:
+            fail(f"{shown} returned {got}: that ignores the fixed bytes, which are there whatever the batch; only what "
+                 f"is left after them holds activations ({per} bytes per sample here).")
+        if got < 0:
+            fail(f"{shown} returned {got}: the fixed bytes alone ({fixed}) leave no room for a sample, so no batch "
+                 "fits. Return 0, never a negative batch.")
+        if got == want + 1 and fixed + got * per > memory_bytes:
+            fail(f"{shown} returned {got}: {got} samples need {fixed} + {got} × {per} = {fixed + got * per} bytes, more "
+                 f"than {memory_bytes}. Round down.")
+        if got == want - 1 and fixed + want * per == memory_bytes:
+            fail(f"{shown} returned {got}, but {fixed} + {want} × {per} = {memory_bytes} fits exactly: a batch that fills "
+                 "memory to the last byte still fits (use <=, not <).")
+        fail(f"{shown} returned {got}; from {batches}, one more sample costs {per} bytes and {fixed} bytes are there "
+             f"whatever the batch, so the largest batch that fits in {memory_bytes} is {want}.")
 
 
-check_max_batch = recorded("max_batch", "max_batch",
-                           [(100, 30, 7), (100, 30, 8), (100, 40, 20), (100, 120, 7), (100, 95, 7)], _judge_max_batch)
+check_max_batch = recorded("max_batch", "max_batch", _MAX_BATCH_CASES, _judge_max_batch)

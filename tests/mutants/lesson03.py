@@ -22,6 +22,26 @@ class LossScaler:
 MUTANTS = {
     "decode_check": [
         (
+            "by hand: 65520 stored as fp16's largest number instead of inf",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, 0, 168), 65520.0: (0, 30, 1023)}",
+            r"a cast does not stop at the largest",
+        ),
+        (
+            "by hand: a zero exponent field read as 2^(0 - bias)",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, 0, 336), 65520.0: (0, 31, 0)}",
+            r"same power of two as the smallest normal",
+        ),
+        (
+            "by hand: the exponent without the bias",
+            "FIELDS_BY_HAND = {-2.5: (1, 1, 256), 1e-5: (0, 0, 168), 65520.0: (0, 31, 0)}",
+            r"adds the bias",
+        ),
+        (
+            "by hand: 1e-5 as a normal number with a negative exponent",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, -2, 320), 65520.0: (0, 31, 0)}",
+            r"unsigned integer",
+        ),
+        (
             "bf16 read with fp16's field widths",
             _DECODE_HEAD + """
 def decode(x, fmt):
@@ -72,6 +92,24 @@ def decode(x, fmt):
     ],
     "round_to_check": [
         (
+            "by hand: ties away from zero",
+            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1 + 2**-7, '1 + 3 * 2**-8 in bf16': 1 + 2**-6, "
+            "'2049 in fp16': 2050.0, '65519 in fp16': 65504.0}",
+            r"sent the tie up",
+        ),
+        (
+            "by hand: anything past fp16's largest number is inf",
+            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-8 in bf16': 1 + 2**-6, "
+            "'2049 in fp16': 2048.0, '65519 in fp16': float('inf')}",
+            r"less than half the gap",
+        ),
+        (
+            "by hand: truncation",
+            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-8 in bf16': 1 + 2**-7, "
+            "'2049 in fp16': 2048.0, '65519 in fp16': 65504.0}",
+            r"truncation",
+        ),
+        (
             "rounding by truncation",
             """
 import torch
@@ -116,6 +154,24 @@ def round_to(x, fmt):
         ),
     ],
     "predict_vanishing_check": [
+        (
+            "the smallest subnormal itself vanishes (<= the smallest subnormal)",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [x != 0 and abs(x) <= 2.0 ** (1 - bias - mantissa_bits) for x in values]
+""",
+            r"the cast keeps it",
+        ),
+        (
+            "a zero exponent field read as 2^(0 - bias)",
+            """
+def predict_vanishing(values, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    return [x != 0 and abs(x) <= 2.0 ** (0 - bias - mantissa_bits) / 2 for x in values]
+""",
+            r"not 2\^\(0 − bias\)",
+        ),
         (
             "everything below the smallest normal vanishes",
             """
@@ -172,6 +228,26 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
         ),
     ],
     "underflows_check": [
+        (
+            "share: bf16 loses more (fewer mantissa bits)",
+            "ZERO_SHARE = {'fp16': 0.45, 'bf16': 0.6}",
+            r"precision, not its range",
+        ),
+        (
+            "share: fp16 loses everything below its smallest normal",
+            "ZERO_SHARE = {'fp16': 0.78, 'bf16': 0.0}",
+            r"below fp16's smallest normal",
+        ),
+        (
+            "share: fp16 loses everything below its smallest subnormal",
+            "ZERO_SHARE = {'fp16': 0.478, 'bf16': 0.0}",
+            r"nearer to the subnormal than to 0",
+        ),
+        (
+            "share: a percentage, not a fraction",
+            "ZERO_SHARE = {'fp16': 44.7, 'bf16': 0.0}",
+            r"not 25",
+        ),
         (
             "judged against the smallest normal",
             """
@@ -270,6 +346,16 @@ def choose_loss_scale(grads, dtype):
     ],
     "stall_point_check": [
         (
+            "stops only once the step is less than half the spacing (a tie thought to grow)",
+            """
+import math, torch
+def stall_point(dtype, step):
+    step = float(torch.tensor(step, dtype=dtype))
+    return 2.0 ** (math.floor(math.log2(2 * step / torch.finfo(dtype).eps)) + 1)
+""",
+            r"at most half the spacing, not only",
+        ),
+        (
             "step/eps",
             """
 import torch
@@ -289,6 +375,21 @@ def stall_point(dtype, step):
         ),
     ],
     "LossScaler_check": [
+        (
+            "forecast: the scale settles and nothing is skipped once it has come down",
+            "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.0}",
+            r"never\s+stops probing",
+        ),
+        (
+            "forecast: one skip every growth_interval steps",
+            "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.1}",
+            r"count starts\s+again",
+        ),
+        (
+            "forecast: 2^24 counted among the overflowing scales",
+            "SCALER_FORECAST = {'skipped at start': 7, 'share skipped in the long run': 1 / 11}",
+            r"count again",
+        ),
         (
             "never grows back",
             _SCALER_HEAD + """

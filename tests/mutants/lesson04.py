@@ -16,8 +16,40 @@ def activation_bytes(model, batch):
     saved = {}
 """
 
+_IN_PARAMS = "t.untyped_storage().data_ptr() not in params"
+_STORAGE = "t.untyped_storage().nbytes()"
+
+
+def _recorder(keep: str, key: str, size: str) -> str:
+    """An activation_bytes whose pack records `size` under `key` for every saved tensor `t` where `keep` holds."""
+    return _HOOK_HEAD + f"""
+    def pack(t):
+        if {keep}:
+            saved[{key}] = {size}
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(batch)
+    return sum(saved.values())
+"""
+
+
 MUTANTS = {
     "state_bytes_check": [
+        (
+            "prediction: Adam's state counted before the first step()",
+            "BYTES_PER_PARAM = {'before step()': 16, 'after step()': 16}",
+            r"on its first step\(\), not when it is built",
+        ),
+        (
+            "prediction: the gradients forgotten before step()",
+            "BYTES_PER_PARAM = {'before step()': 4, 'after step()': 16}",
+            r"every trained parameter has a \.grad",
+        ),
+        (
+            "prediction: one running average after step()",
+            "BYTES_PER_PARAM = {'before step()': 8, 'after step()': 12}",
+            r"AdamW keeps two",
+        ),
         (
             "elements counted instead of bytes",
             """
@@ -64,6 +96,24 @@ def state_bytes(model, optimizer):
         ),
     ],
     "training_bytes_check": [
+        (
+            "mixed precision keeps the optimizer's buffers in bfloat16",
+            """
+def training_bytes(n, precision, optimizer):
+    moments = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    return n * (8 + 4 * moments) if precision == "fp32" else n * (2 + 2 + 4 + 2 * moments)
+""",
+            r"optimizer's buffers in bfloat16",
+        ),
+        (
+            "a master copy counted in fp32 too",
+            """
+def training_bytes(n, precision, optimizer):
+    moments = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    return n * (4 + 4 + 4 + 4 * moments) if precision == "fp32" else n * (2 + 2 + 4 + 4 * moments)
+""",
+            r"master\s+copy in fp32 too",
+        ),
         (
             "12 bytes per parameter for mixed precision: fp32 master copy forgotten",
             """
@@ -127,6 +177,21 @@ def predict_saved_bytes(batch, widths):
     ],
     "activation_bytes_check": [
         (
+            "each saved tensor counted once by id(t), at its storage's size",
+            _recorder(_IN_PARAMS, "id(t)", _STORAGE),
+            r"counted more than once",
+        ),
+        (
+            "each saved tensor counted once by id(t), at its own size (a view's part)",
+            _recorder(_IN_PARAMS, "id(t)", "t.numel() * t.element_size()"),
+            r"a view keeps its whole storage",
+        ),
+        (
+            "parameters skipped by isinstance(t, nn.Parameter): the saved weight is a view, not a Parameter",
+            _recorder("not isinstance(t, torch.nn.Parameter)", "t.untyped_storage().data_ptr()", _STORAGE),
+            r"Parameters are not\s+activations",
+        ),
+        (
             "parameters counted as activations",
             """
 import torch
@@ -157,15 +222,7 @@ def activation_bytes(model, batch):
         ),
         (
             "elements counted instead of bytes",
-            _HOOK_HEAD + """
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in params:
-            saved[t.untyped_storage().data_ptr()] = t.numel()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(batch)
-    return sum(saved.values())
-""",
+            _recorder(_IN_PARAMS, "t.untyped_storage().data_ptr()", "t.numel()"),
             r"counts elements, not bytes",
         ),
         (
@@ -182,16 +239,63 @@ def activation_bytes(model, batch):
         ),
     ],
     "max_batch_check": [
-        ("ignores the fixed bytes", "def max_batch(m, fixed, per): return m // per", r"ignores the fixed bytes"),
-        ("negative when nothing fits", "def max_batch(m, fixed, per): return (m - fixed) // per", r"never a negative batch"),
-        ("rounds up", "import math\ndef max_batch(m, fixed, per): return max(0, math.ceil((m - fixed) / per))", r"Round down"),
-        ("float division", "def max_batch(m, fixed, per): return max(0, (m - fixed) / per)", r"return an int"),
+        (
+            "per sample = peak / batch",
+            """
+def max_batch(m, peaks):
+    b, p = max(peaks.items())
+    return max(0, int(m // (p / b)))
+""",
+            r"divides memory by peak / batch",
+        ),
+        (
+            "ignores the fixed bytes",
+            """
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    return m // ((p2 - p1) // (b2 - b1))
+""",
+            r"ignores the fixed bytes",
+        ),
+        (
+            "negative when nothing fits",
+            """
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) // (b2 - b1)
+    return (m - (p1 - b1 * per)) // per
+""",
+            r"never a negative batch",
+        ),
+        (
+            "rounds up",
+            """
+import math
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) / (b2 - b1)
+    return max(0, math.ceil((m - (p1 - b1 * per)) / per))
+""",
+            r"Round down",
+        ),
+        (
+            "float division",
+            """
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) / (b2 - b1)
+    return max(0, (m - (p1 - b1 * per)) // per)
+""",
+            r"return an int",
+        ),
         (
             "strict less-than: an exact fit refused",
             """
-def max_batch(m, fixed, per):
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) // (b2 - b1)
     b = 0
-    while fixed + (b + 1) * per < m:
+    while p1 - b1 * per + (b + 1) * per < m:
         b += 1
     return b
 """,
