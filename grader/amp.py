@@ -109,10 +109,14 @@ class TrainingRun:
 
 def train(step: Callable[[nn.Module, torch.optim.Optimizer], torch.Tensor], label: str, steps: int, seed: int = 0,
           lr: float = 1e-2, loss_scale: float = 1.0, scaler: torch.amp.GradScaler | None = None,
-          task: Callable[[int], tuple] = make_task) -> TrainingRun:
-    """Train task(seed)'s model with Adam for `steps` calls of step(model, opt); record loss, scale, skipped steps, zero gradients."""
+          task: Callable[[int], tuple] = make_task, eps: float = 1e-8) -> TrainingRun:
+    """Train task(seed)'s model with Adam(lr, eps) for `steps` calls of step(model, opt); record loss, scale, skipped steps, zero gradients.
+
+    Adam's eps does not scale with the loss: with a loss × 1e-6 the gradients fall below the default 1e-8 and eps
+    shrinks every step, so a run of a scaled loss should pass eps scaled by the same factor.
+    """
     model, _, _ = task(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, eps=eps)
     run = TrainingRun(label, scales=[] if scaler is not None else None)
     for i in range(steps):
         before = [p.detach().clone() for p in model.parameters()]
@@ -206,3 +210,25 @@ def gpu_label(chip: specs.Chip) -> str:
     return f"{chip.name} (model: datasheet peak, 6·N·tokens FLOPs, lesson 04's memory model; not a measurement)"
 
 
+
+
+def policy_words(table) -> str:
+    """What autocast's policy did to each module that received a bf16 input, in words, from lesson 06's policy table.
+
+    `table` has, per leaf module, the columns "module", "bf16: input" and "bf16: output" (dtype names). A module
+    fed bf16 whose output is float32 was sent to float32 by the policy (on CUDA: layer_norm, log_softmax, ...); one
+    whose output stays bf16 ran in its input's type. Built from what was measured, never a fixed sentence.
+    """
+    rows = table.to_dict("index") if hasattr(table, "to_dict") else dict(table)
+    fed = {name: r for name, r in rows.items() if r.get("bf16: input") == "bfloat16"}
+    if not fed:
+        return "no module received a bf16 input, so the table shows nothing of the policy's float32 list."
+    up = [f"{r['module']} ({name})" for name, r in fed.items() if r.get("bf16: output") == "float32"]
+    kept = [f"{r['module']} ({name})" for name, r in fed.items() if r.get("bf16: output") == "bfloat16"]
+    said = []
+    if kept:
+        said.append(f"{', '.join(kept)} received bf16 and returned bf16: the policy let {'it' if len(kept) == 1 else 'them'} "
+                    "run in the input's type")
+    if up:
+        said.append(f"{', '.join(up)} received bf16 and returned float32: on autocast's float32 list on this device")
+    return "; ".join(said) + "."

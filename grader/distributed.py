@@ -51,6 +51,7 @@ import faulthandler
 import gc
 import os
 import pickle
+import re
 import shutil
 import signal
 import sys
@@ -131,8 +132,12 @@ def _without_launch_frames(lines: list[str]) -> list[str]:
         elif not line.startswith("    "):
             skipping = False
         if not skipping:
-            kept.append(line)
+            kept.append(_NOTEBOOK_FRAME.sub(r"\1In a notebook cell, line \2", line))
     return kept
+
+
+# a frame of code typed into a notebook cell: ipykernel names its file /tmp/ipykernel_<pid>/<hash>.py
+_NOTEBOOK_FRAME = re.compile(r'^(\s*)File "[^"]*ipykernel_\d+[/\\][^"]*", line (\d+)')
 
 
 def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -406,7 +411,7 @@ def allreduce_times(world: int, nbytes: list[int], repeats: int = 5, warmup: int
     return launch(_allreduce_rank, world, sizes, repeats, warmup, timeout=timeout)[0]
 
 
-def _bucket_rank(rank: int, world: int, make_model: Callable, cap_bytes: int, steps: int, batch: int) -> dict:
+def _bucket_rank(rank: int, world: int, make_model: Callable, cap_bytes: int | None, steps: int, batch: int) -> dict:
     """One rank of bucket_trace: train under DDP and record what the communication hook saw."""
     import torch
     from torch import nn
@@ -432,7 +437,9 @@ def _bucket_rank(rank: int, world: int, make_model: Callable, cap_bytes: int, st
                      "bytes": buffer.numel() * buffer.element_size()})
         return allreduce_hook(state, bucket)
 
-    ddp = DistributedDataParallel(model, bucket_cap_mb=cap_bytes / 2**20)
+    # cap_bytes None: DDP's defaults (a first bucket of dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB, then 25 MiB);
+    # a cap given explicitly applies to the first bucket too (torch/nn/parallel/distributed.py, _BucketCapacityConfig)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=None if cap_bytes is None else cap_bytes / 2**20)
     ddp.register_comm_hook(None, record)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(1 + rank)
@@ -448,13 +455,86 @@ def _bucket_rank(rank: int, world: int, make_model: Callable, cap_bytes: int, st
     return {"steps": trace, "param_bytes": [p.numel() * p.element_size() for p in params], "cap_bytes": cap_bytes}
 
 
-def bucket_trace(make_model: Callable, world: int, cap_bytes: int, steps: int = 3, batch: int = 8,
+def ready_for_ddp() -> None:
+    """Import torch._dynamo here, once, before ranks are forked: DistributedDataParallel's constructor imports it
+    (torch/nn/parallel/distributed.py asks torch._dynamo.utils for its reducer mode), which takes seconds, and a
+    forked rank inherits what its parent imported instead of importing it again."""
+    import torch._dynamo  # noqa: F401
+
+
+def bucket_trace(make_model: Callable, world: int, cap_bytes: int | None, steps: int = 3, batch: int = 8,
                  timeout: float = 60.0) -> dict:
-    """Train make_model() under DDP(bucket_cap_mb=cap_bytes / 2**20) for `steps` steps and record, through a communication hook, each step's buckets: the parameter indices (positions in model.parameters()) of each bucket, in the order the hook saw them, and each bucket's bytes."""
+    """Train make_model() under DDP(bucket_cap_mb=cap_bytes / 2**20; None: DDP's default caps) for `steps` steps and record, through a communication hook, each step's buckets: the parameter indices (positions in model.parameters()) of each bucket, in the order the hook saw them, and each bucket's bytes."""
     if not callable(make_model):
         raise TypeError(f"make_model must be a function that builds the model, got {type(make_model).__name__}")
-    if not isinstance(cap_bytes, int) or isinstance(cap_bytes, bool) or cap_bytes < 1:
+    if cap_bytes is not None and (not isinstance(cap_bytes, int) or isinstance(cap_bytes, bool) or cap_bytes < 1):
         raise ValueError(f"cap_bytes must be a positive number of bytes, got {cap_bytes!r}")
     if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"steps and batch must be at least 1, got steps={steps!r}, batch={batch!r}")
+    ready_for_ddp()
     return launch(_bucket_rank, world, make_model, cap_bytes, steps, batch, timeout=timeout)[0]
+
+
+# --- the links of a GPU cluster (data/networks.csv) and the pipeline schedules of section 7 -------------------
+
+
+def load_networks() -> list[dict]:
+    """The rows of data/networks.csv (NVLink inside a node, the network between nodes), numbers as floats."""
+    import csv
+
+    from grader import specs
+
+    with open(specs.data_dir() / "networks.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in ("gpus_per_node", "line_rate_gbit_per_gpu", "gbs_per_gpu_one_way"):
+            row[key] = float(row[key]) if row[key] else None
+    return rows
+
+
+def ring_link(nvlink_gbs: float, world: int, networks: list[dict] | None = None, chip: str = "") -> dict:
+    """The one-way bandwidth (bytes/s) a ring all-reduce of `world` GPUs runs at, with the link that sets it.
+
+    `nvlink_gbs` is the datasheet's NVLink figure (both directions summed, as in chips.csv). Up to one node's GPUs
+    (8 on an HGX board) the ring stays on NVLink, one direction: half that figure. A ring of more GPUs crosses
+    the network between nodes, and a ring runs at its slowest link: the network adapter's rate per GPU, taken
+    from data/networks.csv: the row whose `gpus` names the chip (`chip`, a chips.csv name), else the fastest.
+    """
+    networks = load_networks() if networks is None else networks
+    nvlink = nvlink_gbs / 2 * 1e9
+    node = int(next(r["gpus_per_node"] for r in networks if r["between"] == "GPUs of one node"))
+    if world <= node:
+        return {"bandwidth": nvlink, "link": f"NVLink, {nvlink / 1e9:g} GB/s one way", "across_nodes": False}
+    between = [r for r in networks if r["between"] == "nodes"]
+    named = [r for r in between if any(g in chip.split() for g in r["gpus"].split())]
+    net = max(named or between, key=lambda r: r["gbs_per_gpu_one_way"])
+    bandwidth = min(nvlink, net["gbs_per_gpu_one_way"] * 1e9)
+    guess = "" if named or not chip else " (data/networks.csv has no row for this chip's systems: its fastest)"
+    return {"bandwidth": bandwidth, "link": f"{net['link']}, {bandwidth / 1e9:g} GB/s per GPU one way{guess}",
+            "across_nodes": True}
+
+
+def activations_in_flight(stages: int, microbatches: int, schedule: str) -> int:
+    """The most micro-batches whose activations the first stage holds at once, found by walking the schedule.
+
+    "gpipe": every micro-batch's forward, then every backward (each stage keeps all m until its backwards run).
+    "1f1b": the first stage runs p forwards to fill the pipe, then alternates one backward and one forward
+    (Narayanan et al. 2021, Megatron-LM; torch.distributed.pipelining.Schedule1F1B), so it never holds more than p.
+    """
+    if stages < 1 or microbatches < 1:
+        raise ValueError(f"stages and microbatches must be at least 1, got {stages}, {microbatches}")
+    if schedule == "gpipe":
+        order = ["F"] * microbatches + ["B"] * microbatches
+    elif schedule == "1f1b":
+        warm = min(stages, microbatches)
+        order = ["F"] * warm
+        for i in range(microbatches - warm):
+            order += ["B", "F"]
+        order += ["B"] * warm
+    else:
+        raise ValueError(f"schedule must be 'gpipe' or '1f1b', not {schedule!r}")
+    held = most = 0
+    for op in order:
+        held += 1 if op == "F" else -1
+        most = max(most, held)
+    return most

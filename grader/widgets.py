@@ -212,7 +212,7 @@ def data_parallel_explorer(
     card_bytes: Callable[[Chip], int],
 ) -> widgets.Widget:
     """Pick a model shape, a chip with NVLink and a number of GPUs: training state per GPU under DDP and ZeRO, and the
-    gradient all-reduce's time over NVLink (bandwidth term only: a model).
+    gradient all-reduce's time over NVLink, or over the network beyond one node's 8 GPUs (bandwidth term only: a model).
 
     `bytes_per_rank` and `allreduce_seconds` are the learner's; `card_bytes(chip)` is the chip's memory in bytes.
     """
@@ -237,12 +237,16 @@ def data_parallel_explorer(
             bars[stage] = {"kept whole on every GPU": one - shard, f"this GPU's 1/{n} of the sharded part": shard / n}
         memory = card_bytes(chip)
         fitting = [s for s in stages if sum(bars[s].values()) <= memory]
-        one_way = chip.nvlink_gbs / 2 * 1e9  # bytes/s: the datasheet prints both directions summed
-        seconds = allreduce_seconds(2.0 * params, n, 0.0, one_way)  # fp16 gradients, 2 bytes per parameter
+        from grader.distributed import ring_link  # NVLink inside a node, the network (data/networks.csv) beyond
+
+        link = ring_link(chip.nvlink_gbs, n, chip=chip.name)
+        # DDP under torch autocast all-reduces the fp32 gradients: 4 bytes per parameter (no compression hook)
+        seconds = allreduce_seconds(4.0 * params, n, 0.0, link["bandwidth"])
         html = (f"<b>{row['model']}</b> on {n} × {chip.name}: training state fits with "
-                f"<b>{', '.join(fitting) if fitting else 'no stage'}</b> (before activations). Averaging its "
-                f"{2 * params / 1e9:.3g} GB of fp16 gradients over NVLink ({one_way / 1e9:g} GB/s one way) takes at "
-                f"least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth term only).")
+                f"<b>{', '.join(fitting) if fitting else 'no stage'}</b> (before activations). DDP averaging its "
+                f"{4 * params / 1e9:.3g} GB of fp32 gradients over {link['link']}"
+                + (" (more GPUs than one node's 8: the ring runs at its slowest link)" if link["across_nodes"] else "")
+                + f" takes at least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth term only).")
         fig = plots.memory_per_rank({row["model"]: bars}, [(chip.name, memory)],
                                     f"Training state per GPU on {n} GPUs (mixed-precision Adam)")
         return html, fig

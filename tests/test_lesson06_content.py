@@ -128,7 +128,7 @@ FORGED = [None, 0, "x", [], {}, {"calls": []}, {"calls": [["[]", {"value": 1}]]}
 
 
 @pytest.mark.parametrize("check", [lesson06.check_amp_step, lesson06.check_low_precision_ops, lesson06.check_smooth,
-                                   lesson06.check_verdict, lesson06.check_needs_scaler])
+                                   lesson06.check_verdict, lesson06.check_smallest_kept])
 @pytest.mark.parametrize("forged", range(len(FORGED)))
 def test_a_forged_observation_never_passes(check, forged):
     observation = _plain.roundtrip(FORGED[forged])
@@ -174,3 +174,115 @@ def test_lesson_shows_a_recorded_gpu_run_labelled_as_such(tmp_path, monkeypatch)
     assert results[0][2] == "ok", results[0][2]
     text = json.dumps(read_notebook(tmp_path / "out" / f"{LESSON}.ipynb"))
     assert "recorded: TEST-FIXTURE-GPU" in text and "not a measurement" in text  # the explorer stays a model
+
+
+# --- the first edition's false claims (issue 19), each pinned ------------------------------------------------
+
+
+def _lesson_text() -> str:
+    nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    return "\n".join(c.source for c in nb.cells)
+
+
+def _fp32_final(loss_scale: float, eps: float, steps: int = 40) -> float:
+    _, x, y = amp.make_task(seed=0)
+    loss_fn = amp.scaled_mse(loss_scale)
+
+    def step(model, opt):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return amp.train(step, "fp32", steps, loss_scale=loss_scale, eps=eps).final
+
+
+def test_adams_eps_holds_back_a_scaled_fp32_run_unless_eps_scales_with_the_loss():
+    """06 cell 8: 'Adam's update does not depend on the loss's size' is false below eps (0.0066 vs 0.118)."""
+    torch.set_num_threads(1)
+    unscaled, held, scaled_eps = _fp32_final(1.0, 1e-8), _fp32_final(1e-6, 1e-8), _fp32_final(1e-6, 1e-14)
+    assert held > 5 * unscaled  # the default eps holds the scaled run back
+    assert math.isclose(scaled_eps, unscaled, rel_tol=1e-3)
+    text = _lesson_text()
+    assert "Adam's update does not depend on the loss's size" not in text
+    assert "EPS = 1e-8 * loss_scale" in text and text.count("eps=EPS)") >= 4  # every run of section 2 uses it
+
+
+def test_the_policy_sentence_is_built_from_what_autocast_did():
+    """06 cell 16: a fixed 'a LayerNorm after a bf16 Linear stays bf16 here' was printed on every device."""
+    import pandas as pd
+
+    cuda_like = pd.DataFrame({"module": {"1": "LayerNorm", "2": "GELU", "4": "LogSoftmax"},
+                              "bf16: input": {"1": "bfloat16", "2": "bfloat16", "4": "bfloat16"},
+                              "bf16: output": {"1": "float32", "2": "bfloat16", "4": "float32"}})
+    words = amp.policy_words(cuda_like)
+    assert "LayerNorm (1), LogSoftmax (4) received bf16 and returned float32" in words
+    assert "GELU (2) received bf16 and returned bf16" in words
+    cpu_like = cuda_like.assign(**{"bf16: output": "bfloat16"})
+    assert "float32" not in amp.policy_words(cpu_like)
+    text = _lesson_text()
+    assert "stays bf16 here" not in text and "amp.policy_words(stack_table)" in text
+
+
+def test_smallest_kept_is_the_smallest_subnormal_torch_keeps():
+    """06 cells 25-27: the smallest *normal* column beside a 98.8 % loss; fp8 as 'needs a loss scaler'."""
+    assert lesson06.torch_smallest_kept(torch.float16) == 2.0**-24  # about 6e-8
+    for name, (e, m, dtype) in lesson06.KEPT_FORMATS.items():
+        kept = lesson06.torch_smallest_kept(dtype)
+        assert torch.tensor(kept).to(dtype).item() == kept  # representable
+        assert torch.tensor(kept * 0.49).to(dtype).item() == 0.0  # below half of it: gone
+        assert lesson06._smallest_kept(e, m) == kept, name
+    text = _lesson_text()
+    assert "needs_scaler" not in text
+    assert "fp8 training scales each tensor by its own factor" in text and "subnormal" in text
+
+
+def test_low_precision_sizes_are_small_and_the_lesson_says_why():
+    """06 cell 31: 1024² bf16/fp16 matmuls took ~100 s on a CPU without fp16 instructions."""
+    nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    params = next(c.source for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    values = {}
+    exec(params, {}, values)
+    assert values["matmul_n"] <= 256 and values["time_width"] <= 256
+    text = _lesson_text()
+    assert "n = 1024" not in text and "n = matmul_n" in text
+    assert "oneDNN" in text and "avx512_fp16" in text
+
+
+def test_verdict_cases_cover_what_the_lesson_teaches():
+    """Issue 19: the visible check saw one rising run; now flat-and-noisy, near the tolerance, a rising reference."""
+    def reference(ref, run, beta, rtol):
+        import math as m
+
+        if not all(m.isfinite(v) for v in run):
+            return "diverged"
+        mine, base = lesson06._smooth(run, beta), lesson06._smooth(ref, beta)
+        if mine[-1] > mine[0] * (1 + rtol):
+            return "diverged"
+        return "agrees" if abs(mine[-1] - base[-1]) <= rtol * abs(base[-1]) else "stalled"
+
+    want = {"flat and noisy": "stalled", "rising with a rising reference": "diverged", "5.2 % above": "stalled",
+            "4.8 % below": "agrees", "reference ends on a noisy step": "agrees"}
+    for name, answer in want.items():
+        assert reference(*lesson06._VERDICT_CASES[name]) == answer, name
+    lesson06.check_verdict(reference)
+
+
+def test_amp_step_check_sees_the_loss_outside_autocast_and_a_bf16_scaler():
+    def loss_outside(model, opt, x, y, loss_fn, device_type, dtype, scaler):
+        opt.zero_grad()
+        with torch.autocast(device_type, dtype=dtype):
+            out = model(x)
+        loss = loss_fn(out, y)
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        (opt.step() if scaler is None else (scaler.step(opt), scaler.update()))
+        return loss
+
+    with pytest.raises(CheckFailed, match="after the `with torch.autocast` block had closed"):
+        lesson06.check_amp_step(loss_outside)
+
+
+def test_low_precision_ops_check_gives_a_forward_that_fails():
+    seen = lesson06._observe_broken(lambda model, x, device_type, dtype: model(x))
+    assert seen == {"raised": "RuntimeError", "hooks_left": 0}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import ROOT, read_notebook
 from grader import memory, plots, specs, widgets
 from grader.checks import _plain, lesson07
 from grader.notebook import CheckFailed
@@ -45,12 +47,14 @@ def test_synthetic_timings_are_the_same_every_time_and_noise_free_without_a_seed
 
 def test_bucket_cases_hold_what_their_comments_say():
     assert [lesson07._walk(*case) for case in lesson07._BUCKET_CASES] == [
-        [[5, 4, 3], [2, 1, 0]], [[3, 2], [1, 0]], [[3, 2, 1], [0]], [[3, 2], [1, 0]], [[5, 4], [3, 2, 1, 0]], [], [[0]]]
+        [[5, 4, 3], [2, 1, 0]], [[3, 2], [1, 0]], [[3, 2, 1], [0]], [[3, 2], [1, 0]], [[5, 4], [3, 2, 1, 0]], [], [[0]],
+        [[7], [6, 5, 4], [3, 2, 1], [0]], [[4, 3, 2], [1, 0]]]
 
 
 def test_each_bucket_mistake_differs_from_the_rule_on_some_case():
     for flags, _ in lesson07._BUCKET_MISTAKES:
-        assert any(lesson07._walk(*c, **flags) != lesson07._walk(*c) for c in lesson07._BUCKET_CASES), flags
+        assert any(lesson07._walk(*c[:2], **({"first_cap": c[2]} | flags)) != lesson07._walk(*c)
+                   for c in lesson07._BUCKET_CASES), flags
 
 
 def test_replicas_are_identical_weights_with_different_gradients_and_the_same_in_every_process():
@@ -230,3 +234,121 @@ def test_a_function_that_never_returns_costs_one_deadline_not_one_per_run(monkey
     assert time.monotonic() - start < 1.5 and all(run.get("hung") for run in seen)
     with pytest.raises(CheckFailed, match="restart the kernel"):
         lesson07._judge_average_runs(seen)
+
+
+# --- the first edition's false claims (issue 19), each pinned ------------------------------------------------
+
+
+def _lesson_text() -> str:
+    nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    return "\n".join(c.source for c in nb.cells)
+
+
+def test_networks_csv_is_sourced_and_a_ring_beyond_one_node_runs_at_the_network():
+    """07 cells 11, 35 and the widget priced 64-256 ranks at NVLink; NVLink joins 8 GPUs per HGX node."""
+    from grader import distributed
+
+    rows = distributed.load_networks()
+    assert all(r["source"] and r["notes"] for r in rows)
+    ndr = next(r for r in rows if "ConnectX-7" in r["link"])
+    assert ndr["line_rate_gbit_per_gpu"] == 400 and ndr["gbs_per_gpu_one_way"] == 400 / 8
+    assert all(r["gpus_per_node"] == 8 for r in rows)
+    h100 = specs.chip("H100")
+    assert distributed.ring_link(h100.nvlink_gbs, 8, chip=h100.name)["bandwidth"] == h100.nvlink_gbs / 2 * 1e9
+    beyond = distributed.ring_link(h100.nvlink_gbs, 64, chip=h100.name)
+    assert beyond["bandwidth"] == 50e9 and beyond["across_nodes"] and "ConnectX-7" in beyond["link"]
+    a100 = specs.chip("A100")
+    assert distributed.ring_link(a100.nvlink_gbs, 16, chip=a100.name)["bandwidth"] == 25e9
+    assert "networks.csv" in (ROOT / "data" / "README.md").read_text()
+
+
+def _explorer_verdict(n_gpus: int) -> str:
+    def bytes_per_rank(n, world, stage):
+        shard = {"ddp": 0, "zero1": 12, "zero2": 14, "zero3": 16}[stage]
+        return (16 - shard) * n + shard * n / world
+
+    def allreduce_seconds(nbytes, world, latency, bandwidth):
+        return 0.0 if world == 1 else 2 * (world - 1) / world * nbytes / bandwidth
+
+    panel = widgets.data_parallel_explorer(specs.load_models(), specs.load_chips(), bytes_per_rank,
+                                           allreduce_seconds, memory.card_bytes)
+    panel.children[0].children[2].value = n_gpus
+    return panel.children[1].value
+
+
+def test_the_explorer_prices_fp32_gradients_over_the_network_beyond_8_gpus():
+    """07 widget: 2 bytes per parameter (DeepSpeed's layout) over NVLink for 256 GPUs."""
+    inside, beyond = _explorer_verdict(8), _explorer_verdict(64)
+    assert "fp32 gradients over NVLink" in inside and "InfiniBand" not in inside
+    assert "InfiniBand" in beyond and "slowest link" in beyond
+    assert "fp16 gradients" not in inside + beyond
+
+
+def test_ddp_default_buckets_start_with_1_mib_and_the_first_step_is_one_bucket():
+    """07 cells 24, 28: buckets 'about bucket_cap_mb (25 MiB)'; the first is 1 MiB by default."""
+    import torch.distributed as dist
+
+    from grader import distributed
+
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == 2**20
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+
+    trace = distributed.bucket_trace(model, 2, None, steps=2)
+    sizes = trace["param_bytes"]
+    assert [b["params"] for b in trace["steps"][0]] == [[0, 1, 2, 3]]  # step 1: one bucket
+    assert [b["params"] for b in trace["steps"][1]] == lesson07._walk(sizes, 25 * 2**20, 2**20) == [[3, 2], [1, 0]]
+    assert distributed.live_ranks() == []
+    text = _lesson_text()
+    assert "bucket_plan(param_bytes, cap, first_cap)" in text and "_DEFAULT_FIRST_BUCKET_BYTES" in text
+    cell = next(c for c in text.split("# %%") if "distributed.bucket_trace(" in c)
+    assert cell.index("bucket_plan(") < cell.index("distributed.bucket_trace(")  # an unfinished exercise skips at once
+
+
+def test_the_lesson_names_ddps_4_bytes_and_deepspeeds_layout():
+    """07 cells 29, 34: gradients all-reduced at 2 bytes per parameter."""
+    text = _lesson_text()
+    assert "4 bytes per parameter" in text and "DeepSpeed's layout" in text and "fp16_compress_hook" in text
+
+
+def test_fit_hint_warns_of_float32():
+    """07 cell 14: the lstsq hint led into float32, where the latency comes out about 0."""
+    text = _lesson_text()
+    assert "Work in float64" in text and "np.polyfit" in text
+
+
+def test_gpipe_holds_m_micro_batches_and_1f1b_at_most_p():
+    """07 cell 39: 'more micro-batches means more activations in flight' is GPipe's, not 1F1B's."""
+    from grader import distributed
+
+    for p, m in ((4, 2), (4, 4), (8, 64), (2, 100)):
+        assert distributed.activations_in_flight(p, m, "gpipe") == m
+        assert distributed.activations_in_flight(p, m, "1f1b") == min(p, m)
+    text = _lesson_text()
+    assert "more micro-batches means more activations in flight" not in text and "1F1B" in text
+
+
+def test_a_failed_rank_waits_for_the_timeout_not_forever():
+    """07 cell 5: 'the others would wait forever'; torch's defaults are 30 min (gloo) and 10 min (NCCL)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    assert dist.default_pg_timeout == timedelta(minutes=30)
+    header = Path(torch.__file__).parent / "include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"
+    if header.exists():
+        assert "kProcessGroupNCCLDefaultTimeout =\n    std::chrono::milliseconds(10 * 60 * 1000)" in header.read_text()
+    text = _lesson_text()
+    assert "wait forever" not in text and "30 minutes for gloo" in text
+
+
+def test_a_failure_message_shows_no_temporary_kernel_path_and_none_for_no_ranks():
+    from grader import distributed
+
+    lines = ["Traceback (most recent call last):", '  File "/tmp/ipykernel_29074/1209265176.py", line 3, in f',
+             "    raise ValueError('x')", "ValueError: x"]
+    shown = "\n".join(distributed._without_launch_frames(lines))
+    assert "ipykernel" not in shown and "In a notebook cell, line 3, in f" in shown
+    text = _lesson_text()
+    assert 'print(f"ranks still running: {distributed.live_ranks()}")' not in text

@@ -56,6 +56,24 @@ def _params(model: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
+def _watched_loss(loss_scale: float, seen: dict) -> Callable:
+    """The scenario's loss, recording whether autocast was on when it ran and the gradient backward sent into it.
+
+    The gradient reaching the loss is 1 for a plain backward and the scale S for scaler.scale(loss).backward():
+    so the check sees whether (and by how much) a step scaled its loss.
+    """
+    plain = _scaled_mse(loss_scale)
+
+    def loss_fn(out, target):
+        seen["loss_autocast"].append(bool(torch.is_autocast_enabled(DEVICE_TYPE)))
+        loss = plain(out, target)
+        if loss.requires_grad:
+            loss.register_hook(lambda g: seen["loss_grad"].append(float(g.detach().float().reshape(-1)[0])))
+        return loss
+
+    return loss_fn
+
+
 def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | None = None) -> dict:
     """Run `amp_step` for a scenario's steps on task(seed); what it returned and did, as plain data."""
     dtype, settings, loss_scale, default_steps, lr = _SCENARIOS[name]
@@ -66,12 +84,14 @@ def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | Non
     linear_out: list[str] = []
     hooks = [m.register_forward_hook(lambda mod, inp, out: linear_out.append(str(getattr(out, "dtype", type(out).__name__))))
              for m in model.modules() if isinstance(m, nn.Linear)]
-    seen: dict[str, Any] = {"losses": [], "returned": [], "scales": [], "params": [], "grads": [], "zero_grads": []}
+    seen: dict[str, Any] = {"losses": [], "returned": [], "scales": [], "params": [], "grads": [], "zero_grads": [],
+                            "loss_autocast": [], "loss_grad": []}
+    loss_fn = _watched_loss(loss_scale, seen)
     try:
         for i in range(steps):
             before = _params(model)
             try:
-                loss = amp_step(model, opt, x, y, _scaled_mse(loss_scale), DEVICE_TYPE, dtype, scaler)
+                loss = amp_step(model, opt, x, y, loss_fn, DEVICE_TYPE, dtype, scaler)
             except NotImplementedError:
                 raise NotDone("amp_step") from None
             except Exception as exc:  # noqa: BLE001  the judge says what the crash means
@@ -180,6 +200,10 @@ def _judge_amp_step(observation: dict) -> None:
              "dtype=dtype):`, so the matmuls run in low precision.")
     if fp16["linear_out"][0] != "torch.float16":
         fail(f"with dtype=torch.float16 the first Linear produced {fp16['linear_out'][0]}: pass dtype to autocast.")
+    if fp16["loss_autocast"] and not fp16["loss_autocast"][0]:
+        fail("the model ran under autocast but loss_fn did not: the loss was computed after the `with torch.autocast` "
+             "block had closed. The loss is part of the forward pass: its ops follow autocast's policy too (on CUDA "
+             "log_softmax, cross-entropy and mse_loss are sent to float32 by it), so compute it inside the block.")
     want = ref16["losses"][0]
     got = fp16["losses"][0]
     if want and close(got, want * fp16["init_scale"], rel=1e-2):
@@ -213,6 +237,17 @@ def _judge_amp_step(observation: dict) -> None:
     # bf16, no scaler: two steps must match the reference
     if bf16["scales"] and any(s is not None for s in bf16["scales"]):
         fail("with scaler=None amp_step must not use a scaler.")
+    grads_in = [g for g in bf16.get("loss_grad", []) if is_number(g)]
+    if grads_in and any(g != 1.0 for g in grads_in):
+        fail(f"in the bf16 step (scaler=None) backward sent a gradient of {grads_in[0]:g} into the loss, not 1: the "
+             "step scaled its loss anyway (a GradScaler made inside amp_step?). bf16 has fp32's 8 exponent bits, so "
+             "its gradients do not underflow and need no scaler: with scaler=None call loss.backward() and "
+             "opt.step().")
+    scaled_in = [g for g in fp16.get("loss_grad", []) if is_number(g)]
+    if scaled_in and scaled_in[0] == 1.0:
+        fail("every gradient of the first layer came out as if the loss were not scaled: backward sent a gradient of "
+             "1 into the fp16 loss, so the backward ran on the unscaled loss. Call scaler.scale(loss).backward(): "
+             "the gradient entering the loss is then the scale S, and every gradient is S times larger.")
     if len(bf16["params"]) == 2 and not _matches(bf16["params"][1], ref_bf["params"][1]):
         accumulated = _reference("bf16, no scaler", zero_grad=False)
         if _matches(bf16["params"][1], accumulated["params"][1]):
@@ -298,6 +333,29 @@ def _reference_ops(dtype: torch.dtype, conv: bool = False, inputs: bool = False)
     return found
 
 
+class _Broken(_Probe):
+    """The probe model whose forward pass fails half-way, after its first leaf modules have run."""
+
+    def forward(self, x):
+        self.body[0](x)
+        raise RuntimeError("the forward pass failed half-way (the check's broken model)")
+
+
+def _observe_broken(fn: Callable) -> dict:
+    """Call fn on a model whose forward raises; how many hooks are left on it afterwards."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model, x = _Broken(), torch.randn(5, 8)
+    try:
+        fn(model, x, DEVICE_TYPE, torch.bfloat16)
+        raised = None
+    except NotImplementedError:
+        raise NotDone("low_precision_ops") from None
+    except Exception as exc:  # noqa: BLE001  the forward pass is meant to fail here
+        raised = type(exc).__name__
+    return {"raised": raised, "hooks_left": _hooks_on(model)}
+
+
 def _observe_ops(fn: Callable, conv: bool = False) -> dict:
     require_callable(fn, "low_precision_ops")
     model, x = _probe(conv)
@@ -309,6 +367,7 @@ def _observe_ops(fn: Callable, conv: bool = False) -> dict:
             seen["hooks_left"] = _hooks_on(model)
     seen["hooks_at_end"] = _hooks_on(model)
     seen["x_dtype"] = x.dtype
+    seen["broken"] = _observe_broken(fn)
     return seen
 
 
@@ -348,6 +407,14 @@ def _judge_ops(observation: dict, conv: bool = False) -> None:
              "the handle register_forward_hook returns and call handle.remove() (in a finally: block).")
     _judge_ops_result(observation["fp16"], torch.float16, conv, "with dtype=torch.float16")
     _judge_ops_result(observation["bf16 again"], torch.bfloat16, conv, "called a second time")
+    broken = observation.get("broken")
+    if not isinstance(broken, dict) or not is_number(broken.get("hooks_left")):
+        fail("the check could not read what low_precision_ops did with a model whose forward pass fails")
+    if broken["hooks_left"]:
+        fail(f"given a model whose forward pass raises an error half-way, low_precision_ops left "
+             f"{int(broken['hooks_left'])} forward hook(s) attached: the hooks were removed after the forward pass, "
+             "which never returned. Remove them in a `finally:` block (try: forward; finally: remove every handle), "
+             "so they go whether the forward pass returns or raises.")
 
 
 check_low_precision_ops = Check("low_precision_ops", _observe_ops, _judge_ops)
@@ -419,6 +486,14 @@ def _judge_smooth(smooth: Callable) -> None:
                  "losses unchanged.")
         if _same_list(got, _smooth(*args, correct=False)):
             fail(f"smooth{args} returned {got}: no bias correction (divide v_t by 1 − beta^t).")
+        values, beta = args
+        for shift in (1, -1):
+            weights = [1 - beta ** (t + shift) for t in range(1, len(values) + 1)]
+            if all(weights) and _same_list(got, [v / w for v, w in zip(_smooth(values, beta, correct=False), weights)]):
+                fail(f"smooth{args} returned {got}: the bias correction is one step off (1 − beta^(t{shift:+d})). "
+                     "After t steps the real losses carry the weight (1 − beta)(1 + beta + … + beta^(t−1)) = 1 − beta^t "
+                     "and the starting 0 the rest, beta^t: divide v_t by 1 − beta^t, so a first loss of 4.0 smooths "
+                     "to 4.0.")
         if args[0] == [2.0] * 5:
             fail(f"smooth([2.0] * 5, 0.9) returned {constant}: a constant loss must smooth to the same constant.")
         fail(f"smooth{args} returned {got}; the bias-corrected average is {[round(v, 6) for v in _smooth(*args)]}.")
@@ -440,15 +515,23 @@ def _curve(n: int, start: float, end: float, wiggle: float, scale: float, seed: 
 
 
 _REF = _curve(40, 1.0, 0.1, 0.2, 1e-6, 0)  # a reference fp32 curve, losses of order 1e-6
+_FLAT = _curve(40, 1.0, 1.0, 0.3, 1e-6, 5)  # flat and noisy (±30 %), starting at 1e-6 and ending on a high step
+_FLAT[0], _FLAT[-1] = 1e-6, 1.3e-6
+_RISING_REF = [1e-6 * 1.03**i for i in range(40)]  # a reference that itself rises
 _VERDICT_CASES = {
     "agrees": (_REF, [v * (1 + 0.01 * ((-1) ** i)) for i, v in enumerate(_REF)], 0.9, 0.05),
     "flat": (_REF, [1e-6] * 40, 0.9, 0.05),
+    "flat and noisy": (_REF, _FLAT, 0.9, 0.05),
     "nan at the end": (_REF, _REF[:-1] + [math.nan], 0.9, 0.05),
     "nan in the middle": (_REF, _REF[:20] + [math.nan] + _REF[21:], 0.9, 0.05),
     "inf": (_REF, _REF[:30] + [math.inf] * 10, 0.9, 0.05),
     "rising": (_REF, [1e-6 * 1.05**i for i in range(40)], 0.9, 0.05),
+    "rising with a rising reference": (_RISING_REF, [v * 1.01 for v in _RISING_REF], 0.9, 0.05),
     "same last value only": (_REF, [1e-6] * 39 + [_REF[-1]], 0.9, 0.05),
     "one noisy last value": (_REF, _REF[:-1] + [_REF[-1] * 1.3], 0.9, 0.05),
+    "reference ends on a noisy step": (_REF[:-1] + [_REF[-1] * 1.3], _REF, 0.9, 0.05),
+    "5.2 % above": (_REF, [v * 1.052 for v in _REF], 0.9, 0.05),
+    "4.8 % below": (_REF, [v * 0.952 for v in _REF], 0.9, 0.05),
     "big losses agree": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
 }
 
@@ -476,11 +559,31 @@ def _judge_verdict(verdict: Callable) -> None:
     if answers["flat"] != "stalled":
         fail(f"verdict called a finite, flat run {answers['flat']!r}; it did not rise and did not reach the "
              "reference: 'stalled'.")
-    if answers["same last value only"] == "agrees" or answers["one noisy last value"] == "stalled":
+    if answers["same last value only"] == "agrees" or (answers["one noisy last value"] == "stalled"
+                                                   and answers["reference ends on a noisy step"] == "agrees"):
         fail("verdict judged by the last raw loss: a flat run whose last value happens to equal the reference's was "
              f"called {answers['same last value only']!r}, and a run that tracks the reference but ends on one noisy "
              f"step {answers['one noisy last value']!r}. Compare the last values of the smoothed curves (smooth with "
              "beta), not the last raw losses.")
+    if answers["reference ends on a noisy step"] != "agrees":
+        fail(f"verdict called a run that follows the reference step for step {answers['reference ends on a noisy step']!r} "
+             "when the reference's last raw loss is one noisy step 30 % up: the reference was compared unsmoothed. "
+             "Smooth both curves with the same beta and compare their last smoothed values.")
+    if answers["rising with a rising reference"] != "diverged":
+        fail(f"verdict called a run whose smoothed loss rose 3 % a step {answers['rising with a rising reference']!r} "
+             "because its reference rose alongside it. A run whose loss ends above where it started (by more than "
+             "rtol) diverged, whatever the reference did: decide 'diverged' first, from the run's own curve, and only "
+             "then compare it with the reference. (A rising fp32 reference is a broken reference: look at it next.)")
+    if answers["flat and noisy"] != "stalled":
+        fail(f"verdict called a flat run with ±30 % noise {answers['flat and noisy']!r}; its raw last loss (1.3e-6) is "
+             "above its first (1e-6), but its smoothed curve ends within rtol of where it started, and far above the "
+             "reference: 'stalled'. Judge the rise on the smoothed curve (last smoothed against first smoothed), not "
+             "on the raw first and last losses, which noise moves by more than rtol.")
+    if answers["5.2 % above"] != "stalled" or answers["4.8 % below"] != "agrees":
+        fail(f"near the tolerance verdict called a run 5.2 % above the reference {answers['5.2 % above']!r} and one "
+             f"4.8 % below it {answers['4.8 % below']!r} (rtol 5 %): the tolerance is relative to the reference, "
+             "|run − ref| ≤ rtol·|ref|, not to the run (|run − ref| ≤ rtol·|run| lets a run 5.2 % above pass and "
+             "fails one 4.8 % below).")
     if answers["agrees"] != "agrees" or answers["big losses agree"] != "agrees":
         fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along; compare the smoothed "
              "final losses with a relative tolerance rtol.")
@@ -494,38 +597,59 @@ def _judge_verdict(verdict: Callable) -> None:
 check_verdict = recorded("verdict", "verdict", list(_VERDICT_CASES.values()), _judge_verdict)
 
 
-# --- which formats need a scaler -----------------------------------------------------------------------
+# --- the smallest number a format keeps ------------------------------------------------------------------
 
-SCALER_FORMATS = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-                  "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
-# tf32 is a matmul mode: its values keep fp32's 8 exponent bits (lesson 03), so it has fp32's range.
-
-
-def _needs_scaler(fmt: str) -> bool:
-    """A format needs loss scaling when its range stops short of fp32's: its smallest normal number is larger."""
-    return torch.finfo(SCALER_FORMATS[fmt]).tiny > torch.finfo(torch.float32).tiny
+# (exponent bits, mantissa bits) of the formats the lesson casts gradients to, and torch's dtype for each
+KEPT_FORMATS = {"fp32": (8, 23, torch.float32), "bf16": (8, 7, torch.bfloat16), "fp16": (5, 10, torch.float16),
+                "fp8_e4m3": (4, 3, torch.float8_e4m3fn), "fp8_e5m2": (5, 2, torch.float8_e5m2)}
 
 
-def _judge_needs_scaler(needs_scaler: Callable[[str], bool]) -> None:
-    """needs_scaler(fmt): True for the formats whose range is too narrow to train without a loss scaler."""
-    answers = {fmt: call(needs_scaler, fmt) for fmt in SCALER_FORMATS}
-    not_bool = [k for k in SCALER_FORMATS if not isinstance(answers[k], bool)]
-    if not_bool:
-        fail(f"needs_scaler({not_bool[0]!r}) returned {answers[not_bool[0]]!r}; answer True or False.")
-    for fmt in ("bf16", "tf32", "fp32"):
-        if answers[fmt]:
-            fail(f"needs_scaler({fmt!r}) is True, but {fmt} keeps fp32's 8 exponent bits: its smallest normal number is "
-                 f"{torch.finfo(SCALER_FORMATS[fmt]).tiny:.1e}, as small as fp32's. 16 bits do not decide it; the "
-                 "exponent does. A gradient that fp32 can hold, it can hold too.")
-    for fmt in ("fp16", "fp8_e4m3", "fp8_e5m2"):
-        if not answers[fmt]:
-            tiny = torch.finfo(SCALER_FORMATS[fmt]).tiny
-            fail(f"needs_scaler({fmt!r}) is False, but {fmt} has only {4 if fmt == 'fp8_e4m3' else 5} exponent bits: "
-                 f"its smallest normal number is {tiny:.1e} (fp32's is {torch.finfo(torch.float32).tiny:.1e}), so small "
-                 "gradients underflow to 0 unless the loss is scaled up first.")
-    wrong = [k for k in SCALER_FORMATS if answers[k] != _needs_scaler(k)]
-    if wrong:
-        fail(f"needs_scaler is wrong for {wrong}.")
+def _smallest_kept(exponent_bits: int, mantissa_bits: int, subnormals: bool = True, bias_shift: int = 0) -> float:
+    """The smallest positive number of an IEEE-style format: its smallest subnormal, or (mistakes) the smallest normal,
+    or a bias off by one."""
+    bias = 2 ** (exponent_bits - 1) - 1 + bias_shift
+    return 2.0 ** (1 - bias - (mantissa_bits if subnormals else 0))
 
 
-check_needs_scaler = recorded("needs_scaler", "needs_scaler", [(fmt,) for fmt in SCALER_FORMATS], _judge_needs_scaler)
+def torch_smallest_kept(dtype: torch.dtype) -> float:
+    """The same number read from torch: the smallest normal times the spacing of the mantissa (finfo.tiny × eps)."""
+    info = torch.finfo(dtype)
+    return info.tiny * info.eps
+
+
+_KEPT_CASES = [(e, m) for e, m, _ in KEPT_FORMATS.values()] + [(6, 9)]
+
+
+def _judge_smallest_kept(fn: Callable) -> None:
+    """smallest_kept(exponent_bits, mantissa_bits): the smallest positive number the format holds, its smallest subnormal."""
+    got = {case: call(fn, *case) for case in _KEPT_CASES}
+    for case, value in got.items():
+        if not is_number(value) or float(value) <= 0:
+            fail(f"smallest_kept{case} returned {value!r}; return a positive number (a float).")
+    for name, (e, m, dtype) in KEPT_FORMATS.items():
+        value, want = float(got[(e, m)]), torch_smallest_kept(dtype)
+        if close(value, want, 1e-9):
+            continue
+        normal = _smallest_kept(e, m, subnormals=False)
+        if close(value, normal, 1e-9):
+            fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.3g}, the smallest *normal* number 2^(1 − bias). "
+                 f"Below it the exponent field is 0 and the format goes on with subnormals: 0.mantissa × 2^(1 − bias), "
+                 f"whose smallest is one mantissa step, 2^(1 − bias − {m}) = {want:.3g}. A gradient between the two "
+                 "survives (with fewer significant bits); that is why a cast to fp16 keeps values down to about 6e-8.")
+        for shift in (1, -1):
+            if close(value, _smallest_kept(e, m, bias_shift=shift), 1e-9) or close(
+                    value, _smallest_kept(e, m, subnormals=False, bias_shift=shift), 1e-9):
+                fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.3g}, a factor 2 off: the exponent bias is off "
+                     f"by one (or the mantissa counted with its hidden bit). With e exponent bits the bias is "
+                     f"2^(e−1) − 1 ({2 ** (e - 1) - 1} here), the smallest normal exponent is 1 − bias, and the "
+                     f"subnormals go down in steps of 2^−m (m stored bits, no hidden bit): 2^(1 − bias − m) = {want:.3g}.")
+        fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.4g}; {name} keeps numbers down to {want:.4g} (torch: "
+             f"finfo({str(dtype).removeprefix('torch.')}).tiny × eps). With bias 2^(e−1) − 1 the smallest normal is "
+             "2^(1 − bias), and subnormals reach one mantissa step below it: 2^(1 − bias − m).")
+    other = float(got[(6, 9)])
+    if not close(other, _smallest_kept(6, 9), 1e-9):
+        fail(f"smallest_kept(6, 9) returned {other:.4g}; a format with 6 exponent and 9 mantissa bits keeps numbers "
+             f"down to 2^(1 − 31 − 9) = {_smallest_kept(6, 9):.4g}. Work from the bits, not from a table of formats.")
+
+
+check_smallest_kept = recorded("smallest_kept", "smallest_kept", _KEPT_CASES, _judge_smallest_kept)

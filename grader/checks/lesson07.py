@@ -120,7 +120,20 @@ def _as_pair(value: Any) -> tuple[float, float] | None:
     return None
 
 
-def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy: bool, label: str) -> None:
+def _weighted_fit(nbytes: list[float], seconds: list[float], world: int, power: float) -> tuple[float, float]:
+    """(latency, bandwidth) of the line fitted with weights 1/t^power on the squared residuals (2: relative error)."""
+    w = [1.0 / t**power for t in seconds]
+    s0, sx = sum(w), sum(a * x for a, x in zip(w, nbytes))
+    sxx = sum(a * x * x for a, x in zip(w, nbytes))
+    st, sxt = sum(a * t for a, t in zip(w, seconds)), sum(a * x * t for a, x, t in zip(w, nbytes, seconds))
+    det = s0 * sxx - sx * sx
+    intercept, slope = (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
+    steps = 2 * (world - 1)
+    return intercept / steps, steps / (world * slope)
+
+
+def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy: bool, label: str,
+                   data: tuple | None = None) -> None:
     pair = _as_pair(got)
     if pair is None:
         fail(f"fit_latency_bandwidth{label} returned {got!r}; return a tuple (latency in seconds, bandwidth in bytes/s).")
@@ -139,6 +152,23 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
             fail(f"fit_latency_bandwidth{label} returned {value:.4g}, which is the right figure in {unit}; return "
                  "seconds and bytes per second (SI units, no prefixes).")
     lat_tol, bw_tol = (0.2, 0.05) if noisy else (1e-6, 1e-6)
+    if abs(lat) < 0.01 * latency:
+        fail(f"fit_latency_bandwidth{label} returned a latency of {lat:.3g} s (the data were made with "
+             f"{latency:.3g} s): the intercept was lost to rounding. Was the fit done in float32 (torch.tensor's "
+             "default)? With sizes up to 2.7e8 bytes beside times of 1e-5 s, float32's 7 digits cannot hold the "
+             "small intercept next to the large slope term. Work in float64 (torch.float64, or plain Python floats, "
+             "or np.polyfit, which computes in float64).")
+    if data is not None:
+        for power, words in ((4, "1/t² in np.polyfit's w, which weights the residual itself, not its square: "
+                                 "w = 1/t² weights squared residuals by 1/t⁴"),
+                             (1, "1/t on the squared residuals: that minimises Σ(model − t)²/t, neither absolute "
+                                 "nor relative error")):
+            wrong = _weighted_fit(*data, power)
+            if close(lat, wrong[0], 1e-6) and close(bw, wrong[1], 1e-6) and not (
+                    close(lat, latency, lat_tol) and close(bw, bandwidth, bw_tol)):
+                fail(f"fit_latency_bandwidth{label} returned ({lat:.4g} s, {bw:.4g} B/s), the line weighted by "
+                     f"{words}. The relative error (model − t)/t squared is the squared residual times 1/t²: "
+                     "weights 1/t² on squared residuals, or w = 1/t in np.polyfit.")
     if noisy and (lat < 0 or not close(lat, latency, 0.5)) and close(bw, bandwidth, 0.15):
         fail(f"fit_latency_bandwidth{label} returned latency {lat * 1e6:.4g} µs (the data were made with "
              f"{latency * 1e6:.4g} µs) but bandwidth within {abs(bw / bandwidth - 1):.0%}: an unweighted least-squares "
@@ -156,7 +186,7 @@ def _judge_fit(fn: Callable) -> None:
     for case, (world, latency, bandwidth, seed) in zip(_fit_cases(), _FITS):
         label = f"(..., world={world})" + (" on noise-free data" if seed is None else " on data with 5% noise")
         _judge_fit_one(call(fn, *case, label=f"fit_latency_bandwidth{label}"), world, latency, bandwidth,
-                       seed is not None, label)
+                       seed is not None, label, data=case)
 
 
 check_fit_latency_bandwidth = recorded("fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, _judge_fit)
@@ -181,34 +211,47 @@ fit_on.__doc__ = "Hidden test: the fit recovers `latency` and `bandwidth` from s
 
 # --- bucket_plan -----------------------------------------------------------------------------------
 
-_BUCKET_CASES = [
-    ([100, 100, 100, 100, 100, 100], 250),  # [[5, 4, 3], [2, 1, 0]]
-    ([100, 100, 100, 100], 200),  # exactly the cap closes: [[3, 2], [1, 0]]
-    ([10, 1000, 10, 10], 100),  # the big one joins the open bucket and closes it: [[3, 2, 1], [0]]
-    ([40, 30, 500, 20], 100),  # [[3, 2], [1, 0]]: the last bucket is still open when the parameters run out
-    ([64, 4, 256, 16, 1024, 8], 400),  # [[5, 4], [3, 2, 1, 0]]
-    ([], 100),
-    ([7], 1000),  # [[0]]
+_BUCKET_CASES = [  # (param_bytes, cap, first_cap)
+    ([100, 100, 100, 100, 100, 100], 250, 250),  # [[5, 4, 3], [2, 1, 0]]
+    ([100, 100, 100, 100], 200, 200),  # exactly the cap closes: [[3, 2], [1, 0]]
+    ([10, 1000, 10, 10], 100, 100),  # the big one joins the open bucket and closes it: [[3, 2, 1], [0]]
+    ([40, 30, 500, 20], 100, 100),  # [[3, 2], [1, 0]]: the last bucket is still open when the parameters run out
+    ([64, 4, 256, 16, 1024, 8], 400, 400),  # [[5, 4], [3, 2, 1, 0]]
+    ([], 100, 10),
+    ([7], 1000, 1000),  # [[0]]
+    ([100] * 8, 300, 100),  # a small first bucket: [[7], [6, 5, 4], [3, 2, 1], [0]]
+    ([50, 50, 400, 50, 50], 600, 120),  # [[4, 3, 2], [1, 0]]: the first closes past 120; one cap of 600 would keep all five
 ]
 
 
-def _walk(sizes: list[int], cap: int, reverse: bool = True, reach: bool = True, add_first: bool = True,
-          keep_last: bool = True, positions: bool = False, big_alone: bool = False) -> list[list[int]]:
-    """Bucketing by size, the judge's model of it and of the usual ways to get it wrong (the flags)."""
+def _walk(sizes: list[int], cap: int, first_cap: int | None = None, reverse: bool = True, reach: bool = True,
+          add_first: bool = True, keep_last: bool = True, positions: bool = False, big_alone: bool = False,
+          first_for_all: bool = False) -> list[list[int]]:
+    """Bucketing by size, the judge's model of it and of the usual ways to get it wrong (the flags).
+
+    The first bucket closes at `first_cap` (DDP: 1 MiB by default), every later one at `cap`; first_cap=None is
+    the mistake of one cap for all, first_for_all the mistake of the first cap for every bucket.
+    """
     order = list(reversed(range(len(sizes)))) if reverse else list(range(len(sizes)))
     out, bucket, size = [], [], 0
+
+    def limit() -> int:
+        if first_cap is None:
+            return cap
+        return first_cap if (not out or first_for_all) else cap
+
     for pos, i in enumerate(order):
         label = pos if positions else i
-        if big_alone and sizes[i] >= cap:
+        if big_alone and sizes[i] >= limit():
             out += [bucket, [label]] if bucket else [[label]]
             bucket, size = [], 0
             continue
-        if not add_first and bucket and size + sizes[i] > cap:
+        if not add_first and bucket and size + sizes[i] > limit():
             out.append(bucket)
             bucket, size = [], 0
         bucket.append(label)
         size += sizes[i]
-        if add_first and (size >= cap if reach else size > cap):
+        if add_first and (size >= limit() if reach else size > limit()):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket and keep_last else [])
@@ -230,6 +273,12 @@ _BUCKET_MISTAKES = [  # (the mistake's flags, what the learner is told)
                           "because it has reached the cap"),
     ({"keep_last": False}, "the last bucket is missing. A bucket still open when the parameters run out is sent too, "
                            "or its gradients are never averaged"),
+    ({"first_cap": None}, "first_cap was ignored: every bucket closed at cap. The first bucket (the last layers' "
+                          "gradients, ready first) closes at first_cap, so its all-reduce starts as early as "
+                          "possible; DDP's defaults are 1 MiB for it (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES) "
+                          "and 25 MiB for the rest"),
+    ({"first_for_all": True}, "every bucket closed at first_cap. Only the first bucket is small; once it closes, "
+                              "the next ones close at cap"),
 ]
 
 
@@ -245,7 +294,7 @@ def _as_buckets(value: Any) -> list[list[int]] | None:
 
 
 def _judge_bucket_plan(fn: Callable) -> None:
-    """bucket_plan: reverse order, add, close once the bucket reaches the cap, send what is left at the end."""
+    """bucket_plan: reverse order, add, close once the bucket reaches its cap (first_cap for the first), send the rest."""
     got = [call(fn, *case) for case in _BUCKET_CASES]
     plans = [_as_buckets(v) for v in got]
     for case, value, plan in zip(_BUCKET_CASES, got, plans):
@@ -256,17 +305,18 @@ def _judge_bucket_plan(fn: Callable) -> None:
     if plans == wants:
         return
     first = next(i for i, (p, w) in enumerate(zip(plans, wants)) if p != w)
-    sizes, cap = _BUCKET_CASES[first]
-    label = f"bucket_plan({sizes}, cap={cap}) returned {plans[first]}"
+    sizes, cap, first_cap = _BUCKET_CASES[first]
+    label = f"bucket_plan({sizes}, cap={cap}, first_cap={first_cap}) returned {plans[first]}"
     for flags, mistake in _BUCKET_MISTAKES:
-        if all(plan == _walk(*case, **flags) for plan, case in zip(plans, _BUCKET_CASES)):
+        if all(plan == _walk(*case[:2], **({"first_cap": case[2]} | flags)) for plan, case in zip(plans, _BUCKET_CASES)):
             fail(f"{label}: {mistake}. Expected {wants[first]}.")
-    for plan, (sizes, cap), want in zip(plans, _BUCKET_CASES, wants):
+    for plan, (sizes, cap, first_cap), want in zip(plans, _BUCKET_CASES, wants):
         if sorted(j for b in plan for j in b) != list(range(len(sizes))):
-            fail(f"bucket_plan({sizes}, cap={cap}) returned {plan}; every parameter index must appear exactly once (a "
-                 f"bucket holds whole parameters: DDP never splits one). Expected {want}.")
+            fail(f"bucket_plan({sizes}, cap={cap}, first_cap={first_cap}) returned {plan}; every parameter index must "
+                 f"appear exactly once (a bucket holds whole parameters: DDP never splits one). Expected {want}.")
     fail(f"{label}; expected {wants[first]}: walk the parameters from the last to the first, add each to the open "
-         "bucket, close it when its bytes reach the cap, and send a last partial bucket at the end.")
+         "bucket, close it when its bytes reach its cap (first_cap for the first bucket, cap after), and send a last "
+         "partial bucket at the end.")
 
 
 check_bucket_plan = recorded("bucket_plan", "bucket_plan", _BUCKET_CASES, _judge_bucket_plan)

@@ -113,6 +113,38 @@ MUTANTS = {
             r"forward ran outside autocast",
         ),
         (
+            "loss computed outside autocast",
+            _STEP_HEAD + """
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        out = model(x)
+    loss = loss_fn(out, y)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss
+""",
+            r"loss was computed after the `with torch\.autocast` block had closed",
+        ),
+        (
+            "a scaler made for bf16 too",
+            _STEP_HEAD + """
+    scaler = scaler if scaler is not None else torch.amp.GradScaler(device_type)
+    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    return loss
+""",
+            r"the step scaled its loss anyway",
+        ),
+        (
             "no zero_grad",
             _STEP_HEAD + """
     with torch.autocast(device_type, dtype=dtype):
@@ -185,6 +217,18 @@ MUTANTS = {
             r"still attached",
         ),
         (
+            "hooks removed after the forward, not in finally",
+            _OPS_HEAD + """
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype)) for n, m in leaves]
+    with torch.autocast(device_type, dtype=dtype):
+        model(x)
+    for h in handles:
+        h.remove()
+    return found
+""",
+            r"forward pass raises an error half-way.*finally",
+        ),
+        (
             "every module, containers too",
             """
 import torch
@@ -229,8 +273,65 @@ def low_precision_ops(model, x, device_type, dtype):
 """,
             r"wrong way round",
         ),
+        (
+            "bias correction one step off",
+            _SMOOTH_HEAD + """
+        v = beta * v + (1 - beta) * loss
+        out.append(v / (1 - beta ** (t + 1)))
+    return out
+""",
+            r"one step off",
+        ),
     ],
     "verdict_check": [
+        (
+            "agreement judged before divergence",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]):
+        return "agrees"
+    return "diverged" if s[-1] > s[0] * (1 + rtol) else "stalled"
+""",
+            r"because its reference rose alongside it",
+        ),
+        (
+            "tolerance relative to the run",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if s[-1] > s[0] * (1 + rtol):
+        return "diverged"
+    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(s[-1]) else "stalled"
+""",
+            r"relative to the reference.*not to the run",
+        ),
+        (
+            "rise judged on the raw first and last losses",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    if run[-1] > run[0] * (1 + rtol):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
+""",
+            r"Judge the rise on the smoothed curve",
+        ),
+        (
+            "the reference left unsmoothed",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s = _smooth(run, beta)
+    if s[-1] > s[0] * (1 + rtol):
+        return "diverged"
+    return "agrees" if abs(s[-1] - reference[-1]) <= rtol * abs(reference[-1]) else "stalled"
+""",
+            r"the reference was compared unsmoothed",
+        ),
         (
             "compares only the last raw value",
             _VERDICT_HEAD + """
@@ -268,26 +369,30 @@ def low_precision_ops(model, x, device_type, dtype):
             r"absolute tolerance",
         ),
     ],
-    "needs_scaler_check": [
+    "smallest_kept_check": [
         (
-            "every 16-bit format needs a scaler",
-            "def needs_scaler(fmt):\n    return fmt in ('bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2')",
-            r"16 bits do not decide it",
+            "the smallest normal number",
+            "def smallest_kept(exponent_bits, mantissa_bits):\n    return 2.0 ** (2 - 2 ** (exponent_bits - 1))",
+            r"the smallest \*normal\* number",
         ),
         (
-            "fp8 thought safe",
-            "def needs_scaler(fmt):\n    return fmt == 'fp16'",
-            r"needs_scaler\('fp8_e4m3'\) is False",
+            "bias 2^(e-1), off by one",
+            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "    return 2.0 ** (1 - 2 ** (exponent_bits - 1) - mantissa_bits)",
+            r"bias is off by one",
         ),
         (
-            "tf32 thought to need one (only 10 mantissa bits)",
-            "def needs_scaler(fmt):\n    return fmt not in ('fp32', 'bf16')",
-            r"tf32 keeps fp32's 8 exponent bits",
+            "a table of the course's formats",
+            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "    return {(8, 23): 2.0**-149, (8, 7): 2.0**-133, (5, 10): 2.0**-24, (4, 3): 2.0**-9,\n"
+            "            (5, 2): 2.0**-16}.get((exponent_bits, mantissa_bits), 0.0)",
+            r"smallest_kept\(6, 9\) returned 0",
         ),
         (
-            "words instead of booleans",
-            "def needs_scaler(fmt):\n    return 'yes' if fmt in ('fp16', 'fp8_e4m3', 'fp8_e5m2') else 'no'",
-            r"answer True or False",
+            "mantissa counted with its hidden bit",
+            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "    return 2.0 ** (2 - 2 ** (exponent_bits - 1) - (mantissa_bits + 1))",
+            r"bias is off by one \(or the mantissa counted with its hidden bit\)",
         ),
     ],
 }

@@ -12,7 +12,7 @@ def _line(xs, ts, w):
     return (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
 """
 
-_BUCKET = "def bucket_plan(param_bytes, cap):\n"
+_BUCKET = "def bucket_plan(param_bytes, cap, first_cap):\n"
 
 _AVG = "def average_gradients(model, world_size, all_reduce):\n"
 
@@ -72,6 +72,20 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     a = seconds[0] - b * nbytes[0]
     return a / (2 * (world - 1)), 2 * (world - 1) / (world * b)
 """, r"the data were made with"),
+        ("torch.linalg.lstsq in float32", """
+import torch
+def fit_latency_bandwidth(nbytes, seconds, world):
+    x, t = torch.tensor(nbytes, dtype=torch.float32), torch.tensor(seconds, dtype=torch.float32)
+    rows = torch.stack([torch.ones_like(x), x], 1) / t[:, None]
+    a, b = torch.linalg.lstsq(rows, torch.ones_like(t)[:, None]).solution[:, 0].tolist()
+    return a / (2 * (world - 1)), 2 * (world - 1) / (world * b)
+""", r"Work in float64"),
+        ("np.polyfit with w = 1/t**2", """
+import numpy as np
+def fit_latency_bandwidth(nbytes, seconds, world):
+    b, a = np.polyfit(nbytes, seconds, 1, w=[1 / t**2 for t in seconds])
+    return float(a) / (2 * (world - 1)), 2 * (world - 1) / (world * float(b))
+""", r"1/t² in np.polyfit's w"),
         ("bandwidth in GB/s", _FIT_HEAD + """
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
@@ -84,7 +98,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for i, b in enumerate(param_bytes):
         bucket.append(i)
         size += b
-        if size >= cap:
+        if size >= (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
@@ -94,7 +108,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for i in reversed(range(len(param_bytes))):
         bucket.append(i)
         size += param_bytes[i]
-        if size > cap:
+        if size > (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
@@ -102,7 +116,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
         ("closed before the parameter that overflows", _BUCKET + """
     out, bucket, size = [], [], 0
     for i in reversed(range(len(param_bytes))):
-        if bucket and size + param_bytes[i] > cap:
+        if bucket and size + param_bytes[i] > (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
         bucket.append(i)
@@ -114,11 +128,12 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for i in reversed(range(len(param_bytes))):
         left = param_bytes[i]
         while left > 0:
-            take = min(left, cap - size)
+            limit = cap if out else first_cap
+            take = min(left, limit - size)
             bucket.append(i)
             size += take
             left -= take
-            if size >= cap:
+            if size >= limit:
                 out.append(bucket)
                 bucket, size = [], 0
     return out + ([bucket] if bucket else [])
@@ -126,7 +141,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
         ("a parameter larger than the cap in a bucket of its own", _BUCKET + """
     out, bucket, size = [], [], 0
     for i in reversed(range(len(param_bytes))):
-        if param_bytes[i] >= cap:
+        if param_bytes[i] >= (cap if out else first_cap):
             if bucket:
                 out.append(bucket)
             out.append([i])
@@ -134,7 +149,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
             continue
         bucket.append(i)
         size += param_bytes[i]
-        if size >= cap:
+        if size >= (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
@@ -144,7 +159,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for i in reversed(range(len(param_bytes))):
         bucket.append(i)
         size += param_bytes[i]
-        if size >= cap:
+        if size >= (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out
@@ -154,11 +169,31 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for i, b in enumerate(reversed(param_bytes)):
         bucket.append(i)
         size += b
-        if size >= cap:
+        if size >= (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
 """, r"positions in the reversed list"),
+        ("first_cap ignored", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        bucket.append(i)
+        size += param_bytes[i]
+        if size >= cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"first_cap was ignored"),
+        ("first_cap for every bucket", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(range(len(param_bytes))):
+        bucket.append(i)
+        size += param_bytes[i]
+        if size >= first_cap:
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"every bucket closed at first_cap"),
     ],
     "average_gradients_check": [
         ("summed, not divided", _AVG + """
