@@ -469,7 +469,7 @@ def with_spread(
 
 def timeline(lanes: Mapping[str, Sequence[tuple[str, float, float]]], title: str = "", label_min_share: float = 0.06) -> Figure:
     """Ranges on a time axis: one lane per key, each (name, start_us, end_us) a bar; wide bars carry their name."""
-    fig = Figure(figsize=(8.0, 1.1 + 0.8 * len(lanes)), layout="constrained")
+    fig = Figure(figsize=(6.4, 1.2 + 0.8 * len(lanes)), layout="constrained")
     ax = fig.add_subplot()
     ends = [end for spans in lanes.values() for _, _, end in spans]
     starts = [start for spans in lanes.values() for _, start, _ in spans]
@@ -482,21 +482,21 @@ def timeline(lanes: Mapping[str, Sequence[tuple[str, float, float]]], title: str
             ax.barh(row, (end - start) / 1e3, left=start / 1e3, height=0.6, color=colour[name], edgecolor="white",
                     linewidth=0.3)
             text = name[:20]
-            if (end - start) / 1e3 >= max(label_min_share, 0.012 * (len(text) + 2)) * width_ms:  # room for the name
+            if (end - start) / 1e3 >= max(label_min_share, 0.016 * (len(text) + 2)) * width_ms:  # room for the name
                 ax.text((start + end) / 2e3, row, text, ha="center", va="center", fontsize=11, color="white",
                         clip_on=True)
     ax.set_yticks(range(len(lanes)), list(lanes), fontsize=11)
     ax.invert_yaxis()
     ax.set_xlabel("time since the step started (ms)", fontsize=11)
     ax.tick_params(axis="x", labelsize=10)
-    ax.set_title(title, fontsize=11)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 
 
 def smi_traces(traces: Mapping[str, Sequence[dict]], power_limit_w: float | None, title: str = "") -> Figure:
     """nvidia-smi traces, one above the other: utilisation (%) and power (W) against time, one line per workload."""
-    fig = Figure(figsize=(8.0, 6.2), layout="constrained")
+    fig = Figure(figsize=(6.4, 6.0), layout="constrained")
     util_ax, power_ax = fig.subplots(2, 1, sharex=True)
     for label, rows in traces.items():
         t = [r["t_s"] for r in rows]
@@ -517,7 +517,7 @@ def smi_traces(traces: Mapping[str, Sequence[dict]], power_limit_w: float | None
         ax.tick_params(labelsize=10)
     handles, labels = util_ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=10)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle("\n".join(textwrap.wrap(title, 70)), fontsize=11)
     return fig
 
 
@@ -526,7 +526,7 @@ def loader_timelines(runs: Mapping[str, tuple[Sequence[tuple[float, float]], flo
 
     `runs` maps a label to (compute intervals in s, start s, end s); the green share of a lane is its busy share.
     """
-    fig = Figure(figsize=(8.0, 1.2 + 0.75 * len(runs)), layout="constrained")
+    fig = Figure(figsize=(6.4, 1.4 + 0.75 * len(runs)), layout="constrained")
     ax = fig.add_subplot()
     for row, (label, (intervals, start, end)) in enumerate(runs.items()):
         ax.barh(row, (end - start) * 1e3, left=start * 1e3, height=0.6, color="#ee6677",
@@ -538,7 +538,7 @@ def loader_timelines(runs: Mapping[str, tuple[Sequence[tuple[float, float]], flo
     ax.invert_yaxis()
     ax.set_xlabel("time since the first request for a batch (ms)", fontsize=10)
     ax.tick_params(axis="x", labelsize=10)
-    ax.set_title(title, fontsize=11)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     fig.legend(loc="outside lower center", ncols=2, fontsize=10)
     return fig

@@ -258,3 +258,18 @@ def test_no_stub_docstring_restates_an_answer():
     stubs = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
     for answer in ("self_us", "is_label", "6 *", "ceil", "sorted", "0.9", "< 50", "0.5", "thermal_slowdown"):
         assert answer not in stubs, answer
+
+
+def test_loader_chart_draws_the_busy_share_as_the_green_part_of_each_lane():
+    """The chart shows what 'busy 38%' means: green compute over the red run, not a median bar with a label on top."""
+    from grader import plots
+
+    intervals = [(0.004, 0.005), (0.009, 0.010), (0.010, 0.011)]
+    fig = plots.loader_timelines({"2 workers\nbusy 27%": (intervals, 0.0, 0.011)}, "test")
+    bars = fig.axes[0].patches
+    red = [b for b in bars if b.get_facecolor()[:3] == pytest.approx((0xEE / 255, 0x66 / 255, 0x77 / 255))]
+    green = [b for b in bars if b.get_facecolor()[:3] == pytest.approx((0x22 / 255, 0x88 / 255, 0x33 / 255))]
+    assert len(red) == 1 and len(green) == 3
+    share = sum(b.get_width() for b in green) / red[0].get_width()
+    assert share == pytest.approx(3 / 11)
+    assert fig.axes[0].get_xlabel().endswith("(ms)") and fig.get_size_inches()[0] * fig.dpi <= 1024
