@@ -470,7 +470,7 @@ def with_spread(
 
 def timeline(lanes: Mapping[str, Sequence[tuple[str, float, float]]], title: str = "", label_min_share: float = 0.06) -> Figure:
     """Ranges on a time axis: one lane per key, each (name, start_us, end_us) a bar; wide bars carry their name."""
-    fig = Figure(figsize=(9.5, 0.9 + 0.7 * len(lanes)), layout="constrained")
+    fig = Figure(figsize=(6.4, 1.2 + 0.8 * len(lanes)), layout="constrained")
     ax = fig.add_subplot()
     ends = [end for spans in lanes.values() for _, _, end in spans]
     starts = [start for spans in lanes.values() for _, start, _ in spans]
@@ -482,61 +482,66 @@ def timeline(lanes: Mapping[str, Sequence[tuple[str, float, float]]], title: str
         for name, start, end in spans:
             ax.barh(row, (end - start) / 1e3, left=start / 1e3, height=0.6, color=colour[name], edgecolor="white",
                     linewidth=0.3)
-            text = name[:24]
-            if (end - start) / 1e3 >= max(label_min_share, 0.0085 * (len(text) + 2)) * width_ms:  # room for the name
-                ax.text((start + end) / 2e3, row, text, ha="center", va="center", fontsize=9, color="white",
+            text = name[:20]
+            if (end - start) / 1e3 >= max(label_min_share, 0.016 * (len(text) + 2)) * width_ms:  # room for the name
+                ax.text((start + end) / 2e3, row, text, ha="center", va="center", fontsize=11, color="white",
                         clip_on=True)
-    ax.set_yticks(range(len(lanes)), list(lanes))
+    ax.set_yticks(range(len(lanes)), list(lanes), fontsize=11)
     ax.invert_yaxis()
-    ax.set_xlabel("time since the step started (ms)")
-    ax.set_title(title)
+    ax.set_xlabel("time since the step started (ms)", fontsize=11)
+    ax.tick_params(axis="x", labelsize=10)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 
 
 def smi_traces(traces: Mapping[str, Sequence[dict]], power_limit_w: float | None, title: str = "") -> Figure:
-    """nvidia-smi traces side by side: utilisation (%) and power (W) against time, one line per workload."""
-    fig = Figure(figsize=(9.5, 3.8), layout="constrained")
-    util_ax, power_ax = fig.subplots(1, 2)
+    """nvidia-smi traces, one above the other: utilisation (%) and power (W) against time, one line per workload."""
+    fig = Figure(figsize=(6.4, 6.0), layout="constrained")
+    util_ax, power_ax = fig.subplots(2, 1, sharex=True)
     for label, rows in traces.items():
         t = [r["t_s"] for r in rows]
         style = _series_style(label)
-        util_ax.plot(t, [r["util_pct"] for r in rows], style, label=label)
-        power_ax.plot(t, [r["power_w"] for r in rows], style, label=label)
+        util_ax.plot(t, [r["util_pct"] for r in rows], style, label=label, linewidth=2)
+        power_ax.plot(t, [r["power_w"] for r in rows], style, label=label, linewidth=2)
     if power_limit_w:
         power_ax.axhline(power_limit_w, color="0.3", linestyle="--", linewidth=1)
         power_ax.annotate(f"power limit {power_limit_w:g} W", (0.01, power_limit_w), xycoords=("axes fraction", "data"),
-                          textcoords="offset points", xytext=(0, -12), fontsize=9, color="0.2")
+                          textcoords="offset points", xytext=(0, -14), fontsize=11, color="0.2")
         power_ax.set_ylim(0, power_limit_w * 1.12)
     util_ax.set_ylim(0, 105)
-    util_ax.set_xlabel("time (s)")
-    util_ax.set_ylabel("utilization.gpu (%)")
-    power_ax.set_xlabel("time (s)")
-    power_ax.set_ylabel("power.draw (W)")
+    util_ax.set_ylabel("utilization.gpu (%)", fontsize=11)
+    power_ax.set_xlabel("time (s)", fontsize=11)
+    power_ax.set_ylabel("power.draw (W)", fontsize=11)
     for ax in (util_ax, power_ax):
         ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=10)
     handles, labels = util_ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9)
-    fig.suptitle(title, fontsize=11)
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=10)
+    fig.suptitle("\n".join(textwrap.wrap(title, 70)), fontsize=11)
     return fig
 
 
-def wait_vs_compute(labels: Sequence[str], wait_ms: Sequence[float], compute_ms: Sequence[float],
-                    busy: Sequence[float], title: str = "") -> Figure:
-    """Per-step milliseconds waiting for data and computing, stacked, one bar per loader; the busy share written on top."""
-    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
+def loader_timelines(runs: Mapping[str, tuple[Sequence[tuple[float, float]], float, float]], title: str = "") -> Figure:
+    """One lane per loader: the whole run as a red bar (waiting), each step's compute drawn over it in green.
+
+    `runs` maps a label to (compute intervals in s, start s, end s); the green share of a lane is its busy share.
+    """
+    fig = Figure(figsize=(6.4, 1.4 + 0.75 * len(runs)), layout="constrained")
     ax = fig.add_subplot()
-    x = np.arange(len(labels))
-    ax.bar(x, compute_ms, 0.6, label="computing", color="#228833")
-    ax.bar(x, wait_ms, 0.6, bottom=compute_ms, label="waiting for the next batch", color="#ee6677")
-    for i, share in enumerate(busy):
-        ax.annotate(f"busy {share:.0%}", (x[i], compute_ms[i] + wait_ms[i]), textcoords="offset points",
-                    xytext=(0, 3), ha="center", fontsize=9)
-    ax.set_xticks(x, labels)
-    ax.set_ylabel("ms per training step (median)")
-    ax.set_ylim(0, max(c + w for c, w in zip(compute_ms, wait_ms)) * 1.2 if labels else 1)
-    ax.set_title(title)
-    fig.legend(loc="outside lower center", ncols=2, fontsize=9)
+    for row, (label, (intervals, start, end)) in enumerate(runs.items()):
+        ax.barh(row, (end - start) * 1e3, left=start * 1e3, height=0.6, color="#ee6677",
+                label="waiting for the next batch" if row == 0 else None)
+        for i, (a, b) in enumerate(intervals):
+            ax.barh(row, (b - a) * 1e3, left=a * 1e3, height=0.6, color="#228833",
+                    label="computing" if row == 0 and i == 0 else None)
+    ax.set_yticks(range(len(runs)), list(runs), fontsize=10)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the first request for a batch (ms)", fontsize=10)
+    ax.tick_params(axis="x", labelsize=10)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=11)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.legend(loc="outside lower center", ncols=2, fontsize=10)
     return fig
 
 

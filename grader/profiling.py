@@ -128,7 +128,12 @@ def trace_file(prof: profile, path: str) -> str:
 # --- nvidia-smi traces --------------------------------------------------------------------------------------
 
 SMI_FIELDS = ("timestamp", "utilization.gpu", "power.draw", "power.limit", "memory.used", "memory.total",
-              "clocks.sm")
+              "clocks.sm", "clocks.max.sm", "clocks_event_reasons.active")
+
+# NVML's clocks event reasons (nvmlClocksEventReason*; before driver 535 "clocks_throttle_reasons"): bit -> name
+EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                 0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
 
 
 def smi_command(interval_ms: int = 100) -> list[str]:
@@ -145,8 +150,18 @@ def _smi_number(text: str) -> float | None:
         return None  # "[N/A]", "[Not Supported]"
 
 
+def event_reasons(mask: str) -> list[str] | None:
+    """The names of the reasons set in nvidia-smi's clocks_event_reasons.active bit mask ("0x...4"), or None."""
+    try:
+        bits = int(mask.strip(), 16)
+    except ValueError:
+        return None
+    return [name for bit, name in EVENT_REASONS.items() if bits & bit]
+
+
 def parse_smi(text: str) -> list[dict]:
-    """Rows of `smi_command()` output as dicts: t_s (from the first row), util_pct, power_w, power_limit_w, mem_used_mib, mem_total_mib, sm_mhz."""
+    """Rows of `smi_command()` output as dicts: t_s (from the first row), util_pct, power_w, power_limit_w,
+    mem_used_mib, mem_total_mib, sm_mhz, max_sm_mhz, reasons (names of the active clocks event reasons)."""
     out, first = [], None
     for row in csv.reader(io.StringIO(text)):
         if len(row) != len(SMI_FIELDS):
@@ -158,9 +173,10 @@ def parse_smi(text: str) -> list[dict]:
         except (ValueError, IndexError):
             continue
         first = when if first is None else first
-        util, power, limit, used, total, sm = (_smi_number(v) for v in row[1:])
+        util, power, limit, used, total, sm, max_sm = (_smi_number(v) for v in row[1:-1])
         out.append({"t_s": round(when - first, 3), "util_pct": util, "power_w": power, "power_limit_w": limit,
-                    "mem_used_mib": used, "mem_total_mib": total, "sm_mhz": sm})
+                    "mem_used_mib": used, "mem_total_mib": total, "sm_mhz": sm, "max_sm_mhz": max_sm,
+                    "reasons": event_reasons(row[-1])})
     return out
 
 
@@ -168,3 +184,16 @@ def mean_of(trace: Iterable[dict], key: str) -> float | None:
     """The mean of `key` over a trace's rows that have it; None when none do."""
     values = [r[key] for r in trace if r.get(key) is not None]
     return sum(values) / len(values) if values else None
+
+
+def matmul_peak_flops(device: torch.device | str = "cpu", sizes: Iterable[int] = (256, 512, 1024),
+                      dtype: torch.dtype = torch.float32, repeats: int = 5) -> float:
+    """This machine's peak, measured as lesson 01 does: the best 2n³ / seconds of an n×n matmul over `sizes` (FLOP/s)."""
+    from grader import device as dev
+
+    sync, best = dev.sync_fn(torch.device(device)), 0.0
+    for n in sizes:
+        a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+        seconds = timing.measure(lambda: a @ b, sync, warmup=1, repeats=repeats).median
+        best = max(best, 2 * n**3 / seconds)
+    return best

@@ -184,8 +184,11 @@ def reading_figures(device: torch.device, quick: bool) -> dict:
         from grader import gpu
 
         if shutil.which("nvidia-smi"):
+            figures["peak_allocated_mib"] = {}  # torch's peak while each ran (all four workloads' inputs included)
             for name, work in gpu.smi_workloads(device).items():
+                torch.cuda.reset_peak_memory_stats(device)
                 figures["traces"][name] = gpu.smi_trace(work, seconds=1.0 if quick else 3.0)
+                figures["peak_allocated_mib"][name] = torch.cuda.max_memory_allocated(device) / 2**20
                 torch.cuda.empty_cache()
             limits = [r["power_limit_w"] for rows in figures["traces"].values() for r in rows if r["power_limit_w"]]
             figures["power_limit_w"] = max(limits) if limits else None

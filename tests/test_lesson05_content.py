@@ -60,17 +60,22 @@ def test_profiling_writes_nothing_to_stderr(capfd):
     assert capfd.readouterr().err == ""
 
 
-def test_parse_smi_reads_numbers_and_blanks():
-    text = ("2026/11/30 06:00:00.100, 97, 412.50, 700.00, 81000, 81559, 1980\n"
-            "2026/11/30 06:00:00.200, 3, [N/A], 700.00, 81000, 81559, 1980\n"
+def test_parse_smi_reads_numbers_blanks_and_clock_event_reasons():
+    text = ("2026/11/30 06:00:00.100, 97, 412.50, 700.00, 81000, 81559, 1755, 1980, 0x0000000000000004\n"
+            "2026/11/30 06:00:00.200, 3, [N/A], 700.00, 81000, 81559, 1980, 1980, 0x0000000000000060\n"
+            "2026/11/30 06:00:00.300, 3, 80, 700.00, 81000, 81559, 1980, 1980, [Not Supported]\n"
             "garbage line\n")
     rows = profiling.parse_smi(text)
-    assert len(rows) == 2
+    assert len(rows) == 3
     assert rows[0] == {"t_s": 0.0, "util_pct": 97.0, "power_w": 412.5, "power_limit_w": 700.0,
-                       "mem_used_mib": 81000.0, "mem_total_mib": 81559.0, "sm_mhz": 1980.0}
+                       "mem_used_mib": 81000.0, "mem_total_mib": 81559.0, "sm_mhz": 1755.0, "max_sm_mhz": 1980.0,
+                       "reasons": ["sw_power_cap"]}
     assert rows[1]["t_s"] == pytest.approx(0.1) and rows[1]["power_w"] is None
-    assert profiling.mean_of(rows, "util_pct") == 50.0 and profiling.mean_of(rows, "power_w") == 412.5
-    assert "--loop-ms=100" in profiling.smi_command(100)
+    assert rows[1]["reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"] and rows[2]["reasons"] is None
+    assert profiling.mean_of(rows, "util_pct") == pytest.approx(103 / 3)
+    command = profiling.smi_command(100)
+    assert "--loop-ms=100" in command
+    assert "clocks.max.sm" in command[1] and "clocks_event_reasons.active" in command[1]
 
 
 def test_slow_dataset_and_loaders_keep_order():
@@ -103,24 +108,25 @@ def test_fixed_loader_check_leaves_no_worker_behind():
     before = set(multiprocessing.active_children())
     ns = namespace(LESSON)
     lesson05.check_fixed_loader(ns["fixed_loader"])
-    lesson05.loader_on(ns["fixed_loader"], n=5, batch_size=2, want=[[0, 1], [2, 3], [4]], why="order")
+    lesson05.loader_on(ns["fixed_loader"], n=5, batch_size=2, item_seconds=0.0001, step_seconds=0.01,
+                       want=[[0, 1], [2, 3], [4]], workers=1, why="order")
     assert set(multiprocessing.active_children()) <= before
 
 
 @pytest.mark.parametrize("forged", [None, [], {}, {"calls": []}, [{"value": "busy"}], {"type": "DataLoader"},
                                     {"type": "DataLoader", "cpu": {}, "cuda": {}}, "busy", 0.5])
 @pytest.mark.parametrize("check", ["check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_gaps",
-                                   "check_fixed_loader"])
+                                   "check_fixed_loader", "check_mfu"])
 def test_judges_never_pass_a_forged_observation(check, forged):
     with pytest.raises(Exception):  # noqa: B017  CheckFailed, or any exception: the pipeline fails the check either way
         getattr(lesson05, check).judge(forged)
 
 
 def test_a_judge_reads_plain_answers_and_names_the_mistake():
-    always_busy = [{"value": "busy"}] * len(lesson05._DIAGNOSE_CASES)
-    with pytest.raises(CheckFailed, match="the answer is 'memory'"):
-        lesson05.check_diagnose.judge(always_busy)
-    crashed = [{"raised": "ZeroDivisionError", "message": "division by zero"}] * len(lesson05._BUSY_CASES)
+    always = lesson05.check_diagnose.observe(lambda reading: "compute-bound")
+    with pytest.raises(CheckFailed, match="the answer is 'near-oom'"):
+        lesson05.check_diagnose.judge(always)
+    crashed = lesson05.check_busy_fraction.observe(lambda intervals, start, end: 1 / 0)
     with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
         lesson05.check_busy_fraction.judge(crashed)
 
@@ -153,12 +159,16 @@ def test_lesson_shows_recorded_traces_labelled_as_such(tmp_path, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(ROOT / "data", data, ignore=shutil.ignore_patterns("recorded"))
     (data / "recorded").mkdir()
-    trace = [{"t_s": t / 10, "util_pct": 100.0, "power_w": 150.0, "power_limit_w": 700.0, "mem_used_mib": 1000.0,
-              "mem_total_mib": 81559.0, "sm_mhz": 1980.0} for t in range(5)]
+    def trace(util, power, sm, reasons):
+        return [{"t_s": t / 10, "util_pct": util, "power_w": power, "power_limit_w": 700.0, "mem_used_mib": 80000.0,
+                 "mem_total_mib": 81559.0, "sm_mhz": sm, "max_sm_mhz": 1980.0, "reasons": reasons} for t in range(5)]
+
     fixture = {  # a test fixture, not a measurement: it lives only in this temporary folder
         "provenance": {"device": "TEST-FIXTURE-GPU", "torch": "0.0", "date": "2000-01-01", "driver": "0", "cuda": "0",
                        "command": "tests/test_lesson05_content.py"},
-        "figures": {"reading": {"traces": {"tiny kernels": trace}, "power_limit_w": 700.0,
+        "figures": {"reading": {"traces": {"tiny kernels": trace(100.0, 150.0, 1980.0, []),
+                                           "bf16 matmul": trace(100.0, 699.0, 1700.0, ["sw_power_cap"])},
+                                "power_limit_w": 700.0, "peak_allocated_mib": {"tiny kernels": 10.0, "bf16 matmul": 400.0},
                                 "profile_rows": [{"name": "aten::mm", "calls": 2, "self_us": 10.0, "total_us": 10.0,
                                                   "is_label": False}],
                                 "device_busy_fraction": 0.5}},
@@ -167,8 +177,12 @@ def test_lesson_shows_recorded_traces_labelled_as_such(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADER_DATA", str(data))
     results = run(ROOT, [LESSON], {"device": "cpu", "demo": True}, tmp_path / "out", log=lambda line: None)
     assert results[0][2] == "ok", results[0][2]
-    text = json.dumps(read_notebook(tmp_path / "out" / f"{LESSON}.ipynb"))
+    executed = read_notebook(tmp_path / "out" / f"{LESSON}.ipynb")
+    text = json.dumps(executed)
     assert "recorded: TEST-FIXTURE-GPU" in text and "tiny-or-memory-bound" in text
+    # nvidia-smi's memory at 98% is not an OOM, and a matmul at the power cap is healthy, not "throttled"
+    verdicts = next(json.dumps(c.outputs) for c in executed.cells if c.cell_type == "code" and "trace_reading" in c.source)
+    assert "compute-bound" in verdicts and "near-oom" not in verdicts and "throttled" not in verdicts
     assert "['aten::mm']" in text and "busy 50% of the profiled step" in text
 
 
@@ -212,3 +226,50 @@ def busy_fraction(intervals, start, end):
     for grade_id in ("idle_gaps_check", "busy_fraction_check"):
         state, reply = judge_cell(check_cells(LESSON)[grade_id], ask)
         assert state == "ok" and reply["ok"], reply
+
+
+def _markdown() -> str:
+    nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    return " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+
+
+def test_the_text_reads_memory_power_and_clocks_as_they_are():
+    """The defects of issue 19: each claim here was false or missing in the first edition."""
+    text = _markdown()
+    # nvidia-smi's memory used is the context plus the allocator's reserve; OOM risk is torch's peak
+    assert "the next allocation fails" not in text
+    assert "caching allocator" in text and "max_memory_allocated()" in text and "95-99%" in text
+    # at the power cap is normal; power cap and heat are told apart by the clocks' event reasons
+    assert "throttl" not in text.replace("clocks_throttle_reasons", "")
+    assert "not a fault" in text and "sw_power_cap" in text and "hw_thermal_slowdown" in text
+    assert "clocks.max.sm" in text and "clocks_event_reasons" in text
+    # NVML averages: utilisation over 1/6 to 1 s, power over 1 s on Ampere and newer
+    assert "between 1/6 s and 1 s" in text and "averaged over 1 s" in text
+    # the DataLoader's self time is idle device time only when nothing is queued (true here: learn synchronizes)
+    assert "Only when nothing is queued" in text and "ends with a synchronize" in text
+    # loaders: k workers per batch-read time, judged by mean wait and busy share
+    assert "mean wait" in text and "median hides bursts" in text
+    assert "MFU" in text.split("## 7")[1] and "## 7" in text.split("## What to remember")[0]
+
+
+def test_no_stub_docstring_restates_an_answer():
+    """The student release's docstrings state the contract, not the formula or recipe."""
+    nb = read_notebook(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb")
+    stubs = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
+    for answer in ("self_us", "is_label", "6 *", "ceil", "sorted", "0.9", "< 50", "0.5", "thermal_slowdown"):
+        assert answer not in stubs, answer
+
+
+def test_loader_chart_draws_the_busy_share_as_the_green_part_of_each_lane():
+    """The chart shows what 'busy 38%' means: green compute over the red run, not a median bar with a label on top."""
+    from grader import plots
+
+    intervals = [(0.004, 0.005), (0.009, 0.010), (0.010, 0.011)]
+    fig = plots.loader_timelines({"2 workers\nbusy 27%": (intervals, 0.0, 0.011)}, "test")
+    bars = fig.axes[0].patches
+    red = [b for b in bars if b.get_facecolor()[:3] == pytest.approx((0xEE / 255, 0x66 / 255, 0x77 / 255))]
+    green = [b for b in bars if b.get_facecolor()[:3] == pytest.approx((0x22 / 255, 0x88 / 255, 0x33 / 255))]
+    assert len(red) == 1 and len(green) == 3
+    share = sum(b.get_width() for b in green) / red[0].get_width()
+    assert share == pytest.approx(3 / 11)
+    assert fig.axes[0].get_xlabel().endswith("(ms)") and fig.get_size_inches()[0] * fig.dpi <= 1024

@@ -48,6 +48,35 @@ def test_every_check_has_two_mutants(lesson, grade_id):
     assert len(found) >= 2, f"{lesson}:{grade_id} has {len(found)} mutants; every check needs at least two"
 
 
+_HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+
+
+def visible_part(source: str) -> str:
+    """A check cell as the learner's ✓ sees it: the hidden-tests block taken out."""
+    return _HIDDEN_BLOCK.sub("", source)
+
+
+def test_visible_part_drops_only_the_hidden_block():
+    cell = "from grader.checks import x\n\nx.check(f)\n### BEGIN HIDDEN TESTS\nx.expect(f, want=1)\n### END HIDDEN TESTS\n"
+    assert visible_part(cell) == "from grader.checks import x\n\nx.check(f)\n"
+    assert visible_part("x.check(f)\n") == "x.check(f)\n"
+
+
+@pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_cases()))
+def test_visible_check_alone_fails_each_mutant_with_its_message(lesson, grade_id, source, pattern):
+    """No mutant passes what the learner sees and loses points only in a hidden test: the ✓ means the grade."""
+    ns = namespace(lesson)
+    exec(compile(source, "<mutant>", "exec"), ns)
+    visible = visible_part(check_cells(lesson)[grade_id])
+    assert "HIDDEN" not in visible
+    try:
+        exec(compile(visible, f"<{lesson} {grade_id}, visible part>", "exec"), ns)
+    except AssertionError as exc:
+        assert re.search(pattern, str(exc)), f"the visible check failed, but its message does not name the mistake:\n{exc}"
+    else:
+        pytest.fail(f"the visible part of {grade_id} passes this mutant: only a hidden test would catch it")
+
+
 @pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_cases()))
 def test_mutant_fails_with_its_message(lesson, grade_id, source, pattern):
     ns = namespace(lesson)

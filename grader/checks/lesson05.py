@@ -1,8 +1,7 @@
-"""Checks for lesson 05 (reading the machine): diagnose, busy_fraction, top_ops, idle_gaps, fixed_loader."""
+"""Checks for lesson 05 (reading the machine): diagnose, busy_fraction, top_ops, idle_gaps, fixed_loader, mfu."""
 
 from __future__ import annotations
 
-import copy
 import gc
 import math
 import warnings
@@ -12,150 +11,131 @@ import torch
 from torch.utils.data import DataLoader
 
 from grader import loading
-from grader.checks._common import Check, Raised, call, close, fail, is_number, require_callable, same
-from grader.notebook import CheckFailed, NotDone
+from grader.checks._common import Check, call, close, expect, fail, is_number, recorded, require_callable, same
 
+__all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_gaps", "check_fixed_loader",
+           "loader_on", "check_mfu"]
 
-def _text(exc: BaseException) -> str:
-    try:
-        return str(exc)[:500]
-    except Exception:  # noqa: BLE001  a learner's exception whose __str__ raises
-        return f"<{type(exc).__name__}>"
-
-
-class _Answers:
-    """Stands in for the learner's function in a judge: the answer it gave to case i, found by its arguments."""
-
-    def __init__(self, name: str, cases: list[tuple], observation: list):
-        if not isinstance(observation, list) or len(observation) != len(cases):
-            raise CheckFailed(f"the check could not read what {name} returned (a recording of the wrong length)")
-        self.__name__, self.cases, self.outcomes = name, cases, observation
-
-    def __call__(self, *args):
-        outcome = self.outcomes[self.cases.index(args)]
-        if not isinstance(outcome, dict):
-            raise CheckFailed(f"the check could not read what {self.__name__} returned")
-        if "raised" in outcome:
-            raise Raised(f"{self.__name__}{args!r}"[:200], str(outcome.get("raised")), str(outcome.get("message")))
-        return outcome.get("value")
-
-
-def recorded(what: str, name: str, cases: list[tuple], judge: Callable) -> Check:
-    """Like _common.recorded, but each call gets its own copy of the arguments and is found again by position.
-
-    A learner may sort the list they are given in place (rows.sort(...), ranges.sort()); a copy per call keeps
-    that from changing the arguments of the calls after it, or the key the answer is found by.
-    """
-
-    def observe(fn):
-        require_callable(fn, name)
-        out = []
-        for args in cases:
-            try:
-                out.append({"value": fn(*copy.deepcopy(args))})
-            except NotImplementedError:
-                raise NotDone(name) from None
-            except Exception as exc:  # noqa: BLE001  the judge says which call raised what
-                out.append({"raised": type(exc).__name__, "message": _text(exc)})
-        return out
-
-    return Check(what, observe, lambda observation: judge(_Answers(name, cases, observation)))
-
-
-def _observe_expect(fn: Callable, args: tuple = ()) -> list:
-    name = getattr(fn, "__name__", "your function")
-    return recorded("hidden test", name if isinstance(name, str) else "your function", [tuple(args)],
-                    lambda answers: None).observe(fn)
-
-
-def _judge_expect(observation: list, want, why: str, args: tuple = (), rel: float = 1e-9, abs_tol: float = 0.0) -> None:
-    answers = _Answers("your function", [tuple(args)], observation)
-    try:
-        got = answers(*tuple(args))
-    except Raised as exc:
-        fail(f"{exc}; {why}")
-    if not same(got, want, rel, abs_tol):
-        fail(why)
-
-
-expect = Check("hidden test", _observe_expect, _judge_expect, inputs=("args",), announce=False)
-expect.__doc__ = """Hidden test: `expect(fn, args=(...), want=..., why="...")`, fn called on a copy of args (it may sort them in place)."""
-
-ANSWERS = ("memory", "waiting", "tiny-or-memory-bound", "busy", "throttled")
+ANSWERS = ("near-oom", "waiting", "thermal", "tiny-or-memory-bound", "compute-bound")
 
 # --- diagnose -------------------------------------------------------------------------------------------------
 
-GB = 1e9
-_FULL_IDLE = (20.0, 100.0, 700.0, 79 * GB, 80 * GB)  # memory nearly full, utilisation low
-_FULL_BUSY = (97.0, 300.0, 700.0, 79 * GB, 80 * GB)
-_WAITING = (30.0, 90.0, 700.0, 40 * GB, 80 * GB)
-_TINY = (100.0, 150.0, 700.0, 40 * GB, 80 * GB)  # 21% of the limit at 100% utilisation
-_BUSY = (98.0, 500.0, 700.0, 40 * GB, 80 * GB)  # 71%
-_THROTTLED = (99.0, 695.0, 700.0, 40 * GB, 80 * GB)  # 99%
-_T4_AT_CAP = (100.0, 66.5, 70.0, 8 * GB, 16 * GB)  # 95% of a 70 W card
-_BIG_SAME_WATTS = (100.0, 66.5, 700.0, 40 * GB, 80 * GB)  # the same watts on a 700 W card: 9.5%
-_BIG_SAME_SHARE = (100.0, 665.0, 700.0, 40 * GB, 80 * GB)  # the same share as the T4: 95%
-_T4_BUSY = (100.0, 45.0, 70.0, 8 * GB, 16 * GB)  # 64% of a 70 W card
-_EDGE_UTIL = (50.0, 400.0, 700.0, 40 * GB, 80 * GB)  # 50% is not below 50
-_EDGE_MEMORY = (90.0, 400.0, 700.0, 76 * GB, 80 * GB)  # exactly 95% of the memory
-_DIAGNOSE_CASES = [_FULL_IDLE, _FULL_BUSY, _WAITING, _TINY, _BUSY, _THROTTLED, _T4_AT_CAP, _BIG_SAME_WATTS,
-                   _BIG_SAME_SHARE, _T4_BUSY, _EDGE_UTIL, _EDGE_MEMORY]
+
+def reading(util_pct: float = 99.0, power_w: float = 500.0, power_limit_w: float = 700.0, sm_mhz: float = 1980.0,
+            max_sm_mhz: float = 1980.0, reasons: tuple[str, ...] = (), smi_used_mib: float = 40_000.0,
+            peak_allocated_mib: float = 30_000.0, total_mib: float = 80_000.0) -> dict:
+    """One reading as `diagnose` receives it: nvidia-smi's numbers and torch's peak, plain data."""
+    return {"util_pct": util_pct, "power_w": power_w, "power_limit_w": power_limit_w, "sm_mhz": sm_mhz,
+            "max_sm_mhz": max_sm_mhz, "reasons": list(reasons), "smi_used_mib": smi_used_mib,
+            "peak_allocated_mib": peak_allocated_mib, "total_mib": total_mib}
 
 
-def _reading(case: tuple) -> str:
-    util, power, limit, used, total = case
-    return (f"utilisation {util:g}%, {power:g} W of a {limit:g} W limit, "
-            f"{used / GB:g} of {total / GB:g} GB used")
+# An H100 (700 W) running dense bf16 matmuls: at the power cap, the firmware holds the clock below its maximum
+# (sw_power_cap), and nvidia-smi's memory.used is 98% because the caching allocator keeps what it reserved.
+_AT_CAP = reading(99.0, 695.0, 700.0, 1755.0, 1980.0, ("sw_power_cap",), 78_500.0, 52_000.0)
+_OOM_IDLE = reading(20.0, 120.0, 700.0, 1980.0, 1980.0, (), 79_800.0, 76_000.0)  # torch's peak: 95% of the card
+_OOM_EDGE = reading(97.0, 500.0, 700.0, 1980.0, 1980.0, (), 79_000.0, 72_000.0)  # exactly 90%
+_WAITING_FULL = reading(30.0, 90.0, 700.0, 1980.0, 1980.0, (), 79_000.0, 30_000.0)  # smi 99% full, torch 38%
+_UTIL_EDGE = reading(50.0, 400.0, 700.0)  # 50% is not below 50
+_TINY = reading(100.0, 150.0, 700.0)  # 21% of the limit at 100% utilisation
+_T4_AT_CAP = reading(100.0, 66.5, 70.0, 1410.0, 1590.0, ("sw_power_cap",), 15_000.0, 9_000.0, 15_360.0)  # 95% of 70 W
+_SAME_WATTS_BIG = reading(100.0, 66.5, 700.0)  # the same watts on a 700 W card: 9.5%
+_SAME_SHARE_BIG = reading(100.0, 665.0, 700.0)  # 95% of the limit, clocks still at their maximum
+_HOT_LOW_POWER = reading(99.0, 300.0, 700.0, 990.0, 1980.0, ("hw_thermal_slowdown",))  # 43%: the clock was halved
+_HOT_SW = reading(98.0, 600.0, 700.0, 1500.0, 1980.0, ("sw_thermal_slowdown",))
+_HALF_POWER = reading(100.0, 350.0, 700.0)  # exactly half the limit is not below half
+_MID = reading(96.0, 500.0, 700.0)  # 71%
+_DIAGNOSE_CASES = [(case,) for case in (_AT_CAP, _OOM_IDLE, _OOM_EDGE, _WAITING_FULL, _UTIL_EDGE, _TINY, _T4_AT_CAP,
+                                        _SAME_WATTS_BIG, _SAME_SHARE_BIG, _HOT_LOW_POWER, _HOT_SW, _HALF_POWER, _MID)]
+
+
+def describe(r: dict) -> str:
+    """A reading in words, for a message."""
+    reasons = ", ".join(r["reasons"]) or "none"
+    return (f"utilisation {r['util_pct']:g}%, {r['power_w']:g} of {r['power_limit_w']:g} W, SM clock {r['sm_mhz']:g} of "
+            f"{r['max_sm_mhz']:g} MHz, event reasons: {reasons}; nvidia-smi memory.used {r['smi_used_mib']:g} of "
+            f"{r['total_mib']:g} MiB, torch's peak allocated {r['peak_allocated_mib']:g} MiB")
 
 
 def _judge_diagnose(diagnose: Callable) -> None:
-    """diagnose reads memory, then utilisation, then power as a share of the limit."""
-    got = {case: call(diagnose, *case) for case in _DIAGNOSE_CASES}
-    for case, answer in got.items():
+    """diagnose: near an OOM by torch's peak, waiting by utilisation, thermal by the event reasons, then power share."""
+    got = {i: call(diagnose, *_DIAGNOSE_CASES[i]) for i in range(len(_DIAGNOSE_CASES))}
+    (at_cap, oom_idle, oom_edge, waiting_full, util_edge, tiny, t4_cap, same_watts, same_share, hot_low, hot_sw,
+     half, mid) = (got[i] for i in range(len(_DIAGNOSE_CASES)))
+    for i, answer in got.items():
         if answer not in ANSWERS:
-            fail(f"diagnose({_reading(case)}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
-    if got[_FULL_BUSY] != "memory" or got[_EDGE_MEMORY] != "memory":
-        case = _FULL_BUSY if got[_FULL_BUSY] != "memory" else _EDGE_MEMORY
-        fail(f"diagnose({_reading(case)}) returned {got[case]!r}: with {case[3] / case[4]:.0%} of the memory used the "
-             "answer is 'memory'. Compare mem_used / mem_total (a fraction, 0 to 1) with 0.95, before anything else.")
-    if got[_FULL_IDLE] == "waiting":
-        fail(f"diagnose({_reading(_FULL_IDLE)}) returned 'waiting': you read utilisation before memory. "
-             "Read memory first: with 79 of 80 GB used the next allocation fails, whatever the utilisation says.")
-    if got[_FULL_IDLE] != "memory":
-        fail(f"diagnose({_reading(_FULL_IDLE)}) returned {got[_FULL_IDLE]!r}; with 79 of 80 GB used the answer is "
-             "'memory', whatever the utilisation.")
-    if got[_WAITING] != "waiting":
-        if got[_TINY] == "waiting" or got[_BUSY] == "waiting":
-            fail(f"diagnose returned 'waiting' at {got[_TINY] == 'waiting' and 100 or 98}% utilisation; only "
-                 "utilisation below 50% means the GPU is waiting.")
-        fail(f"diagnose({_reading(_WAITING)}) returned {got[_WAITING]!r}, not 'waiting'. util_pct is a percent "
-             "(0 to 100), not a fraction: 30 means 30%, which is below 50%. Compare util_pct with 50, not 0.5.")
-    if got[_EDGE_UTIL] == "waiting":
-        fail(f"diagnose({_reading(_EDGE_UTIL)}) returned 'waiting'; waiting means utilisation below 50%, "
-             "and 50% is not below 50%.")
-    if got[_TINY] == "busy":
-        fail(f"diagnose({_reading(_TINY)}) returned 'busy': high utilisation alone does not mean busy. "
-             "Utilisation counts the time at least one kernel ran, however small; at 21% of the power limit the "
+            fail(f"diagnose({describe(_DIAGNOSE_CASES[i][0])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
+    if at_cap == "near-oom" or waiting_full == "near-oom":
+        r = _AT_CAP if at_cap == "near-oom" else _WAITING_FULL
+        fail(f"diagnose({describe(r)}) returned 'near-oom': you read nvidia-smi's memory.used "
+             f"({r['smi_used_mib'] / r['total_mib']:.0%} of the card) as the OOM signal. It counts the CUDA context "
+             "plus everything PyTorch's caching allocator has reserved and keeps for reuse, so 95-99% is normal in a "
+             f"healthy run. Whether the next allocation fits is read from torch: its peak allocated here is "
+             f"{r['peak_allocated_mib'] / r['total_mib']:.0%} of the card. Compare peak_allocated_mib / total_mib with "
+             "0.9.")
+    if oom_idle == "waiting" and oom_edge == "near-oom":
+        fail(f"diagnose({describe(_OOM_IDLE)}) returned 'waiting': you read utilisation before memory. torch's peak "
+             "is 95% of the card: the run is about to stop with an out-of-memory error, and that comes first, "
+             "whatever the utilisation.")
+    if oom_idle != "near-oom" or oom_edge != "near-oom":
+        if oom_idle != "near-oom" and oom_edge != "near-oom":
+            fail(f"diagnose({describe(_OOM_IDLE)}) returned {oom_idle!r}: torch's peak allocated is 95% of the card's "
+                 "memory, so the answer is 'near-oom' (read it first). peak_allocated_mib / total_mib is a fraction "
+                 "(0 to 1): compare it with 0.9, not 90.")
+        fail(f"diagnose({describe(_OOM_EDGE)}) returned {oom_edge!r}: torch's peak is exactly 90% of the card, which is "
+             "at the threshold: 'near-oom' (peak / total >= 0.9).")
+    if waiting_full != "waiting":
+        if tiny == "waiting" or mid == "waiting":
+            fail("diagnose returned 'waiting' at 96-100% utilisation; only utilisation below 50% means the GPU waits.")
+        fail(f"diagnose({describe(_WAITING_FULL)}) returned {waiting_full!r}, not 'waiting'. util_pct is a percent "
+             "(0 to 100): 30 means 30%, below 50%. Compare util_pct with 50, not 0.5.")
+    if util_edge == "waiting":
+        fail(f"diagnose({describe(_UTIL_EDGE)}) returned 'waiting'; waiting means utilisation below 50%, and 50% is "
+             "not below 50%.")
+    if same_share == "thermal":
+        fail(f"diagnose({describe(_SAME_SHARE_BIG)}) returned 'thermal': you called power at the limit a fault. Sitting "
+             "at the power cap is the normal state of dense tensor-core work: the chip draws all it may and the "
+             "firmware trims the clock to stay under the limit (clocks_event_reasons.sw_power_cap). That is "
+             "'compute-bound', and healthy. Heat is told by a thermal event reason, not by the power.")
+    if at_cap == "thermal" or t4_cap == "thermal":
+        fail(f"diagnose({describe(_AT_CAP)}) returned {at_cap!r}: an SM clock below its maximum says the chip slowed, "
+             "not why. Here the reason is sw_power_cap: the firmware holding power at the limit, the normal state of "
+             "dense work ('compute-bound'). Only hw_thermal_slowdown or sw_thermal_slowdown mean heat.")
+    if hot_low == "tiny-or-memory-bound" and hot_sw == "thermal":
+        fail(f"diagnose({describe(_HOT_LOW_POWER)}) returned 'tiny-or-memory-bound': you read the power share before "
+             "the event reasons. A chip slowed by heat runs its clock lower (990 of 1980 MHz here), so it draws less "
+             "power too; the low power is the slowdown's effect, not tiny kernels. Read the reasons first.")
+    if hot_low != "thermal" or hot_sw != "thermal":
+        case, answer = (_HOT_SW, hot_sw) if hot_sw != "thermal" else (_HOT_LOW_POWER, hot_low)
+        fail(f"diagnose({describe(case)}) returned {answer!r}: the event reasons include a thermal slowdown "
+             "(hw_thermal_slowdown or sw_thermal_slowdown in reading['reasons']): the chip is too hot and lowered "
+             "its clock. The answer is 'thermal'.")
+    if tiny == "compute-bound":
+        fail(f"diagnose({describe(_TINY)}) returned 'compute-bound': high utilisation alone does not mean the chip is "
+             "busy. Utilisation counts the time at least one kernel ran, however small; at 21% of the power limit the "
              "arithmetic units are mostly idle: 'tiny-or-memory-bound'. Look at power before calling it busy.")
-    if got[_BUSY] == got[_THROTTLED] == "tiny-or-memory-bound":
-        fail(f"diagnose called 500 W and 695 W of a 700 W limit 'tiny-or-memory-bound': power_w / power_limit_w is "
-             "a fraction (0 to 1), not a percent. Compare it with 0.5 and 0.95, not 50 and 95.")
-    if got[_T4_AT_CAP] != got[_BIG_SAME_SHARE] or got[_BIG_SAME_WATTS] == got[_T4_AT_CAP]:
-        fail(f"diagnose gave {got[_T4_AT_CAP]!r} for 66.5 W on a 70 W card, {got[_BIG_SAME_WATTS]!r} for 66.5 W on a "
-             f"700 W card and {got[_BIG_SAME_SHARE]!r} for 665 W on a 700 W card: you compared absolute watts. "
-             "66.5 of 70 W and 665 of 700 W are both 95% of the limit; use the share power_w / power_limit_w.")
-    expected = {_TINY: "tiny-or-memory-bound", _BUSY: "busy", _THROTTLED: "throttled", _T4_AT_CAP: "throttled",
-                _BIG_SAME_WATTS: "tiny-or-memory-bound", _T4_BUSY: "busy", _EDGE_UTIL: "busy", _EDGE_MEMORY: "memory"}
-    for case, want in expected.items():
-        if got[case] != want:
-            share = case[1] / case[2]
-            fail(f"diagnose({_reading(case)}) returned {got[case]!r}; that is {share:.0%} of the power limit and "
-                 f"{case[3] / case[4]:.0%} of the memory, so the reading order (memory ≥ 95%, utilisation < 50%, "
-                 f"power share < 50%, ≥ 95%) gives {want!r}.")
+    if mid == at_cap == "tiny-or-memory-bound":
+        fail("diagnose called 500 W and 695 W of a 700 W limit 'tiny-or-memory-bound': power_w / power_limit_w is a "
+             "fraction (0 to 1), not a percent. Compare it with 0.5, not 50.")
+    if t4_cap != same_share or same_watts == t4_cap:
+        fail(f"diagnose gave {t4_cap!r} for 66.5 W on a 70 W card, {same_watts!r} for 66.5 W on a 700 W card and "
+             f"{same_share!r} for 665 W on a 700 W card: you compared absolute watts. 66.5 of 70 W and 665 of 700 W "
+             "are both 95% of the limit; use the share power_w / power_limit_w.")
+    if half == "tiny-or-memory-bound":
+        fail(f"diagnose({describe(_HALF_POWER)}) returned 'tiny-or-memory-bound'; exactly half the limit is not below "
+             "half: 'compute-bound'.")
+    expected = [(_TINY, "tiny-or-memory-bound"), (_SAME_WATTS_BIG, "tiny-or-memory-bound"), (_MID, "compute-bound"),
+                (_AT_CAP, "compute-bound"), (_T4_AT_CAP, "compute-bound"), (_SAME_SHARE_BIG, "compute-bound"),
+                (_UTIL_EDGE, "compute-bound"), (_HALF_POWER, "compute-bound")]
+    for case, want in expected:
+        answer = call(diagnose, case)
+        if answer != want:
+            fail(f"diagnose({describe(case)}) returned {answer!r}; that is {case['power_w'] / case['power_limit_w']:.0%} "
+                 "of the power limit with no thermal reason, torch's peak below 90% and utilisation of at least 50%: "
+                 f"{want!r}.")
 
 
 check_diagnose = recorded("diagnose", "diagnose", _DIAGNOSE_CASES, _judge_diagnose)
-
 
 # --- busy_fraction --------------------------------------------------------------------------------------------
 
@@ -272,7 +252,8 @@ _G_NESTED = ([(0.0, 100.0), (10.0, 20.0), (50.0, 60.0), (130.0, 140.0)], 1.0)  #
 _G_EDGE = ([(0.0, 10.0), (20.0, 30.0)], 10.0)  # [(10, 20)]: exactly min_gap counts
 _G_EMPTY = ([], 5.0)
 _G_ONE = ([(3.0, 8.0)], 0.0)
-_GAP_CASES = [_G_SIMPLE, _G_UNSORTED, _G_OVERLAP, _G_NESTED, _G_EDGE, _G_EMPTY, _G_ONE]
+_G_TOUCH = ([(0.0, 10.0), (10.0, 20.0), (25.0, 30.0)], 0.0)  # [(20, 25)]: ranges that touch leave no gap
+_GAP_CASES = [_G_SIMPLE, _G_UNSORTED, _G_OVERLAP, _G_NESTED, _G_EDGE, _G_EMPTY, _G_ONE, _G_TOUCH]
 
 
 def _as_gaps(value) -> list[tuple] | None:
@@ -307,11 +288,18 @@ def _judge_idle_gaps(idle_gaps: Callable) -> None:
     if gaps[2] != [(60.0, 80.0)]:
         fail(f"idle_gaps({_G_OVERLAP[0]}, 1) returned {got[2]!r}; expected [(60, 80)]: (0, 50) and (40, 60) overlap, "
              "so the first idle time starts at 60.")
+    if any(end == start for g in gaps.values() for start, end in g):
+        fail(f"idle_gaps({_G_TOUCH[0]}, 0) returned {got[7]!r}: a gap of length 0 where (0, 10) ends and (10, 20) "
+             "starts. Ranges that touch leave no idle time; a gap is a stretch that no range covers, so it must be "
+             "longer than 0 (and at least min_gap_us).")
     if gaps[0] != [(30.0, 100.0)]:
         fail(f"idle_gaps({_G_SIMPLE[0]}, 10) returned {got[0]!r}; expected [(30, 100)]: the 5 µs gap from 10 to 15 "
              "is shorter than min_gap_us = 10 and is left out.")
     if gaps[4] != [(10.0, 20.0)]:
         fail(f"idle_gaps({_G_EDGE[0]}, 10) returned {got[4]!r}; a gap of exactly min_gap_us (10) counts: [(10, 20)].")
+    if gaps[7] != [(20.0, 25.0)]:
+        fail(f"idle_gaps({_G_TOUCH[0]}, 0) returned {got[7]!r}; expected [(20, 25)]: (0, 10) and (10, 20) touch, so "
+             "the device is busy from 0 to 20, idle until 25.")
     if gaps[5] != [] or gaps[6] != []:
         fail(f"idle_gaps returned {got[5]!r} for no ranges and {got[6]!r} for one; neither has a gap between ranges: [].")
 
@@ -322,6 +310,14 @@ check_idle_gaps = recorded("idle_gaps", "idle_gaps", _GAP_CASES, _judge_idle_gap
 # --- fixed_loader ---------------------------------------------------------------------------------------------
 
 _N, _BATCH = 23, 5  # 23 items in batches of 5: the last batch holds 3
+# (seconds to read one item, batch size, seconds a step computes): workers needed = ceil(batch × item / step)
+_RATIOS = [(0.002, 8, 0.004), (0.002, 8, 0.0015), (0.001, 5, 0.010)]  # 16/4 ms: 4; 16/1.5 ms: 11; 5/10 ms: 1
+_ITER = (0.0001, _BATCH, 0.010)  # the loader whose batches are read: 0.5 ms per batch, 1 worker
+
+
+def workers_needed(item_seconds: float, batch_size: int, step_seconds: float) -> int:
+    """k workers each read a whole batch at a time, so together deliver k batches per batch-read time."""
+    return max(1, math.ceil(round(batch_size * item_seconds / step_seconds, 9)))
 
 
 def _batches(loader: DataLoader) -> list[list[int]]:
@@ -331,42 +327,61 @@ def _batches(loader: DataLoader) -> list[list[int]]:
 
 def _observe_fixed_loader(fixed_loader: Callable) -> dict:
     require_callable(fixed_loader, "fixed_loader")
-    dataset = loading.SlowDataset(_N, item_seconds=0.0, features=3)
-    seen: dict = {}
+    seen: dict = {"ratios": []}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # more workers than cores; pin_memory without CUDA (judged below, not printed)
-        for device in ("cpu", "cuda"):
-            loader = call(fixed_loader, dataset, _BATCH, torch.device(device),
-                          label=f"fixed_loader(dataset, {_BATCH}, torch.device({device!r}))")
-            if not isinstance(loader, DataLoader):
-                return {"type": type(loader).__name__}
-            seen[device] = loading.settings(loader)
-            if device == "cpu":  # iterate only where the batches stay here; a CUDA loader would pin on this machine
-                try:
-                    seen["batches"] = _batches(loader)
-                    seen["again"] = _batches(loader)  # a second epoch: persistent workers are reused
-                finally:
-                    loading.close(loader)
-            del loader
+        for item_s, batch, step_s in _RATIOS + [_ITER]:
+            for device in ("cpu", "cuda"):
+                if device == "cuda" and (item_s, batch, step_s) != _RATIOS[0]:
+                    continue
+                dataset = loading.SlowDataset(_N, item_seconds=item_s, features=3)
+                loader = call(fixed_loader, dataset, batch, torch.device(device), step_s,
+                              label=f"fixed_loader(dataset, {batch}, torch.device({device!r}), {step_s})")
+                if not isinstance(loader, DataLoader):
+                    return {"type": type(loader).__name__}
+                settings = loading.settings(loader)
+                if device == "cuda":
+                    seen["cuda"] = settings
+                elif (item_s, batch, step_s) == _ITER:  # its batches: the same sampler and batch size, read in-process
+                    seen["cpu"] = settings
+                    seen["batches"] = _batches(loading.with_workers(loader, 0))  # no worker to start: the order is the sampler's
+                else:
+                    seen["ratios"].append(settings["num_workers"])
+                del loader
     gc.collect()
     seen["type"] = "DataLoader"
     return seen
 
 
 def _judge_fixed_loader(observation: dict) -> None:
-    """fixed_loader: the slow loader's batches, from workers that stay and prefetch; pinned only for CUDA."""
+    """fixed_loader: the slow loader's batches, from enough workers for load time over step time, that stay; pinned only for CUDA."""
     if observation.get("type") != "DataLoader":
         fail(f"fixed_loader returned a {observation.get('type')}; return a torch.utils.data.DataLoader.")
-    cpu, cuda = observation["cpu"], observation["cuda"]
+    cpu, cuda, chosen = observation["cpu"], observation["cuda"], list(observation["ratios"])
     want = _batches(loading.slow_loader(loading.SlowDataset(_N, item_seconds=0.0, features=3), _BATCH))
-    if cpu["num_workers"] == 0:
+    needed = [workers_needed(*case) for case in _RATIOS]
+    if 0 in chosen or cpu["num_workers"] == 0:
         fail("fixed_loader's DataLoader has num_workers=0: the main process still reads every item itself, so the "
-             "training loop waits for each batch. Give it worker processes (num_workers=2 or more) that load the "
-             "next batches while this one computes.")
-    if cpu["num_workers"] == 1:
-        fail("fixed_loader's DataLoader has num_workers=1: one worker overlaps reading with computing, but it still "
-             "reads one batch at a time, so when a batch takes longer to read than a step takes to compute the loop "
-             "still waits. Use 2 or more workers.")
+             "training loop waits for each batch. Give it worker processes that load the next batches while this "
+             "one computes.")
+    texts = [f"{b} items of {i * 1e3:g} ms with a {s * 1e3:g} ms step: {k} worker(s)" for (i, b, s), k in zip(_RATIOS, chosen)]
+    if chosen == [math.ceil(i / s) for i, _, s in _RATIOS] and chosen != needed:
+        fail(f"fixed_loader chose {'; '.join(texts)}. You divided one item's read time by the step time, but a "
+             "worker builds a whole batch before handing it over: one batch takes batch_size × item_seconds to read.")
+    for (item_s, batch, step_s), k, need in zip(_RATIOS, chosen, needed):
+        load_ms, step_ms = batch * item_s * 1e3, step_s * 1e3
+        if k < need:
+            rounded = " (you rounded down: a fraction of a worker is still a whole worker)" if k == math.floor(
+                load_ms / step_ms) else ""
+            fail(f"fixed_loader chose {k} worker(s) for batches that take {load_ms:g} ms to read ({batch} items of "
+                 f"{item_s * 1e3:g} ms) and a step of {step_ms:g} ms: too few{rounded}. Each worker reads one whole "
+                 f"batch at a time, so k workers deliver k batches every {load_ms:g} ms, and the loop eats one every "
+                 f"{step_ms:g} ms: k >= {load_ms:g} / {step_ms:g}, so at least {need}.")
+        if k > need + 2:
+            fail(f"fixed_loader chose {k} workers for batches that take {load_ms:g} ms to read and a step of "
+                 f"{step_ms:g} ms: {need} keep up (k workers deliver k batches per {load_ms:g} ms). Each extra worker "
+                 "is one more process holding a copy of the data set and its prefetched batches; choose the number "
+                 "from the ratio of read time to step time.")
     if cpu["shuffle"]:
         fail("fixed_loader shuffles (shuffle=True): its batches are no longer the slow loader's. Keep the order "
              "(shuffle=False, the default); the fix is about who loads the items, not which items come.")
@@ -375,23 +390,20 @@ def _judge_fixed_loader(observation: dict) -> None:
              "Keep drop_last=False, as the slow loader has it.")
     if cpu["pin_memory"]:
         fail("fixed_loader pins memory (pin_memory=True) for a CPU device: pinned (page-locked) memory only speeds "
-             "up copies to a CUDA GPU; without CUDA it is a wasted copy (and a warning). Use "
-             "pin_memory=(device.type == 'cuda').")
+             "up copies to a CUDA GPU; without CUDA it is a wasted copy (and a warning). Pin only when "
+             "device.type == 'cuda'.")
     if cpu["batch_size"] != _BATCH:
         fail(f"fixed_loader(dataset, {_BATCH}, ...) made batches of {cpu['batch_size']}; use the batch_size it was given.")
     if observation.get("batches") != want:
         fail(f"fixed_loader's batches hold the items {observation.get('batches')}; the slow loader's are {want}. "
              "Same data set, same batch size, same order, nothing dropped.")
-    if observation.get("again") != want:
-        fail("fixed_loader's second epoch gave different batches from its first; every epoch should give the slow "
-             "loader's batches.")
     if not cpu["persistent_workers"]:
         fail("fixed_loader starts its workers afresh every epoch (persistent_workers=False): each start costs a new "
              "process and a copy of the data set. Keep them between epochs with persistent_workers=True.")
     if not cuda["pin_memory"]:
-        fail("fixed_loader(dataset, 5, torch.device('cuda')) does not pin memory: when batches go to a CUDA GPU, "
+        fail("fixed_loader(dataset, 8, torch.device('cuda'), ...) does not pin memory: when batches go to a CUDA GPU, "
              "pin_memory=True lets the copy run from page-locked memory (and with non_blocking=True overlap compute).")
-    if cuda["num_workers"] == 0 or cuda["shuffle"] or cuda["drop_last"]:
+    if cuda["num_workers"] != chosen[0] or cuda["shuffle"] or cuda["drop_last"]:
         fail("fixed_loader's DataLoader for a CUDA device differs from its CPU one in workers, shuffle or drop_last; "
              "only pin_memory should depend on the device.")
 
@@ -399,27 +411,89 @@ def _judge_fixed_loader(observation: dict) -> None:
 check_fixed_loader = Check("fixed_loader", _observe_fixed_loader, _judge_fixed_loader)
 
 
-def _observe_loader_on(fixed_loader: Callable, n: int, batch_size: int) -> dict:
+def _observe_loader_on(fixed_loader: Callable, n: int, batch_size: int, item_seconds: float, step_seconds: float) -> dict:
     require_callable(fixed_loader, "fixed_loader")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loader = call(fixed_loader, loading.SlowDataset(int(n), item_seconds=0.0, features=2), int(batch_size),
-                      torch.device("cpu"), label=f"fixed_loader(dataset of {n}, {batch_size}, cpu)")
+        dataset = loading.SlowDataset(int(n), item_seconds=float(item_seconds), features=2)
+        loader = call(fixed_loader, dataset, int(batch_size), torch.device("cpu"), float(step_seconds),
+                      label=f"fixed_loader(dataset of {n}, {batch_size}, cpu, {step_seconds})")
         if not isinstance(loader, DataLoader):
-            return {"batches": None}
-        try:
-            return {"batches": _batches(loader)}
-        finally:
-            loading.close(loader)
-            del loader
-            gc.collect()
+            return {"batches": None, "workers": None}
+        return {"batches": _batches(loading.with_workers(loader, 0)), "workers": int(loader.num_workers)}
 
 
-def _judge_loader_on(observation: dict, n: int, batch_size: int, want: list, why: str) -> None:
-    if not same(observation.get("batches"), want):
-        fail(f"{why} (fixed_loader's batches held {observation.get('batches')!r})")
+def _judge_loader_on(observation: dict, n: int, batch_size: int, item_seconds: float, step_seconds: float,
+                     want: list, workers: int, why: str) -> None:
+    got = observation.get("workers")
+    if not same(observation.get("batches"), want) or not isinstance(got, int) or not workers <= got <= workers + 2:
+        fail(f"{why} (fixed_loader's batches held {observation.get('batches')!r}, from {got!r} workers)")
 
 
 loader_on = Check("fixed_loader on a given data set", _observe_loader_on, _judge_loader_on,
-                  inputs=("n", "batch_size"), announce=False)
-loader_on.__doc__ = "Hidden test: fixed_loader on a SlowDataset of `n` items in batches of `batch_size` gives `want` (item indices)."
+                  inputs=("n", "batch_size", "item_seconds", "step_seconds"), announce=False)
+loader_on.__doc__ = ("Hidden test: fixed_loader on a SlowDataset of `n` items in batches of `batch_size` gives `want` "
+                     "(item indices) from `workers` to `workers` + 2 workers.")
+
+
+# --- mfu ------------------------------------------------------------------------------------------------------
+
+_PEAKS = {"fp32": 67e12, "bf16": 989e12}  # an H100 SXM's datasheet peaks (data/chips.csv), FLOP/s
+_M_BF16 = (1e9, 8, 1024, 1.0, _PEAKS, "bf16")  # 6 × 1e9 × 8192 / 989e12 = 4.97%
+_M_FP32 = (1e9, 8, 1024, 1.0, _PEAKS, "fp32")  # the same run judged against the fp32 peak: 73%
+_M_SMALL = (136_960, 2, 32, 0.01, {"fp32": 1e11}, "fp32")  # the lesson's small transformer on a 100 GFLOP/s CPU: 5.3%
+_M_SHAPE = (1e8, 4, 256, 0.5, {"bf16": 312e12, "fp32": 19.5e12}, "bf16")  # 0.39%
+_MFU_CASES = [_M_BF16, _M_FP32, _M_SMALL, _M_SHAPE]
+
+
+def model_flops_utilisation(n_params: float, batch: int, seq_len: int, step_seconds: float, peaks: dict,
+                            dtype: str) -> float:
+    """The reference: 6 FLOPs per parameter per token for a training step, over the step time, over the dtype's peak."""
+    return 6 * n_params * batch * seq_len / step_seconds / peaks[dtype]
+
+
+def _judge_mfu(mfu: Callable) -> None:
+    """mfu: 6 × parameters × tokens per training step, per second, over the peak of the dtype the run used."""
+    got = [call(mfu, *case) for case in _MFU_CASES]
+    want = [model_flops_utilisation(*case) for case in _MFU_CASES]
+    for case, value in zip(_MFU_CASES, got):
+        if not is_number(value):
+            fail(f"mfu{case[:4]} returned {value!r} ({type(value).__name__}); return a float, a fraction of the peak.")
+    got = [float(v) for v in got]
+    ratio = [g / w for g, w in zip(got, want)]
+
+    def all_near(values: list[float]) -> bool:
+        return all(math.isclose(r, v, rel_tol=1e-6) for r, v in zip(ratio, values))
+
+    if all_near([100.0] * 4):
+        fail(f"mfu(1e9 parameters, 8 × 1024 tokens, 1 s, bf16) returned {got[0]!r}, a percent: return a fraction "
+             f"(0 to 1), here {want[0]:.4f}.")
+    if all_near([1 / 3] * 4):
+        fail(f"mfu(1e9 parameters, 8 × 1024 tokens, 1 s, bf16) returned {got[0]:.4f}: you counted 2 FLOPs per parameter "
+             "per token, the forward pass alone (one multiply and one add per weight). A training step also runs "
+             "backward, which does the forward's work twice (the gradient for the activations and the gradient for "
+             f"the weights): 2 + 4 = 6 × parameters × tokens, here {want[0]:.4f}.")
+    if all_near([2 / 3] * 4):
+        fail(f"mfu(...) returned {got[0]:.4f}: 4 FLOPs per parameter per token counts backward once. Backward computes "
+             "two gradients (for the activations and for the weights), each as much work as the forward: 6 in all.")
+    if math.isclose(got[0], got[1], rel_tol=1e-9) or math.isclose(got[0], want[1], rel_tol=1e-6):
+        fail(f"mfu gave {got[0]:.4f} for a bf16 run and {got[1]:.4f} for the same run in fp32: you divided by the "
+             "wrong peak. A chip's peak depends on the number format (an H100 does 989 TFLOP/s in bf16 on its tensor "
+             "cores, 67 in fp32); divide by peaks[dtype], the peak of the format the run used.")
+    if all(math.isclose(g, w / c[2], rel_tol=1e-6) for g, w, c in zip(got, want, _MFU_CASES)):
+        fail(f"mfu counted one token per sequence (batch × 1): {got[0]:.3g} for 8 sequences of 1024 tokens. Every "
+             "token of every sequence goes through every weight: tokens per step = batch × seq_len.")
+    if all(math.isclose(g, w / c[1], rel_tol=1e-6) for g, w, c in zip(got, want, _MFU_CASES)):
+        fail(f"mfu counted the tokens of one sequence only ({got[0]:.3g} for 8 sequences of 1024 tokens): a step "
+             "processes batch × seq_len tokens.")
+    if all(math.isclose(g, w * c[3], rel_tol=1e-6) for g, w, c in zip(got, want, _MFU_CASES)):
+        fail("mfu ignored the step time: FLOPs per step are a rate only once divided by step_seconds (FLOP/s), then "
+             "by the peak (FLOP/s).")
+    for case, g, w in zip(_MFU_CASES, got, want):
+        if not math.isclose(g, w, rel_tol=1e-6):
+            fail(f"mfu(n_params={case[0]:g}, batch={case[1]}, seq_len={case[2]}, step_seconds={case[3]:g}, "
+                 f"dtype={case[5]!r}) returned {g:.6g}; 6 × parameters × tokens per step / step time / peak of "
+                 f"{case[5]} is {w:.6g}.")
+
+
+check_mfu = recorded("mfu", "mfu", _MFU_CASES, _judge_mfu)

@@ -2,61 +2,63 @@
 
 LESSON = "05_reading_the_machine"
 
-_DIAGNOSE_HEAD = "def diagnose(util_pct, power_w, power_limit_w, mem_used, mem_total):\n"
+_THERMAL = '{"hw_thermal_slowdown", "sw_thermal_slowdown"}'
+
+
+def _diagnose(memory: str = 'r["peak_allocated_mib"] / r["total_mib"] >= 0.9',
+              waiting: str = 'r["util_pct"] < 50',
+              thermal: str = f'{_THERMAL} & set(r["reasons"])',
+              tiny: str = 'r["power_w"] / r["power_limit_w"] < 0.5',
+              extra: str = "", util_first: bool = False) -> str:
+    """The reference diagnose with one rule changed: each mutant below is one mistake."""
+    first, second = ("waiting", waiting), ("near-oom", memory)
+    order = [first, second] if util_first else [second, first]
+    lines = [f"    if {cond}: return {answer!r}" for answer, cond in order] + [extra]
+    lines += [f"    if {thermal}: return 'thermal'", f"    if {tiny}: return 'tiny-or-memory-bound'",
+              "    return 'compute-bound'"]
+    return "def diagnose(r):\n" + "\n".join(line for line in lines if line) + "\n"
+
 
 _LOADER_HEAD = """
+import math
 import torch
 from torch.utils.data import DataLoader
-def fixed_loader(dataset, batch_size, device):
+def fixed_loader(dataset, batch_size, device, step_seconds):
+    k = math.ceil(batch_size * dataset.item_seconds / step_seconds)
 """
+
+_FIXED = ("persistent_workers=True, pin_memory=device.type == 'cuda', multiprocessing_context='fork'")
 
 MUTANTS = {
     "diagnose_check": [
-        ("utilisation read before memory", _DIAGNOSE_HEAD + """
-    if util_pct < 50: return "waiting"
-    if mem_used / mem_total >= 0.95: return "memory"
-    share = power_w / power_limit_w
-    if share < 0.5: return "tiny-or-memory-bound"
-    if share >= 0.95: return "throttled"
-    return "busy"
-""", r"read utilisation before memory"),
-        ("high utilisation called busy without looking at power", _DIAGNOSE_HEAD + """
-    if mem_used / mem_total >= 0.95: return "memory"
-    if util_pct < 50: return "waiting"
-    if power_w / power_limit_w >= 0.95: return "throttled"
-    return "busy"
-""", r"high utilisation alone does not mean busy"),
-        ("absolute watts instead of the share of the limit", _DIAGNOSE_HEAD + """
-    if mem_used / mem_total >= 0.95: return "memory"
-    if util_pct < 50: return "waiting"
-    if power_w < 350: return "tiny-or-memory-bound"
-    if power_w >= 665: return "throttled"
-    return "busy"
-""", r"you compared absolute watts"),
-        ("utilisation as a fraction", _DIAGNOSE_HEAD + """
-    if mem_used / mem_total >= 0.95: return "memory"
-    if util_pct < 0.5: return "waiting"
-    share = power_w / power_limit_w
-    if share < 0.5: return "tiny-or-memory-bound"
-    if share >= 0.95: return "throttled"
-    return "busy"
-""", r"util_pct is a percent"),
-        ("power share compared as a percent", _DIAGNOSE_HEAD + """
-    if mem_used / mem_total >= 0.95: return "memory"
-    if util_pct < 50: return "waiting"
-    share = power_w / power_limit_w
-    if share < 50: return "tiny-or-memory-bound"
-    if share >= 95: return "throttled"
-    return "busy"
-""", r"a fraction \(0 to 1\), not a percent"),
-        ("memory share compared as a percent", _DIAGNOSE_HEAD + """
-    if mem_used / mem_total >= 95: return "memory"
-    if util_pct < 50: return "waiting"
-    share = power_w / power_limit_w
-    if share < 0.5: return "tiny-or-memory-bound"
-    if share >= 0.95: return "throttled"
-    return "busy"
-""", r"a fraction, 0 to 1"),
+        ("nvidia-smi's memory used taken as the OOM signal", _diagnose(memory='r["smi_used_mib"] / r["total_mib"] >= 0.95'),
+         r"you read nvidia-smi's memory.used"),
+        ("power at the cap called a fault", _diagnose(extra='    if r["power_w"] / r["power_limit_w"] >= 0.95: return "thermal"'),
+         r"you called power at the limit a fault"),
+        ("a clock below its maximum called thermal", _diagnose(thermal='r["sm_mhz"] < r["max_sm_mhz"]'),
+         r"says the chip slowed, not why"),
+        ("any clock event reason called thermal", _diagnose(thermal='r["reasons"]'),
+         r"Only hw_thermal_slowdown or sw_thermal_slowdown mean heat"),
+        ("high utilisation called busy without looking at power", _diagnose(tiny="False"),
+         r"high utilisation alone does not mean"),
+        ("absolute watts instead of the share of the limit", _diagnose(tiny='r["power_w"] < 350'),
+         r"you compared absolute watts"),
+        ("power share read before the event reasons",
+         _diagnose(extra='    if r["power_w"] / r["power_limit_w"] < 0.5: return "tiny-or-memory-bound"'),
+         r"you read the power share before"),
+        ("event reasons never read", _diagnose(thermal="False"), r"include a thermal slowdown"),
+        ("utilisation read before memory", _diagnose(util_first=True), r"read utilisation before memory"),
+        ("utilisation as a fraction", _diagnose(waiting='r["util_pct"] < 0.5'), r"util_pct is a percent"),
+        ("power share compared as a percent", _diagnose(tiny='r["power_w"] / r["power_limit_w"] < 50'),
+         r"a fraction \(0 to 1\), not a percent"),
+        ("torch's peak compared as a percent", _diagnose(memory='r["peak_allocated_mib"] / r["total_mib"] >= 90'),
+         r"compare it with 0.9, not 90"),
+        ("torch's peak strictly above 90%", _diagnose(memory='r["peak_allocated_mib"] / r["total_mib"] > 0.9'),
+         r"exactly 90% of the card"),
+        ("half the power limit taken as tiny", _diagnose(tiny='r["power_w"] / r["power_limit_w"] <= 0.5'),
+         r"exactly half the limit is not below"),
+        ("utilisation of exactly 50% taken as waiting", _diagnose(waiting='r["util_pct"] <= 50'),
+         r"50% is not below 50%"),
     ],
     "busy_fraction_check": [
         ("overlaps summed", """
@@ -149,6 +151,15 @@ def idle_gaps(ranges, min_gap_us):
     ranges = sorted(ranges)
     return [(a_end, b_start) for (_, a_end), (b_start, _) in zip(ranges, ranges[1:]) if b_start - a_end >= min_gap_us]
 """, r"nested inside"),
+        ("touching ranges reported as a zero-length gap", """
+def idle_gaps(ranges, min_gap_us):
+    gaps, reached = [], None
+    for start, end in sorted(ranges):
+        if reached is not None and start - reached >= min_gap_us:
+            gaps.append((reached, start))
+        reached = end if reached is None else max(reached, end)
+    return gaps
+""", r"Ranges that touch leave no idle time"),
         ("strictly longer than min_gap_us", """
 def idle_gaps(ranges, min_gap_us):
     gaps, reached = [], None
@@ -163,29 +174,71 @@ def idle_gaps(ranges, min_gap_us):
         ("num_workers=0", _LOADER_HEAD + """
     return DataLoader(dataset, batch_size=batch_size, num_workers=0, pin_memory=device.type == "cuda")
 """, r"num_workers=0"),
-        ("one worker", _LOADER_HEAD + """
-    return DataLoader(dataset, batch_size=batch_size, num_workers=1, persistent_workers=True,
-                      pin_memory=device.type == "cuda", multiprocessing_context="fork")
-""", r"num_workers=1"),
+        ("two workers whatever the ratio", _LOADER_HEAD + f"""
+    return DataLoader(dataset, batch_size=batch_size, num_workers=2, {_FIXED})
+""", r"too few\. Each worker reads one whole batch"),
+        ("workers rounded down", _LOADER_HEAD + f"""
+    k = max(1, math.floor(batch_size * dataset.item_seconds / step_seconds))
+    return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
+""", r"you rounded down"),
+        ("one item's read time, not a batch's", _LOADER_HEAD + f"""
+    k = math.ceil(dataset.item_seconds / step_seconds)
+    return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
+""", r"a worker builds a whole batch"),
+        ("sixteen workers whatever the ratio", _LOADER_HEAD + f"""
+    return DataLoader(dataset, batch_size=batch_size, num_workers=16, {_FIXED})
+""", r"keep up"),
         ("pin_memory=True without CUDA", _LOADER_HEAD + """
-    return DataLoader(dataset, batch_size=batch_size, num_workers=2, persistent_workers=True, pin_memory=True,
+    return DataLoader(dataset, batch_size=batch_size, num_workers=k, persistent_workers=True, pin_memory=True,
                       multiprocessing_context="fork")
 """, r"pins memory \(pin_memory=True\) for a CPU device"),
-        ("shuffle changed", _LOADER_HEAD + """
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=2, persistent_workers=True,
-                      pin_memory=device.type == "cuda", multiprocessing_context="fork")
+        ("shuffle changed", _LOADER_HEAD + f"""
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=k, {_FIXED})
 """, r"shuffles"),
-        ("drop_last changed", _LOADER_HEAD + """
-    return DataLoader(dataset, batch_size=batch_size, drop_last=True, num_workers=2, persistent_workers=True,
-                      pin_memory=device.type == "cuda", multiprocessing_context="fork")
+        ("drop_last changed", _LOADER_HEAD + f"""
+    return DataLoader(dataset, batch_size=batch_size, drop_last=True, num_workers=k, {_FIXED})
 """, r"drop_last=True"),
         ("workers restarted every epoch", _LOADER_HEAD + """
-    return DataLoader(dataset, batch_size=batch_size, num_workers=2, pin_memory=device.type == "cuda",
+    return DataLoader(dataset, batch_size=batch_size, num_workers=k, pin_memory=device.type == "cuda",
                       multiprocessing_context="fork")
 """, r"persistent_workers=True"),
         ("never pins, even for CUDA", _LOADER_HEAD + """
-    return DataLoader(dataset, batch_size=batch_size, num_workers=2, persistent_workers=True,
+    return DataLoader(dataset, batch_size=batch_size, num_workers=k, persistent_workers=True,
                       multiprocessing_context="fork")
 """, r"does not pin memory"),
+    ],
+    "mfu_check": [
+        ("2N instead of 6N for training", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 2 * n_params * batch * seq_len / step_seconds / peaks[dtype]
+""", r"the forward pass alone"),
+        ("4N: backward counted once", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 4 * n_params * batch * seq_len / step_seconds / peaks[dtype]
+""", r"counts backward once"),
+        ("the peak of the wrong dtype", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 6 * n_params * batch * seq_len / step_seconds / peaks["fp32"]
+""", r"divided by the\s+wrong peak"),
+        ("the highest peak whatever the dtype", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 6 * n_params * batch * seq_len / step_seconds / max(peaks.values())
+""", r"wrong peak"),
+        ("tokens counted per sequence", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 6 * n_params * batch / step_seconds / peaks[dtype]
+""", r"one token per sequence"),
+        ("the tokens of one sequence", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 6 * n_params * seq_len / step_seconds / peaks[dtype]
+""", r"tokens of one sequence only"),
+        ("a percent", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 100 * 6 * n_params * batch * seq_len / step_seconds / peaks[dtype]
+""", r"a percent: return a fraction"),
+        ("step time ignored", """
+def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
+    return 6 * n_params * batch * seq_len / peaks[dtype]
+""", r"ignored the step time"),
     ],
 }
