@@ -13,3 +13,9 @@ c.CourseDirectory.db_url = "sqlite:///course/gradebook.db"
 # Student code must not hang the grader: a cell gets this many seconds.
 c.ExecutePreprocessor.timeout = 300
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# nbgrader's own course folder (gradebook, collected submissions) is gitignored:
+# make it here, so `nbgrader collect` works on a fresh clone.
+import os  # noqa: E402
+
+os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), "course"), exist_ok=True)

@@ -111,6 +111,16 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from grader.pipeline.exports import WRITERS
+
+    grades = Path(args.grades)
+    grades = grades / "grades.csv" if grades.is_dir() else grades
+    out = Path(args.out) if args.out else grades.with_name(f"{args.to}.csv")
+    print(f"{args.to}: {WRITERS[args.to](grades, out)}")
+    return 0
+
+
 def doctor_lines() -> list[str]:
     """What the course will use on this machine, and what is missing."""
     lines = [f"python      {sys.version.split()[0]} ({sys.executable})", f"platform    {platform.platform()}"]
@@ -218,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("grades", help="a folder with grades.csv (or the CSV itself)")
     p.add_argument("--out", help="folder for report.md and report.png (default: next to grades.csv)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="grades for a learning platform: a Canvas or Moodle import CSV")
+    p.add_argument("grades", help="a folder with grades.csv (or the CSV itself)")
+    p.add_argument("--to", required=True, choices=["canvas", "moodle"], help="the platform")
+    p.add_argument("--out", help="the file to write (default: canvas.csv or moodle.csv next to grades.csv)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("doctor", help="print what the course will use here and what is missing")
     p.set_defaults(func=cmd_doctor)
