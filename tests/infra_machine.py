@@ -113,18 +113,22 @@ def processes_of_uid(uid: int) -> list[int]:
     return found
 
 
-def processes_named(*names: str) -> list[str]:
-    """'pid name' of live processes whose command name is one of `names` (daemons a test may leave behind)."""
+DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd")  # what only these tests start
+DAEMON_WORDS = ("configurable-http-proxy", "jupyterhub")  # in a command line
+
+
+def leftover_daemons() -> list[str]:
+    """'pid command' of live daemons of the kinds these tests start (none should outlive its test)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+        if entry.name.isdigit() and _alive(int(entry.name)):
             try:
                 comm = (entry / "comm").read_text().strip()
-                state = next(x for x in (entry / "status").read_text().splitlines() if x.startswith("State:"))
-            except (OSError, StopIteration):
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
                 continue
-            if comm in names and "Z" not in state:
-                found.append(f"{entry.name} {comm}")
+            if comm in DAEMON_NAMES or any(w in cmdline for w in DAEMON_WORDS) and "pytest" not in cmdline:
+                found.append(f"{entry.name} {cmdline[:200]}")
     return found
 
 
@@ -137,3 +141,112 @@ def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
             return got
         time.sleep(step)
     raise AssertionError(f"gave up after {timeout:g} s waiting for {what}")
+
+
+SLURM_CONF = """\
+ClusterName=gpucourse
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={port}
+SlurmdPort={dport}
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.sock
+CredType=cred/munge
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool-%n
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd-%n.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+ReturnToService=2
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmUser=root
+MpiDefault=none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+{nodes}
+PartitionName=class Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+class Slurm:
+    """A real slurm-wlm on this host: munged, slurmctld and two slurmd, two nodes that are both this host.
+
+    Each node has a name of its own (gcnode1, gcnode2), its address 127.0.0.1 and
+    a slurmd port of its own; a job script finds a node's address with
+    `scontrol show node` (README's recipes do), as on a real cluster.
+    """
+
+    def __init__(self, folder: Path, cpus: int, nodes: int = 2):
+        import socket
+
+        self.dir = folder
+        host = socket.gethostname()
+        self.nodes = [f"gcnode{i + 1}" for i in range(nodes)]
+        self.cpus = cpus
+        base = 20000 + os.getpid() % 20000
+        lines = [f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={base + 2 + i} CPUs={cpus} State=UNKNOWN"
+                 for i, name in enumerate(self.nodes)]
+        (folder / "state").mkdir()
+        (folder / "slurm.conf").write_text(SLURM_CONF.format(host=host, port=base, dport=base + 1, dir=folder,
+                                                             nodes="\n".join(lines)))
+        self.env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
+        self.pids: list[int] = []
+
+    def start(self) -> None:
+        key = self.dir / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        d = self.dir
+        subprocess.run(["munged", f"--socket={d}/munge.sock", f"--key-file={key}", f"--pid-file={d}/munged.pid",
+                        f"--log-file={d}/munged.log", f"--seed-file={d}/munge.seed", "--force"], check=True,
+                       capture_output=True)
+        self.pids.append(int(wait_for(lambda: _read(d / "munged.pid"), 10, "munged's pid file")))
+        subprocess.run(["slurmctld", "-i"], env=self.env, check=True, capture_output=True)
+        self.pids.append(int(wait_for(lambda: _read(d / "slurmctld.pid"), 10, "slurmctld's pid file")))
+        for name in self.nodes:
+            subprocess.run(["slurmd", "-N", name], env=self.env, check=True, capture_output=True)
+            self.pids.append(int(wait_for(lambda: _read(d / f"slurmd-{name}.pid"), 10, f"slurmd {name}'s pid file")))
+        wait_for(lambda: self.idle() == len(self.nodes), 30, f"{len(self.nodes)} idle Slurm nodes")
+
+    def idle(self) -> int:
+        out = subprocess.run(["sinfo", "-h", "-o", "%D %t"], env=self.env, capture_output=True, text=True).stdout
+        return sum(int(n) for n, state in (line.split() for line in out.splitlines()) if state == "idle")
+
+    def stop(self) -> list[int]:
+        """Cancel every job, stop the daemons (slurmd first); returns the pids still alive after 10 s (none, we hope)."""
+        subprocess.run(["scancel", "--full", "--user=root"], env=self.env, capture_output=True)
+        for pid in reversed(self.pids):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and [p for p in self.pids if _alive(p)]:
+            time.sleep(0.1)
+        left = [p for p in self.pids if _alive(p)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        return left
+
+    def log(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(self.dir.glob("*.log")))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, dead but not yet reaped by its parent, counts as gone)."""
+    try:
+        state = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+    return "Z" not in state
+
