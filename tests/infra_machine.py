@@ -57,6 +57,7 @@ class Users:
     def __init__(self, python: Path):
         self.python = python  # the Python every user runs (everyone_python)
         self.names: list[str] = []
+        self.seconds: list[tuple[str, float]] = []  # (command, seconds) of each run, for the report
         self.tag = uuid.uuid4().hex[:6]
 
     def add(self, role: str) -> str:
@@ -77,8 +78,10 @@ class Users:
                  "PATH": f"{self.python.parent}:/usr/local/bin:/usr/bin:/bin", **(env or {})}
         if os.environ.get("GRADER_SANDBOX"):
             clean.setdefault("GRADER_SANDBOX", os.environ["GRADER_SANDBOX"])
+        start = time.perf_counter()
         proc = subprocess.run(["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in clean.items()), *args],
                               cwd=cwd or home, capture_output=True, text=True, timeout=timeout)
+        self.seconds.append((f"{name}: {' '.join(a for a in args[2:5])}", time.perf_counter() - start))
         if check and proc.returncode != 0:
             raise AssertionError(f"as {name}: {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return proc

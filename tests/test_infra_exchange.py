@@ -138,4 +138,5 @@ def test_a_class_through_nbgraders_exchange(shared_machine):
     leaked = [line for line in _hidden_lines(LESSON) if line in page]
     assert not leaked, f"the feedback shows hidden tests: {leaked[:3]}"
     assert users.run(ben, ["ls", str(exchange / "why-slow-will-it-fit" / "feedback")], check=False).returncode != 0
-    print(f"exchange round trip: {time.perf_counter() - start:.1f} s")
+    steps = "; ".join(f"{what} {t:.1f} s" for what, t in users.seconds)
+    print(f"exchange round trip: {time.perf_counter() - start:.1f} s ({steps})")

@@ -76,6 +76,8 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///" + {db!r}
 c.ExecutePreprocessor.timeout = 300
+# formgrader's Autograde button (plain `nbgrader autograde`) without the widget-cell stall (nbclient#312)
+c.Autograde.autograde_preprocessors = {autograde!r}
 # Feedback shows each check's message, never the hidden tests or their tracebacks.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
@@ -88,7 +90,10 @@ c.GenerateFeedback.preprocessors = [
 def write_course_config(course: Path, source: Path) -> Path:
     """nbgrader_config.py for a grading folder: where everything is, and how feedback is made."""
     path = course / "nbgrader_config.py"
-    path.write_text(COURSE_CONFIG.format(root=str(course), source=str(source), db=str(course / "gradebook.db")))
+    from grader.pipeline.nbgrader_plain import AUTOGRADE_PREPROCESSORS
+
+    path.write_text(COURSE_CONFIG.format(root=str(course), source=str(source), db=str(course / "gradebook.db"),
+                                         autograde=AUTOGRADE_PREPROCESSORS))
     return path
 
 
