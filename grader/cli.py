@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import platform
 import shutil
 import sys
@@ -153,8 +154,19 @@ def doctor_lines() -> list[str]:
     for tool, why in (("bwrap", "sandboxed autograde"), ("chromium", "the browser test")):
         found = shutil.which(tool)
         lines.append(f"{tool:<11} {found or 'not found'} ({why})")
+    lines.append(f"class       {shared_python_note()}")
     lines.append("missing     " + (", ".join(missing) if missing else "nothing"))
     return lines
+
+
+def shared_python_note() -> str:
+    """Whether other Unix users (a class's students) can run this venv's Python: every folder above it enterable."""
+    real = Path(os.path.realpath(sys.executable))
+    closed = next((folder for folder in real.parents if os.stat(folder).st_mode & 0o001 == 0), None)
+    if closed is None:
+        return f"other users can run this Python ({real})"
+    return (f"other users cannot run this Python: {closed} is closed to them; for a class, make the venv from a "
+            "Python everyone can run: rm -rf .venv && make doctor PYTHON=/usr/bin/python3")
 
 
 def cmd_doctor(args) -> int:

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.pipeline import sandbox
 from grader.pipeline.grades import read_csv
 
 from infra_machine import ROOT, Users, everyone_python, needs_root, processes_of_uid
@@ -82,6 +83,8 @@ def shared_machine():
 def test_a_class_through_nbgraders_exchange(shared_machine):
     users, scratch = shared_machine
     start = time.perf_counter()
+    root_graded = sandbox.take_uid()  # root grades first: its uid lock folder (0700) must not stop an instructor
+    sandbox.give_uid(root_graded)
     exchange = scratch / "exchange"
     exchange.mkdir(mode=0o1777)
     exchange.chmod(0o1777)  # as README says: install -d -m 1777 /srv/nbgrader/exchange
