@@ -151,3 +151,4 @@ def test_a_student_logs_in_fetches_and_submits_through_the_hub():
         users.remove()
         shutil.rmtree(scratch, ignore_errors=True)
         assert not stray, f"processes the hub started outlived it: {stray}"
+
