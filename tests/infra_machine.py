@@ -20,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from conftest import processes_tagged  # noqa: E402
+
 
 def needs_root() -> str | None:
     """Why the shared-machine tests cannot run here (None when they can)."""
@@ -218,21 +220,32 @@ class Slurm:
         out = subprocess.run(["sinfo", "-h", "-o", "%D %t"], env=self.env, capture_output=True, text=True).stdout
         return sum(int(n) for n, state in (line.split() for line in out.splitlines()) if state == "idle")
 
-    def stop(self) -> list[int]:
-        """Cancel every job, stop the daemons (slurmd first); returns the pids still alive after 10 s (none, we hope)."""
+    def stop(self) -> list[str]:
+        """Cancel every job, stop the daemons; returns what still ran after 15 s (killed then; none, we hope).
+
+        A job's slurmstepd outlives `sbatch --wait` by a moment: it is waited
+        for, found by the SLURM_CONF it inherits from slurmd.
+        """
         subprocess.run(["scancel", "--full", "--user=root"], env=self.env, capture_output=True)
+        ours = f"SLURM_CONF={self.env['SLURM_CONF']}"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(p not in self.pids for p in processes_tagged(ours)):
+            time.sleep(0.1)
         for pid in reversed(self.pids):
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and [p for p in self.pids if _alive(p)]:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and ([p for p in self.pids if _alive(p)] or processes_tagged(ours)):
             time.sleep(0.1)
-        left = [p for p in self.pids if _alive(p)]
+        left = sorted({*(p for p in self.pids if _alive(p)), *processes_tagged(ours)})
         for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        return left
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return [f"{pid} {_read(Path(f'/proc/{pid}/cmdline'))}" for pid in left]
 
     def log(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(self.dir.glob("*.log")))

@@ -11,14 +11,13 @@ skipped elsewhere with the reason.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
 import stat
-import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -103,14 +102,13 @@ def test_a_class_through_nbgraders_exchange(shared_machine):
 
     # release: nbgrader's course/ folder (gitignored, so absent from a fresh clone) is made by nbgrader_config.py
     users.run(teacher, [*nbgrader, "release_assignment", LESSON], cwd=course, env=env)
-    for student in (ann, ben):
-        users.run(student, [*nbgrader, "fetch_assignment", LESSON], env=env)
+    both = ThreadPoolExecutor(2)  # the two students at once, as in a class
+    list(both.map(lambda student: users.run(student, [*nbgrader, "fetch_assignment", LESSON], env=env), (ann, ben)))
     fetched = users.home(ann) / LESSON / f"{LESSON}.ipynb"
     assert fetched.is_file()
     nbformat.write(_solved_release(LESSON), str(fetched))
     os.chown(fetched, pwd.getpwnam(ann).pw_uid, pwd.getpwnam(ann).pw_gid)
-    for student in (ann, ben):
-        users.run(student, [*nbgrader, "submit", LESSON], env=env)
+    list(both.map(lambda student: users.run(student, [*nbgrader, "submit", LESSON], env=env), (ann, ben)))
 
     # a shared machine's permissions: inbound/ not listable, a submission closed to other students
     inbound = exchange / "why-slow-will-it-fit" / "inbound"

@@ -14,7 +14,7 @@ from grader.pipeline.settings import Settings
 from infra_machine import ROOT
 from test_infra_exchange import _solved_release
 
-pytestmark = pytest.mark.xdist_group("infra")
+# no xdist group: it starts no daemon, so it may run beside the infrastructure tests
 
 LESSON = "03_float_formats"  # a lesson with widget cells
 
