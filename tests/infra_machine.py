@@ -18,9 +18,9 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import processes_tagged
 
-from conftest import processes_tagged  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def needs_root() -> str | None:
