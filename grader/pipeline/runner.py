@@ -155,21 +155,23 @@ def _changed(names) -> list[str]:
     return [f"your code changed {', '.join(names)} (the verdicts do not depend on it)"] if names else []
 
 
-def _death(code: int | None, log: Path, start: int = 0, last_words: bool = False) -> str:
+def _death(code: int | None, log: Path, start: int = 0) -> str:
     """Why the runner process ended, in words (from its exit status and what it wrote to the log after `start`).
 
-    With last_words (a runner that never became ready: no student code ran
-    yet), the last exception line it wrote comes first, e.g. "No module named
-    'grader.pipeline'" when the sandbox cannot see the grader's environment.
+    A traceback the runner itself wrote names the cause better than the exit
+    status: a runner that cannot import the grader ("No module named
+    'grader.pipeline'", when the sandbox cannot see the grader's environment)
+    exits, and bwrap, killed while it ends, would only say SIGKILL.
     """
     tail = log.read_bytes()[start:][-4000:].decode("utf-8", "replace") if log.is_file() else ""
-    error = [x.strip() for x in tail.splitlines() if re.match(r"^\w*(Error|Exception|Exit)\b.*:", x.strip())]
-    if last_words and error:
-        return f"{error[-1][:300]} (the Python process exited with status {code})"
     if code == TOO_MANY and "(the process cap)" in tail:
         return "started more processes than the process cap allows (a fork bomb?): every one of them was killed"
     if "MemoryError" in tail or "can't allocate memory" in tail:
         return "ran out of memory (the memory limit) and the Python process died"
+    raised = tail.rsplit("Traceback (most recent call last):", 1)[1:]
+    error = [x.strip() for x in "".join(raised).splitlines() if re.match(r"\w+(Error|Exception|Exit)\b.*?:", x)]
+    if error:
+        return f"{error[-1][:300]} (the Python process then ended with status {code})"
     if code is not None and code < 0:
         import signal
 
@@ -207,10 +209,8 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                 continue
             if runner is None:
                 runner = _Runner(box, workspace, modules, settings, uid)
-                started = runner.ready(max(left, 1))  # starting Python and torch: not the student's time
-                if started != "ok":  # a runner that died by itself is reaped, not killed: its own exit status and words
-                    code = runner.stop(grace=2.0) if started == "died" else runner.kill()
-                    why = _death(code, scratch / "runner.log", runner.log_start, last_words=True)
+                if runner.ready(max(left, 1)) != "ok":  # starting Python and torch: not the student's time
+                    why = _death(runner.kill(), scratch / "runner.log", runner.log_start)
                     replies.append({"status": "not run", "ename": "", "stdout": "", "stderr": "", "notes": [],
                                     "evalue": f"not run: the grader's Python did not start ({why})"})
                     runner, restarts = None, restarts + 1
