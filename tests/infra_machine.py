@@ -191,11 +191,11 @@ class Slurm:
         host = socket.gethostname()
         self.nodes = [f"gcnode{i + 1}" for i in range(nodes)]
         self.cpus = cpus
-        base = 20000 + os.getpid() % 20000
-        lines = [f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={base + 2 + i} CPUs={cpus} State=UNKNOWN"
+        ports = free_ports(2 + nodes)  # slurmctld, the default slurmd port, one per node
+        lines = [f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[2 + i]} CPUs={cpus} State=UNKNOWN"
                  for i, name in enumerate(self.nodes)]
         (folder / "state").mkdir()
-        (folder / "slurm.conf").write_text(SLURM_CONF.format(host=host, port=base, dport=base + 1, dir=folder,
+        (folder / "slurm.conf").write_text(SLURM_CONF.format(host=host, port=ports[0], dport=ports[1], dir=folder,
                                                              nodes="\n".join(lines)))
         self.env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
         self.pids: list[int] = []
@@ -240,15 +240,33 @@ class Slurm:
         while time.monotonic() < deadline and ([p for p in self.pids if _alive(p)] or processes_tagged(ours)):
             time.sleep(0.1)
         left = sorted({*(p for p in self.pids if _alive(p)), *processes_tagged(ours)})
+        named = [f"{pid} {_read(Path(f'/proc/{pid}/cmdline'))}" for pid in left]
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        return [f"{pid} {_read(Path(f'/proc/{pid}/cmdline'))}" for pid in left]
+        deadline = time.monotonic() + 10  # a loaded machine takes a moment to end a killed process
+        while time.monotonic() < deadline and [p for p in left if _alive(p)]:
+            time.sleep(0.1)
+        return named
 
     def log(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(self.dir.glob("*.log")))
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` TCP ports free on 127.0.0.1 now (held open together while chosen, so all differ)."""
+    import socket
+
+    held = [socket.socket() for _ in range(count)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def _read(path: Path) -> str:
