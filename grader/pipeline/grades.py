@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from grader.pipeline.tools import lessons as course_lessons
 from grader.pipeline.tools import nbgrader
 
 
@@ -110,8 +111,10 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
         source = root / "solutions" / lesson / f"{lesson}.ipynb"
         if not released.is_file() or released.stat().st_mtime < source.stat().st_mtime:
             stale.append(lesson)
-    if stale:  # one nbgrader process for them all (a merge needs every lesson: one start, not one per lesson)
-        nbgrader(["generate_assignment", stale[0] if len(stale) == 1 else "*", "--force"], cwd=course)
+    # every lesson of the course (a whole class merged): one nbgrader run for all, not one start per lesson;
+    # otherwise only those graded, so the gradebook holds no lesson nobody submitted
+    for pattern in ["*"] if len(stale) > 1 and stale == course_lessons(root) else stale:
+        nbgrader(["generate_assignment", pattern, "--force"], cwd=course)
     import warnings
 
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission, harmless
