@@ -118,25 +118,6 @@ def processes_of_uid(uid: int) -> list[int]:
     return found
 
 
-DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd")  # what only these tests start
-DAEMON_WORDS = ("configurable-http-proxy", "jupyterhub")  # in a command line
-
-
-def leftover_daemons() -> list[str]:
-    """'pid command' of live daemons of the kinds these tests start (none should outlive its test)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _alive(int(entry.name)):
-            try:
-                comm = (entry / "comm").read_text().strip()
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if comm in DAEMON_NAMES or any(w in cmdline for w in DAEMON_WORDS) and "pytest" not in cmdline:
-                found.append(f"{entry.name} {cmdline[:200]}")
-    return found
-
-
 def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
     """Poll `predicate` until it returns something true; AssertionError naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
@@ -220,34 +201,41 @@ class Slurm:
         out = subprocess.run(["sinfo", "-h", "-o", "%D %t"], env=self.env, capture_output=True, text=True).stdout
         return sum(int(n) for n, state in (line.split() for line in out.splitlines()) if state == "idle")
 
-    def stop(self) -> list[str]:
-        """Cancel every job, stop the daemons; returns what still ran after 15 s (killed then; none, we hope).
+    def ours(self) -> list[int]:
+        """Live processes of this cluster: its daemons (by the folder in their command line or pid files) and the
+        job steps slurmd started (by the SLURM_CONF they inherit)."""
+        found = set(processes_tagged(f"SLURM_CONF={self.env['SLURM_CONF']}")) | {p for p in self.pids if _alive(p)}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and str(self.dir).encode() in _cmdline(entry) and _alive(int(entry.name)):
+                found.add(int(entry.name))
+        return sorted(found - {os.getpid()})
 
-        A job's slurmstepd outlives `sbatch --wait` by a moment: it is waited
-        for, found by the SLURM_CONF it inherits from slurmd.
+    def stop(self) -> list[str]:
+        """Cancel every job, stop every process of this cluster; returns those still there after 15 s (then killed).
+
+        A job's slurmstepd outlives `sbatch --wait` by a moment: it is waited for first.
         """
         subprocess.run(["scancel", "--full", "--user=root"], env=self.env, capture_output=True)
-        ours = f"SLURM_CONF={self.env['SLURM_CONF']}"
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(p not in self.pids for p in processes_tagged(ours)):
+        while time.monotonic() < deadline and [p for p in self.ours() if p not in self.pids]:
             time.sleep(0.1)
-        for pid in reversed(self.pids):
+        for pid in [*reversed(self.pids), *self.ours()]:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and ([p for p in self.pids if _alive(p)] or processes_tagged(ours)):
+        while time.monotonic() < deadline and self.ours():
             time.sleep(0.1)
-        left = sorted({*(p for p in self.pids if _alive(p)), *processes_tagged(ours)})
-        named = [f"{pid} {_read(Path(f'/proc/{pid}/cmdline'))}" for pid in left]
+        left = self.ours()
+        named = [f"{pid} {_cmdline(Path(f'/proc/{pid}')).decode(errors='replace')}" for pid in left]
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 10  # a loaded machine takes a moment to end a killed process
-        while time.monotonic() < deadline and [p for p in left if _alive(p)]:
+        while time.monotonic() < deadline and self.ours():
             time.sleep(0.1)
         return named
 
@@ -267,6 +255,13 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in held:
             s.close()
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
 
 
 def _read(path: Path) -> str:
