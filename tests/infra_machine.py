@@ -217,7 +217,7 @@ class Slurm:
         """
         subprocess.run(["scancel", "--full", "--user=root"], env=self.env, capture_output=True)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and [p for p in self.ours() if p not in self.pids]:
+        while time.monotonic() < deadline and [p for p in self.ours() if _cmdline(Path(f"/proc/{p}")).startswith(b"slurmstepd")]:
             time.sleep(0.1)
         for pid in [*reversed(self.pids), *self.ours()]:
             try:
