@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import platform
 import shutil
 import sys
@@ -111,6 +112,16 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from grader.pipeline.exports import WRITERS
+
+    grades = Path(args.grades)
+    grades = grades / "grades.csv" if grades.is_dir() else grades
+    out = Path(args.out) if args.out else grades.with_name(f"{args.to}.csv")
+    print(f"{args.to}: {WRITERS[args.to](grades, out)}")
+    return 0
+
+
 def doctor_lines() -> list[str]:
     """What the course will use on this machine, and what is missing."""
     lines = [f"python      {sys.version.split()[0]} ({sys.executable})", f"platform    {platform.platform()}"]
@@ -150,8 +161,19 @@ def doctor_lines() -> list[str]:
     for tool, why in (("bwrap", "sandboxed autograde"), ("chromium", "the browser test")):
         found = shutil.which(tool)
         lines.append(f"{tool:<11} {found or 'not found'} ({why})")
+    lines.append(f"class       {shared_python_note()}")
     lines.append("missing     " + (", ".join(missing) if missing else "nothing"))
     return lines
+
+
+def shared_python_note() -> str:
+    """Whether other Unix users (a class's students) can run this venv's Python: every folder above it enterable."""
+    real = Path(os.path.realpath(sys.executable))
+    closed = next((folder for folder in real.parents if os.stat(folder).st_mode & 0o001 == 0), None)
+    if closed is None:
+        return f"other users can run this Python ({real})"
+    return (f"other users cannot run this Python: {closed} is closed to them; for a class, make the venv from a "
+            "Python everyone can run: rm -rf .venv && make doctor PYTHON=/usr/bin/python3")
 
 
 def cmd_doctor(args) -> int:
@@ -225,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("grades", help="a folder with grades.csv (or the CSV itself)")
     p.add_argument("--out", help="folder for report.md and report.png (default: next to grades.csv)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="grades for a learning platform: a Canvas or Moodle import CSV")
+    p.add_argument("grades", help="a folder with grades.csv (or the CSV itself)")
+    p.add_argument("--to", required=True, choices=["canvas", "moodle"], help="the platform")
+    p.add_argument("--out", help="the file to write (default: canvas.csv or moodle.csv next to grades.csv)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("doctor", help="print what the course will use here and what is missing")
     p.set_defaults(func=cmd_doctor)

@@ -268,6 +268,7 @@ def test_summary_does_not_blame_the_student_for_what_torch_does():
     assert any("ben/" in line and "was edited" in line for line in lines)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a grader running as root switches each run to a uid of its own")
 def test_each_run_has_a_uid_of_its_own_across_grader_processes():
     code = ("import sys, time; sys.path[:0] = [%r]\nfrom grader.pipeline import sandbox\n"
             "print(sandbox.take_uid(), flush=True)\ntime.sleep(3)\n" % str(ROOT))

@@ -87,7 +87,7 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
             raise SubmissionError(f"the student folder {shown(student)} is a symlink, not followed")
         if folder.is_symlink():
             raise SubmissionError(f"the lesson folder {shown(lesson)} is a symlink, not followed")
-        extras = sorted(shown(p.name) for p in folder.iterdir() if p.name != path.name)
+        extras = sorted(shown(p.name) for p in folder.iterdir() if p.name not in (path.name, *EXCHANGE_FILES))
         if extras:
             notes.append(f"extra files in the submission were not given to the grader: {', '.join(extras[:10])}")
         student_nb = read_submission(path)
@@ -99,6 +99,7 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         executed = executed_notebook(cells, replies, rows, notes)
         _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
         _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed))
+        _exchange_files(folder, out_dir / "course" / "feedback" / student / lesson)
     except SubmissionError as exc:
         rows = error_rows(student, lesson, source_nb, clean_text(str(exc)))
     except Exception as exc:  # noqa: BLE001  the grader's own failure on this submission: said, and the class goes on
@@ -108,6 +109,20 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
               "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows]}
     _atomic_write(result_path(out_dir, student, lesson), json.dumps(result, indent=1))
     return result
+
+
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # what `nbgrader collect` puts beside a notebook
+
+
+def _exchange_files(submitted: Path, feedback: Path) -> None:
+    """Copy nbgrader's timestamp and submission secret beside the feedback: `nbgrader release_feedback` needs both.
+
+    Only small regular files are copied (never a symlink a student left there).
+    """
+    for name in EXCHANGE_FILES:
+        src = submitted / name
+        if not src.is_symlink() and src.is_file() and src.stat().st_size < 4096:
+            _atomic_write(feedback / name, src.read_bytes())
 
 
 def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
@@ -140,7 +155,8 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p)]
     if len(todo) < len(pairs):
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
-    keep = [root / "grader", root / "data", Path(sys.prefix), Path(sys.base_prefix)]
+    keep = [root / "grader", root / "data", Path(sys.prefix), Path(sys.base_prefix),
+            *(Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages")))]  # venvs layered by .pth too
     box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep,
                             disk_bytes=int(settings.disk_mib * 1024**2), shm_bytes=int(settings.shm_mib * 1024**2),
                             max_processes=settings.max_processes)
@@ -284,6 +300,7 @@ def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], No
                 src = shard / "course" / part / student / lesson / name
                 if src.is_file():
                     _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes())
+            _exchange_files(shard / "course" / "feedback" / student / lesson, out_dir / "course" / "feedback" / student / lesson)
     _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     log(f"merged {len(seen)} results from {len(shards)} folders into {out_dir}")
     return finish(root, out_dir, log=log)

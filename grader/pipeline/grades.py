@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from grader.pipeline.tools import lessons as course_lessons
 from grader.pipeline.tools import nbgrader
 
 
@@ -76,6 +77,8 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///" + {db!r}
 c.ExecutePreprocessor.timeout = 300
+# formgrader's Autograde button (plain `nbgrader autograde`) without the widget-cell stall (nbclient#312)
+c.Autograde.autograde_preprocessors = {autograde!r}
 # Feedback shows each check's message, never the hidden tests or their tracebacks.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
@@ -88,7 +91,10 @@ c.GenerateFeedback.preprocessors = [
 def write_course_config(course: Path, source: Path) -> Path:
     """nbgrader_config.py for a grading folder: where everything is, and how feedback is made."""
     path = course / "nbgrader_config.py"
-    path.write_text(COURSE_CONFIG.format(root=str(course), source=str(source), db=str(course / "gradebook.db")))
+    from grader.pipeline.nbgrader_plain import AUTOGRADE_PREPROCESSORS
+
+    path.write_text(COURSE_CONFIG.format(root=str(course), source=str(source), db=str(course / "gradebook.db"),
+                                         autograde=AUTOGRADE_PREPROCESSORS))
     return path
 
 
@@ -99,11 +105,16 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
     course.mkdir(parents=True, exist_ok=True)
     write_course_config(course, root / "solutions")
     lessons = sorted({r["lesson"] for r in results})
+    stale = []
     for lesson in lessons:
         released = course / "release" / lesson / f"{lesson}.ipynb"
         source = root / "solutions" / lesson / f"{lesson}.ipynb"
         if not released.is_file() or released.stat().st_mtime < source.stat().st_mtime:
-            nbgrader(["generate_assignment", lesson, "--force"], cwd=course)
+            stale.append(lesson)
+    # every lesson of the course (a whole class merged): one nbgrader run for all, not one start per lesson;
+    # otherwise only those graded, so the gradebook holds no lesson nobody submitted
+    for pattern in ["*"] if len(stale) > 1 and stale == course_lessons(root) else stale:
+        nbgrader(["generate_assignment", pattern, "--force"], cwd=course)
     import warnings
 
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission, harmless

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -155,12 +156,22 @@ def _changed(names) -> list[str]:
 
 
 def _death(code: int | None, log: Path, start: int = 0) -> str:
-    """Why the runner process ended, in words (from its exit status and what it wrote to the log after `start`)."""
+    """Why the runner process ended, in words (from its exit status and what it wrote to the log after `start`).
+
+    A traceback the runner itself wrote names the cause better than the exit
+    status: a runner that cannot import the grader ("No module named
+    'grader.pipeline'", when the sandbox cannot see the grader's environment)
+    exits, and bwrap, killed while it ends, would only say SIGKILL.
+    """
     tail = log.read_bytes()[start:][-4000:].decode("utf-8", "replace") if log.is_file() else ""
     if code == TOO_MANY and "(the process cap)" in tail:
         return "started more processes than the process cap allows (a fork bomb?): every one of them was killed"
     if "MemoryError" in tail or "can't allocate memory" in tail:
         return "ran out of memory (the memory limit) and the Python process died"
+    raised = tail.rsplit("Traceback (most recent call last):", 1)[1:]
+    error = [x.strip() for x in "".join(raised).splitlines() if re.match(r"\w+(Error|Exception|Exit)\b.*?:", x)]
+    if error:
+        return f"{error[-1][:300]} (the Python process then ended with status {code})"
     if code is not None and code < 0:
         import signal
 

@@ -89,7 +89,8 @@ class Sandbox:
         made: set[Path] = set()
         for path in kept:
             for parent in reversed(path.parents):  # folders bwrap would make 0700 under a hidden one: 0755
-                inside_hidden = any(h in parent.parents for h in hidden)
+                # /tmp is an empty tmpfs in the sandbox too: a checkout or venv under it needs its parents made 0755
+                inside_hidden = any(h in parent.parents for h in [*hidden, Path("/tmp")])
                 inside_kept = any(k == parent or k in parent.parents for k in kept if k != path)
                 if inside_hidden and not inside_kept and parent not in made:
                     args += ["--perms", "0755", "--dir", str(parent)]
@@ -117,13 +118,17 @@ class Sandbox:
                 "MPLCONFIGDIR": home, "IPYTHONDIR": os.path.join(home, ".ipython")}
 
 
-def take_uid() -> int:
+def take_uid() -> int | None:
     """A uid no other run uses now, on this machine (when the grader is root, each run gets its own process cap).
 
     Runs in other grader processes (another class, pytest-xdist workers) count
     too: slot N is held with flock on a file in /run/lock (or the temporary
-    folder), which the kernel lets go of when its holder dies.
+    folder), which the kernel lets go of when its holder dies. Only root needs
+    (or may switch to) such a uid: for anyone else this returns None and
+    touches nothing, so graders of other users never meet root's lock folder.
     """
+    if os.geteuid() != 0:
+        return None
     folder = Path("/run/lock" if os.access("/run/lock", os.W_OK) else tempfile.gettempdir()) / "gpu-course-grader-uids"
     folder.mkdir(mode=0o700, exist_ok=True)
     with _slots_lock:
