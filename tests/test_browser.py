@@ -423,3 +423,64 @@ def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson):
             if frames:
                 problems.append(f"{where}: the learner sees frames from the package: {frames[:3]}")
     assert not problems, "\n".join(problems)
+
+
+# --- a learner's second day: `make lab` while yesterday's server still runs ----------------------------------
+
+
+def _lab_until_banner(folder: Path, env: dict, *flags: str) -> tuple[subprocess.Popen, str]:
+    """`python -m grader lab FOLDER --no-browser FLAGS` until its banner is printed (or it exits)."""
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(folder), "--no-browser",
+                             *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if sum(l.startswith("===") for l in lines) == 2:
+            break
+    return proc, "".join(lines)
+
+
+def test_a_second_make_lab_reuses_the_running_server_and_a_taken_port_is_named(tmp_path):
+    """The second `make lab` on the same folder prints the running server's URL (one line says so) and starts
+    nothing, so its log has one writer; `--port` on a port another program holds says which port and what to do."""
+    import signal
+
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))  # only this test's servers
+    mine = tmp_path / "mine"
+    first, text = _lab_until_banner(mine, env)
+    try:
+        url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab/tree/00_START_HERE\.ipynb\?token=\w+)$", text, re.M)
+        assert url, text
+        log_before = (mine / ".jupyter-server.log").read_text()
+        second = subprocess.run([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(mine), "--no-browser"],
+                                capture_output=True, text=True, env=env, timeout=120)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "second-make-lab.txt").write_text(f"$ make lab   # again, the first server still up\n{second.stdout}")
+        assert second.returncode == 0, second.stdout + second.stderr
+        said = [line for line in second.stdout.splitlines() if "already running" in line]
+        assert len(said) == 1 and "using it" in said[0] and "make lab-stop" in said[0], second.stdout
+        assert f"\n  {url.group(1)}\n" in second.stdout, "the second make lab prints the running server's URL"
+        assert (mine / ".jupyter-server.log").read_text().startswith(log_before), "a second server wrote the log"
+        assert first.poll() is None, "the first server stopped"
+
+        with socket.socket() as held:  # a port some other program holds
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            port = held.getsockname()[1]
+            other = subprocess.run([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(tmp_path / "other"),
+                                    "--no-browser", "--port", str(port)], capture_output=True, text=True, env=env,
+                                   timeout=120)
+        assert other.returncode == 1
+        (line,) = [l for l in other.stdout.splitlines() if f"Port {port}" in l]
+        assert "already in use" in line and "--port" in line, other.stdout
+        assert not (tmp_path / "other" / ".jupyter-server.log").exists(), "nothing was started on a taken port"
+
+        stopped = subprocess.run([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(mine), "--stop"],
+                                 capture_output=True, text=True, env=env, timeout=120)
+        assert "Stopped the course server" in stopped.stdout, stopped.stdout
+        assert first.wait(timeout=60) == 0, "the first launcher ends when its server is stopped"
+    finally:
+        if first.poll() is None:
+            first.send_signal(signal.SIGINT)
+            first.wait(timeout=60)
