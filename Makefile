@@ -38,9 +38,9 @@ lab-instructor: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m grader run --demo
 
-## make present: serve runs/presenter/ (made by make demo) and print each deck's full-screen slides URL
+## make present: serve runs/presenter/, run each deck in the kernel it is shown with, print each deck's slides URL
+## (one deck: make present LAB_FLAGS="--deck 01_crossover")
 present: $(STAMP)
-	test -n "$$(ls runs/presenter/*.ipynb 2>/dev/null)" || $(BIN)/python -m grader run --demo
 	$(BIN)/python -m grader lab --presenter $(LAB_FLAGS)
 
 ## make test: the whole test suite (CPU only; no GPU needed)

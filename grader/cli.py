@@ -66,7 +66,7 @@ def cmd_lab(args) -> int:
     if args.stop:
         return stop(folder)
     return lab(_root(args), folder, instructor=args.instructor, port=args.port,
-               open_browser=not args.no_browser, presenter=args.presenter)
+               open_browser=not args.no_browser, presenter=args.presenter, decks=args.deck)
 
 
 def cmd_run(args) -> int:
@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at the course root, with nbgrader's instructor menus and formgrader")
     p.add_argument("--presenter", action="store_true",
                    help="the presenter copies (make demo), printing each deck's full-screen slides URL")
+    p.add_argument("--deck", action="append", help="with --presenter: only this lesson's deck (repeatable; default all)")
     p.add_argument("--stop", action="store_true", help="stop the course server running on the folder")
     p.add_argument("--port", type=int, help="default: 8888, or the next free port")
     p.add_argument("--no-browser", action="store_true", help="only print the URL; do not try to open a browser")

@@ -45,17 +45,17 @@ def free_port(start: int = 8888, tries: int = 50) -> int:
         return s.getsockname()[1]
 
 
-def server_command(folder: Path, port: int, token: str, instructor: bool = False) -> list[str]:
-    """The `jupyter lab` command line: loopback, our token, kernel culling, the index page for a learner."""
+def server_command(folder: Path, port: int, token: str, instructor: bool = False, presenter: bool = False) -> list[str]:
+    """The `jupyter lab` command line: loopback, our token, kernel culling (not a presenter's: its decks' kernels
+    are set up before the talk), the index page for a learner."""
     cmd = [
         sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}",
-        # Kernels of closed notebooks pile up (about 0.5 GB each): shut them down once idle this long.
-        f"--MappingKernelManager.cull_idle_timeout={CULL_IDLE_MINUTES * 60}",
-        "--MappingKernelManager.cull_interval=300",
-        "--MappingKernelManager.cull_connected=False",
     ]
-    if not instructor:
+    if not presenter:  # kernels of closed notebooks pile up (about 0.5 GB each): shut them down once idle this long
+        cmd += [f"--MappingKernelManager.cull_idle_timeout={CULL_IDLE_MINUTES * 60}",
+                "--MappingKernelManager.cull_interval=300", "--MappingKernelManager.cull_connected=False"]
+    if not (instructor or presenter):
         cmd.append(f"--ServerApp.default_url=/lab/tree/{INDEX}")
     if hasattr(os, "getuid") and os.getuid() == 0:  # containers, cloud notebooks
         cmd.append("--allow-root")
@@ -200,8 +200,66 @@ def slide_urls(base: str, token: str, folder: Path) -> list[str]:
     return [f"{base}/rise/{nb.name}?token={token}" for nb in sorted(folder.glob("[0-9][0-9]_*.ipynb"))]
 
 
+def _deck_kernel(base: str, token: str, name: str):
+    """A kernel manager attached to the kernel the server runs for the notebook `name` (a new session for it)."""
+    import json
+
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    class Attached(AsyncKernelManager):  # the server owns the kernel: nbclient only talks to it, never stops it
+        @property
+        def has_kernel(self) -> bool:
+            return True
+
+        async def _async_is_alive(self) -> bool:
+            return True
+
+        async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+            return None
+
+        is_alive, shutdown_kernel = _async_is_alive, _async_shutdown_kernel
+
+    body = json.dumps({"path": name, "name": name, "type": "notebook", "kernel": {"name": "python3"}}).encode()
+    request = urllib.request.Request(f"{base}/api/sessions", data=body, method="POST",
+                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        kernel_id = json.load(reply)["kernel"]["id"]
+    connection = Path(jupyter_runtime_dir()) / f"kernel-{kernel_id}.json"
+    for _ in range(100):  # the server writes it as the kernel starts
+        if connection.exists():
+            break
+        time.sleep(0.1)
+    km = Attached(connection_file=str(connection))
+    km.load_connection_file()
+    return km
+
+
+def set_up_decks(root: Path, folder: Path, base: str, token: str, decks: list[str] | None = None, out=print) -> None:
+    """Run each lesson's deck (solutions, demo=True) in the kernel the server presents it with, then write the copy.
+
+    So, once this is done, every widget on the slides is live (its model is in that kernel),
+    and every code cell reruns on its slide with the instructor's answers defined, while the
+    copy itself shows only the learners' stubs (grader.pipeline.run.presented).
+    """
+    import nbformat
+
+    from grader.pipeline.run import RISE_CSS, _lesson_source_module, _release, presented, run_deck
+    from grader.pipeline.tools import lessons
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rise.css").write_text(RISE_CSS)
+    slides = _lesson_source_module(root)
+    chosen = decks or lessons(root)
+    for i, lesson in enumerate(chosen, 1):
+        started = time.monotonic()
+        executed, status = run_deck(root, lesson, km=_deck_kernel(base, token, f"{lesson}.ipynb"))
+        nbformat.write(presented(executed, _release(root, lesson), slides), str(folder / f"{lesson}.ipynb"))
+        out(f"[{i}/{len(chosen)}] {lesson}: {status}, set up in its kernel ({time.monotonic() - started:.1f} s)")
+
+
 def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = None,
-        open_browser: bool = True, out=print, presenter: bool = False) -> int:
+        open_browser: bool = True, out=print, presenter: bool = False, decks: list[str] | None = None) -> int:
     """Prepare the workspace, start JupyterLab in the background, print the URL, wait until Ctrl-C.
 
     A course server already running on the folder is reused (its URL printed again, nothing started);
@@ -212,9 +270,7 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
         folder = root
         (root / "course").mkdir(exist_ok=True)  # where nbgrader_config.py keeps the formgrader's gradebook
     elif presenter:
-        if not any(folder.glob("[0-9][0-9]_*.ipynb")):
-            out(f"No presenter copies in {folder}: make them first with `make demo`.")
-            return 1
+        folder.mkdir(parents=True, exist_ok=True)
     else:
         copied = workspace(root, folder)
         out(f"{folder}: " + (f"added {', '.join(copied)}; " if copied else "") + f"data/ refreshed, {INDEX} written")
@@ -235,7 +291,7 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
     base = f"http://127.0.0.1:{port}"
     with open(log, "w") as log_file:
         # Its own session: Ctrl-C reaches this launcher only, which then stops the server cleanly.
-        server = subprocess.Popen(server_command(folder.resolve(), port, token, instructor or presenter), cwd=folder,
+        server = subprocess.Popen(server_command(folder.resolve(), port, token, instructor, presenter), cwd=folder,
                                   env=server_env(root, instructor, presenter), stdout=log_file,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -246,6 +302,9 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
                 raise RuntimeError(port_taken(port))
             tail = "".join(text.splitlines(keepends=True)[-20:])
             raise RuntimeError(f"JupyterLab did not start; the end of its log ({log}):\n{tail}")
+        if presenter:
+            out(f"JupyterLab is up; running each deck in the kernel it is presented with (demo sizes) ...")
+            set_up_decks(root, folder, base, token, decks, out)
         url = _url(base, token, instructor, presenter)
         if open_browser and _has_display():
             try:
