@@ -28,6 +28,12 @@ RISE_CSS = """\
 .reveal .jp-RenderedHTMLCommon h2 { font-size: 1.6em; }
 .reveal .jp-RenderedHTMLCommon h3 { font-size: 1.3em; }
 .reveal .jp-InputArea-editor .cm-content, .reveal .jp-OutputArea-output pre { font-size: 15px; }
+/* A long code cell scrolls in its own box, so its subslide opens on the figure (1280×800). */
+.reveal .jp-InputArea-editor { max-height: 230px; overflow-y: auto; }
+.reveal .jp-OutputArea-output img { max-height: 400px; width: auto; }
+/* Text, figures and widgets stay clear of the navigation arrows at the bottom right. */
+.reveal .jp-Cell { padding-right: 96px; }
+.reveal .slides section section { padding-bottom: 110px; box-sizing: border-box; }
 """
 
 
