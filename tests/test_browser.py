@@ -388,6 +388,88 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
     assert not problems, "\n".join(problems)
 
 
+def _subslides(nb: nbformat.NotebookNode) -> list[tuple[int, int]]:
+    """Where each cell of a marked deck is shown: (slide, subslide), or (-1, -1) for a cell that is no slide."""
+    where, i, j = [], -1, 0
+    for cell in nb.cells:
+        kind = cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "-")
+        if kind == "skip":
+            where.append((-1, -1))
+            continue
+        if kind == "slide" or i < 0:
+            i, j = i + 1, 0
+        elif kind == "subslide":
+            j += 1
+        where.append((i, j))
+    return where
+
+
+def _go(page, i: int, j: int) -> None:
+    page.evaluate(f"() => {{ window.location.hash = '#/slide-{i}-{j}'; }}")
+    page.wait_for_function("(h) => window.location.hash === h && document.querySelector('.reveal section.present')",
+                           arg=f"#/slide-{i}-{j}", timeout=10_000)
+    page.wait_for_timeout(800)  # RISE selects the subslide's code cell after 450 ms
+
+
+@in_browser
+def test_presenting_live_full_screen(browser, tmp_path_factory):
+    """`make present` for one deck, its slides page at 1280×800 as printed: ↓ works without a click, a widget on
+    its slide answers a change (its model is in the kernel the deck was run in), and a cell that uses an exercise's
+    answer reruns on its slide (Shift-Enter) with the instructor's answer, though the slide shows only the stub."""
+    folder = tmp_path_factory.mktemp("present")
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(folder / "runtime"))
+    server, text = _lab_until_banner(folder / "decks", env, "--presenter", "--deck", PRESENTED)
+    try:
+        rise = re.search(rf"^  (http://127\.0\.0\.1:\d+/rise/{PRESENTED}\.ipynb\?token=\w+)$", text, re.M)
+        assert rise and f"{PRESENTED}: ok" in text, text
+        deck = nbformat.read(str(folder / "decks" / f"{PRESENTED}.ipynb"), as_version=4)
+        where = _subslides(deck)
+        answers = {re.search(r"def (\w+)", c.source).group(1) for c in nbformat.read(
+            str(ROOT / "solutions" / PRESENTED / f"{PRESENTED}.ipynb"), as_version=4).cells
+            if _nbgrader(c).get("solution") and re.search(r"def (\w+)", c.source)}
+        uses = next(k for k, c in enumerate(deck.cells) if c.cell_type == "code" and not _nbgrader(c) and where[k][0] >= 0
+                    and any(re.search(rf"\b{name}\(", c.source) for name in answers) and "def " not in c.source)
+
+        page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+        page.goto(rise.group(1), wait_until="domcontentloaded")
+        page.locator(".reveal .slides > section").first.wait_for(timeout=60_000)
+        page.wait_for_function("() => document.activeElement && document.activeElement.closest('.reveal .jp-Notebook')",
+                               timeout=30_000)
+        page.keyboard.press("ArrowDown")  # no click first
+        page.wait_for_function("() => window.location.hash === '#/slide-0-1'", timeout=10_000)
+
+        widget = next(k for k, c in enumerate(deck.cells) if "application/vnd.jupyter.widget-view+json" in str(c.get("outputs")))
+        _go(page, *where[widget])
+        box = page.locator(".reveal section.present section.present .widget-vbox").first
+        box.wait_for(timeout=30_000)
+        assert "VBox(" not in page.locator(".reveal section.present section.present").inner_text()
+        box.scroll_into_view_if_needed()
+        before, figure = box.inner_text(), box.locator("img").first.get_attribute("src")
+        _change_first_control(box)
+        page.wait_for_function("([el, before, src]) => el.innerText !== before && el.querySelector('img').src !== src",
+                               arg=[box.element_handle(), before, figure], timeout=30_000)
+        page.wait_for_timeout(500)
+        _shot(page, f"present-{PRESENTED}-live-widget-1280x800")
+
+        _go(page, *where[uses])
+        slide = page.locator(".reveal section.present section.present")
+        count_before = slide.locator(".jp-InputArea-prompt").first.inner_text()
+        page.keyboard.press("Shift+Enter")  # RISE runs the selected cell, then moves on
+        _go(page, *where[uses])
+        page.wait_for_function("(before) => { const p = document.querySelector('.reveal section.present section.present "
+                               ".jp-InputArea-prompt'); return p && p.innerText !== before && !p.innerText.includes('*'); }",
+                               arg=count_before, timeout=60_000)
+        page.wait_for_timeout(500)
+        _shot(page, f"present-{PRESENTED}-rerun-cell-1280x800")
+        shown = slide.inner_text()
+        page.close()
+        assert "skipped" not in shown and "Error" not in shown and "not done yet" not in shown, shown
+        assert not any(line in shown for line in _secret_lines(PRESENTED)), "a slide shows solution code"
+    finally:
+        server.send_signal(__import__("signal").SIGINT)
+        server.wait(timeout=60)
+
+
 # --- without a browser -----------------------------------------------------------------------------------
 
 
