@@ -7,7 +7,10 @@ At 1280×800 and 1024×768:
   and no control, figure or table of a widget reaches past its output area or the window;
   a widget redraws when a control changes;
 - a presenter copy (`python -m grader run --demo`) as RISE slides: one slide per section,
-  each showing no solution, no "BEGIN SOLUTION" and no hidden tests, fitting the window.
+  each showing no solution, no "BEGIN SOLUTION" and no hidden tests, fitting the window;
+- `make present` for one deck, its slides page at 1280×800: ↓ works without a click, a widget
+  on its slide redraws on a change, a cell that uses an exercise's answer reruns on its slide.
+And a learner's second day: a second `make lab` while the first server is up reuses it.
 And without a browser: a blank release run cell by cell (nbclient), where no show cell
 fails and every error a learner meets is one short line with no frames from the package.
 
