@@ -468,6 +468,19 @@ def test_presenting_live_full_screen(browser, tmp_path_factory):
         page.close()
         assert "skipped" not in shown and "Error" not in shown and "not done yet" not in shown, shown
         assert not any(line in shown for line in _secret_lines(PRESENTED)), "a slide shows solution code"
+
+        # the presenter's JupyterLab itself: no news prompt over the deck, no nbgrader instructor panels
+        lab_url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab\?token=\w+)$", text, re.M).group(1)
+        page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+        page.goto(lab_url.replace("/lab?", f"/lab/tree/{PRESENTED}.ipynb?"), wait_until="domcontentloaded")
+        page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(8_000)  # the news prompt, when on, comes a few seconds after the page
+        _shot(page, f"present-{PRESENTED}-jupyterlab-1280x800")
+        seen = page.locator("body").inner_text()
+        page.close()
+        assert "Jupyter news" not in seen, "the news prompt covers the presenter's deck"
+        assert "Create Assignment" not in seen and "Validate" not in seen and "Nbgrader" not in seen, \
+            "nbgrader's instructor panels show in the presenter's JupyterLab"
     finally:
         server.send_signal(__import__("signal").SIGINT)
         server.wait(timeout=60)
@@ -569,3 +582,14 @@ def test_a_second_make_lab_reuses_the_running_server_and_a_taken_port_is_named(t
         if first.poll() is None:
             first.send_signal(signal.SIGINT)
             first.wait(timeout=60)
+
+
+def test_every_link_of_the_course_index_opens_a_file(tmp_path):
+    """JupyterLab opens a markdown link to a folder as "File Load Error: data is a directory, not a file"."""
+    from grader.pipeline.release import INDEX, workspace
+
+    workspace(ROOT, tmp_path)
+    text = nbformat.read(str(tmp_path / INDEX), as_version=4).cells[0].source
+    targets = re.findall(r"\]\(([^)#?]+)\)", text)
+    assert len(targets) >= len(lesson_ids()) + 3, targets
+    assert [t for t in targets if not (tmp_path / t).is_file()] == []
