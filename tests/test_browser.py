@@ -362,6 +362,9 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
     assert slides.count() == len(sections) >= 3, f"{slides.count()} slides for {len(sections)} sections"
     if has_maths:
         page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
+    if "widget-view+json" in json.dumps(nb.cells):  # no kernel has run this deck: widgets show from their saved state
+        page.locator(".reveal .widget-vbox").first.wait_for(state="attached", timeout=30_000)
+        assert "VBox(" not in page.locator(".reveal .slides").inner_text(), "a widget shows as its text repr"
     problems = []
     for size in VIEWPORTS:
         page.set_viewport_size(VIEWPORTS[size])
