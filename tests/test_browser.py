@@ -560,7 +560,7 @@ def test_a_second_make_lab_reuses_the_running_server_and_a_taken_port_is_named(t
         (ARTIFACTS / "second-make-lab.txt").write_text(f"$ make lab   # again, the first server still up\n{second.stdout}")
         assert second.returncode == 0, second.stdout + second.stderr
         said = [line for line in second.stdout.splitlines() if "already running" in line]
-        assert len(said) == 1 and "using it" in said[0] and "make lab-stop" in said[0], second.stdout
+        assert len(said) == 1 and "using it" in said[0] and f"lab {mine} --stop" in said[0], second.stdout
         assert f"\n  {url.group(1)}\n" in second.stdout, "the second make lab prints the running server's URL"
         assert (mine / ".jupyter-server.log").read_text().startswith(log_before), "a second server wrote the log"
         assert first.poll() is None, "the first server stopped"

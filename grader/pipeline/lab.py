@@ -178,8 +178,8 @@ def banner(url: str, log: Path, instructor: bool, stop_hint: str = "press Ctrl-C
     if slides:
         lines = ["The presenter copies are served. Each deck's slides, full screen in their own tab",
                  "(F11; arrows move; Shift-Enter reruns a cell on its slide):", "", *slides, "",
-                 "Before the talk, run each deck once so its widgets are live: open it here and",
-                 "Run > Run All Cells (a few seconds with demo sizes):", "", url, "",
+                 "Each deck has run in the kernel it is shown with: its widgets are live, and its cells",
+                 "rerun with the instructor's answers. The decks in JupyterLab:", "", url, "",
                  f"(server log: {log}; {stop_hint})"]
     width = max(len(line) for line in lines)
     bar = "=" * (width + 4)
@@ -278,10 +278,12 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
     running = server_for(folder)
     if running is not None:
         base = f"http://127.0.0.1:{running['port']}"
+        how = ("make lab-stop" if not (instructor or presenter) and folder.name == "my-work" else
+               f".venv/bin/python -m grader lab {'--instructor' if instructor else ('--presenter ' if presenter else '') + str(folder)} --stop")
         out(f"A course server is already running on {folder} (pid {running['pid']}, port {running['port']}): "
-            f"using it, not starting another. To stop it: make lab-stop (or kill {running['pid']}).")
+            f"using it, not starting another. To stop it: {how} (or kill {running['pid']}).")
         out(banner(_url(base, running.get("token", ""), instructor, presenter), log, instructor,
-                   f"make lab-stop stops it", slide_urls(base, running.get("token", ""), folder) if presenter else None))
+                   f"{how} stops it", slide_urls(base, running.get("token", ""), folder) if presenter else None))
         return 0
     if port and not _port_free(port):
         out(port_taken(port))
