@@ -113,9 +113,13 @@ def test_a_rank_that_hangs_is_stopped_at_the_timeout(no_rank_left, capfd):
         dist.barrier()
         return rank
 
-    began = time.monotonic()
-    launch(lambda rank, world: dist.barrier(), 2, timeout=300)  # what the timeout has to cover besides the hang
-    timeout = float(max(2, round(4 * (time.monotonic() - began))))
+    def start_up() -> float:
+        """Seconds two ranks take to start and meet here now: what the timeout has to cover besides the hang."""
+        began = time.monotonic()
+        launch(lambda rank, world: dist.barrier(), 2, timeout=300)
+        return time.monotonic() - began
+
+    timeout = float(max(2, round(6 * start_up())))
     for attempt in range(2):
         start = time.monotonic()
         with pytest.raises(RankFailed, match=rf"did not finish within {timeout:g} s") as failed:
@@ -123,7 +127,7 @@ def test_a_rank_that_hangs_is_stopped_at_the_timeout(no_rank_left, capfd):
         assert time.monotonic() - start >= timeout
         if "time.sleep(600)" in str(failed.value) or "in work" in str(failed.value):  # where rank 1 was
             break
-        timeout *= 2
+        timeout = float(max(2 * timeout, round(6 * start_up())))
     else:
         pytest.fail(f"rank 1 never reached `work` within the timeout, twice: {failed.value}")
     assert "ranks 0, 1 of 2" in str(failed.value) and "collective" in str(failed.value)
