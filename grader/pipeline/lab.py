@@ -289,21 +289,32 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
         out(port_taken(port))
         return 1
     token = secrets.token_hex(16)
-    port = port or free_port()
-    base = f"http://127.0.0.1:{port}"
-    with open(log, "w") as log_file:
-        # Its own session: Ctrl-C reaches this launcher only, which then stops the server cleanly.
-        server = subprocess.Popen(server_command(folder.resolve(), port, token, instructor, presenter), cwd=folder,
-                                  env=server_env(root, instructor, presenter), stdout=log_file,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        if not wait_until_up(base, token, server):
+    chosen, port = port, port or free_port()
+    for attempt in range(3):
+        base = f"http://127.0.0.1:{port}"
+        with open(log, "w") as log_file:
+            # Its own session: Ctrl-C reaches this launcher only, which then stops the server cleanly.
+            server = subprocess.Popen(server_command(folder.resolve(), port, token, instructor, presenter), cwd=folder,
+                                      env=server_env(root, instructor, presenter), stdout=log_file,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            if wait_until_up(base, token, server):
+                break
+        except KeyboardInterrupt:
             server.terminate()
-            text = log.read_text(errors="replace")
-            if "already in use" in text:  # lost a race for the port: say that first, not the log's last lines
-                raise RuntimeError(port_taken(port))
+            raise
+        server.terminate()
+        server.wait(timeout=30)
+        text = log.read_text(errors="replace")
+        if "already in use" not in text:
             tail = "".join(text.splitlines(keepends=True)[-20:])
             raise RuntimeError(f"JupyterLab did not start; the end of its log ({log}):\n{tail}")
+        if chosen or attempt == 2:  # the port asked for, or three lost races: say so, not the log's last lines
+            raise RuntimeError(port_taken(port))
+        out(f"Port {port} was taken as JupyterLab started (another server starting at the same moment): "
+            f"trying {free_port(port + 1)}.")
+        port = free_port(port + 1)
+    try:
         if presenter:
             out(f"JupyterLab is up; running each deck in the kernel it is presented with (demo sizes) ...")
             set_up_decks(root, folder, base, token, decks, out)
