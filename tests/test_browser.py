@@ -231,6 +231,13 @@ _SCROLL_TO = """async (el) => {
 }"""
 
 
+def _page(browser, size: str):
+    """A new page at `size`, whose every wait (Playwright's default 30 s) is PATIENCE times longer."""
+    page = browser.new_page(viewport=VIEWPORTS[size])
+    page.set_default_timeout(_ms(30))
+    return page
+
+
 def _open(page, base: str, path: str) -> int:
     page.goto(f"{base}/lab/tree/{path}?token={TOKEN}&reset", wait_until="domcontentloaded")
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget && "
@@ -284,7 +291,7 @@ def _is_check(meta: dict | None) -> bool:
 @in_browser
 @pytest.mark.parametrize("lesson,size", [(lesson_ids()[0], size) for size in VIEWPORTS])
 def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browser, lesson, size):
-    page = browser.new_page(viewport=VIEWPORTS[size])
+    page = _page(browser, size)
     _open(page, lab, f"{lesson}/{lesson}.ipynb")
     page.evaluate(_RUN_ALL)
     cells = page.evaluate(_OUTPUTS)
@@ -323,7 +330,7 @@ def _solved(page, lab: str, lesson: str) -> list[dict]:
 @pytest.mark.parametrize("lesson", lesson_ids())
 def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson):
     """Run once at 1024×768, the narrowest window a learner should have, then look again at 1280×800."""
-    page = browser.new_page(viewport=VIEWPORTS["1024x768"])
+    page = _page(browser, "1024x768")
     cells = _solved(page, lab, lesson)
     assert not _errors(cells), f"a finished notebook raised: {_errors(cells)}"
     unrun = [c["i"] for c in cells if c["type"] == "code" and c["count"] is None]
@@ -366,7 +373,7 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
     secrets = _secret_lines(PRESENTED)
     assert secrets, "found no solution lines to look for"
     has_maths = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
-    page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+    page = _page(browser, "1280x800")
     page.goto(f"{lab}/rise/presenter/{presenter_copy.name}?token={TOKEN}", wait_until="domcontentloaded")
     slides = page.locator(".reveal .slides > section")
     slides.first.wait_for(timeout=_ms(60))
@@ -447,7 +454,7 @@ def test_presenting_live_full_screen(browser, tmp_path_factory):
         uses = next(k for k, c in enumerate(deck.cells) if c.cell_type == "code" and not _nbgrader(c) and where[k][0] >= 0
                     and any(re.search(rf"\b{name}\(", c.source) for name in answers) and "def " not in c.source)
 
-        page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+        page = _page(browser, "1280x800")
         page.goto(rise.group(1), wait_until="domcontentloaded")
         page.locator(".reveal .slides > section").first.wait_for(timeout=_ms(60))
         page.wait_for_function("() => document.activeElement && document.activeElement.closest('.reveal .jp-Notebook')",
@@ -461,6 +468,7 @@ def test_presenting_live_full_screen(browser, tmp_path_factory):
         box.wait_for(timeout=_ms(30))
         assert "VBox(" not in page.locator(".reveal section.present section.present").inner_text()
         box.scroll_into_view_if_needed()
+        box.locator("img").first.wait_for(timeout=_ms(30))
         before, figure = box.inner_text(), box.locator("img").first.get_attribute("src")
         _change_first_control(box)
         page.wait_for_function("([el, before, src]) => el.innerText !== before && el.querySelector('img').src !== src",
@@ -485,7 +493,7 @@ def test_presenting_live_full_screen(browser, tmp_path_factory):
 
         # the presenter's JupyterLab itself: no news prompt over the deck, no nbgrader instructor panels
         lab_url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab\?token=\w+)$", text, re.M).group(1)
-        page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+        page = _page(browser, "1280x800")
         page.goto(lab_url.replace("/lab?", f"/lab/tree/{PRESENTED}.ipynb?"), wait_until="domcontentloaded")
         page.locator(".jp-Notebook").first.wait_for(timeout=_ms(60))
         page.wait_for_timeout(8_000)  # the news prompt, when on, comes a few seconds after the page
