@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 LAB_FLAGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab lab-instructor demo test release run grade doctor clean
+.PHONY: lab lab-stop lab-instructor demo present test release run grade doctor clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(BIN)/python -m grader lab my-work $(LAB_FLAGS)
 
+## make lab-stop: stop the course server a closed terminal left running (make lab reuses it otherwise)
+lab-stop: $(STAMP)
+	$(BIN)/python -m grader lab my-work --stop
+
 ## make lab-instructor: JupyterLab at the course root with nbgrader's instructor menus and formgrader
 lab-instructor: $(STAMP)
 	$(BIN)/python -m grader lab --instructor $(LAB_FLAGS)
@@ -33,6 +37,11 @@ lab-instructor: $(STAMP)
 ## make demo: presenter copies in runs/presenter/ (solutions run with demo=True, shown as learners see them)
 demo: $(STAMP)
 	$(BIN)/python -m grader run --demo
+
+## make present: serve runs/presenter/, run each deck in the kernel it is shown with, print each deck's slides URL
+## (one deck: make present LAB_FLAGS="--deck 01_crossover")
+present: $(STAMP)
+	$(BIN)/python -m grader lab --presenter $(LAB_FLAGS)
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)

@@ -2,6 +2,7 @@
 
     python -m grader lab                     # JupyterLab on my-work/ for a learner; prints the URL to open
     python -m grader lab --instructor        # at the course root, with nbgrader's formgrader
+    python -m grader lab --presenter         # the presenter copies (run --demo), one slides URL per deck
     python -m grader release                 # notebooks/ from solutions/
     python -m grader run --device cuda -p sizes "[256, 1024, 4096]"
     python -m grader run --demo              # presenter copies in runs/presenter/: outputs, no solutions
@@ -58,10 +59,15 @@ def cmd_workspace(args) -> int:
 
 
 def cmd_lab(args) -> int:
-    from grader.pipeline.lab import lab
+    from grader.pipeline.lab import lab, stop
 
-    return lab(_root(args), Path(args.folder), instructor=args.instructor, port=args.port,
-               open_browser=not args.no_browser)
+    folder = Path(args.folder or ("runs/presenter" if args.presenter else "my-work"))
+    if args.instructor:
+        folder = _root(args)
+    if args.stop:
+        return stop(folder)
+    return lab(_root(args), folder, instructor=args.instructor, port=args.port,
+               open_browser=not args.no_browser, presenter=args.presenter, decks=args.deck)
 
 
 def cmd_run(args) -> int:
@@ -197,9 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_workspace)
 
     p = sub.add_parser("lab", help="start JupyterLab on your own copy of the lessons and print the URL to open")
-    p.add_argument("folder", nargs="?", default="my-work", help="the learner's folder (default: my-work/)")
+    p.add_argument("folder", nargs="?", help="the learner's folder (default: my-work/; runs/presenter/ with --presenter)")
     p.add_argument("--instructor", action="store_true",
                    help="at the course root, with nbgrader's instructor menus and formgrader")
+    p.add_argument("--presenter", action="store_true",
+                   help="the presenter copies (make demo), printing each deck's full-screen slides URL")
+    p.add_argument("--deck", action="append", help="with --presenter: only this lesson's deck (repeatable; default all)")
+    p.add_argument("--stop", action="store_true", help="stop the course server running on the folder")
     p.add_argument("--port", type=int, help="default: 8888, or the next free port")
     p.add_argument("--no-browser", action="store_true", help="only print the URL; do not try to open a browser")
     p.set_defaults(func=cmd_lab)

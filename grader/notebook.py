@@ -16,10 +16,23 @@ from __future__ import annotations
 import os
 import re
 import sys
+import textwrap
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 _SKIPPED: list[str] = []  # what skipped cells could not show, for the cells after them
+# JupyterLab breaks a long error line anywhere (`word-break: break-all`: "divi / de"); lines this short
+# (in characters) fit a 1024-px window's output area, so the message is wrapped at spaces instead.
+SHOWN_WIDTH = 72
+
+
+def _shown(mark: str, message: str) -> list[str]:
+    """`mark message` wrapped at word boundaries to SHOWN_WIDTH, continuation lines indented under the text."""
+    lines = []
+    for k, paragraph in enumerate(str(message).splitlines() or [""]):
+        lines += textwrap.wrap(paragraph, SHOWN_WIDTH, initial_indent=f"{mark} " if k == 0 else "  ",
+                               subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [""]
+    return ["\n".join(lines)]
 
 
 class NotDone(NotImplementedError):
@@ -37,7 +50,7 @@ class CheckFailed(AssertionError):
     """A check found a mistake; the message names it in the learner's terms."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"✗ {self}"]
+        return _shown("✗", self)
 
 
 def _needs(exc: BaseException) -> str:

@@ -42,18 +42,32 @@ def _is_heading(cell) -> bool:
     return cell.cell_type == "markdown" and cell.source.lstrip().startswith("#")
 
 
+def _is_check(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _is_stub(cell) -> bool:
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
+
+
 def mark_presenter_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Slides that fit a screen, for presenter copies (`python -m grader run --demo`), not the stored lessons.
 
     Every heading (any level) starts a slide; every code cell, with its output, is a
-    subslide of its own, and so is prose that follows a code cell; prose right after
-    prose or a heading stays on that slide. Sets jupyterlab-rise's settings (RISE) too.
+    subslide of its own, and so is an exercise's stub and prose that follows a code cell;
+    prose right after prose or a heading stays on that slide. Check cells are no slide
+    ("skip": what they printed was the instructor's answer's). Sets jupyterlab-rise's
+    settings (RISE) too.
     """
     previous = None
     for cell in nb.cells:
+        if _is_check(cell):
+            cell.metadata["slideshow"] = {"slide_type": "skip"}
+            continue
         if _is_heading(cell):
             kind = "slide"
-        elif cell.cell_type == "code" or (previous is not None and previous.cell_type == "code"):
+        elif cell.cell_type == "code" or _is_stub(cell) or (previous is not None and (previous.cell_type == "code" or _is_stub(previous))):
             kind = "subslide"
         else:
             kind = "-"

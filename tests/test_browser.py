@@ -7,7 +7,10 @@ At 1280×800 and 1024×768:
   and no control, figure or table of a widget reaches past its output area or the window;
   a widget redraws when a control changes;
 - a presenter copy (`python -m grader run --demo`) as RISE slides: one slide per section,
-  each showing no solution, no "BEGIN SOLUTION" and no hidden tests, fitting the window.
+  each showing no solution, no "BEGIN SOLUTION" and no hidden tests, fitting the window;
+- `make present` for one deck, its slides page at 1280×800: ↓ works without a click, a widget
+  on its slide redraws on a change, a cell that uses an exercise's answer reruns on its slide.
+And a learner's second day: a second `make lab` while the first server is up reuses it.
 And without a browser: a blank release run cell by cell (nbclient), where no show cell
 fails and every error a learner meets is one short line with no frames from the package.
 
@@ -41,6 +44,16 @@ VIEWPORTS = {"1280x800": {"width": 1280, "height": 800}, "1024x768": {"width": 1
 PRESENTED = "01_crossover"  # the lesson whose presenter copy is shown as slides
 # What a learner may meet as an error: an unfinished exercise, or a check that names a mistake.
 LEARNER_ERRORS = {"NotDone", "NotImplementedError", "CheckFailed"}
+
+# Waits in the page are generous (PATIENCE times what they take on a quiet 2-core machine, or more): a wait
+# that passes returns as soon as it can, and `make test` on a loaded machine (load average 20) is far slower.
+PATIENCE = 4
+
+
+def _ms(seconds: float) -> float:
+    """A page wait of `seconds` on a quiet machine, in Playwright's milliseconds, times PATIENCE."""
+    return seconds * 1000 * PATIENCE
+
 
 # One JupyterLab server and one browser for all the browser tests: they share an xdist worker.
 in_browser = pytest.mark.xdist_group("browser")
@@ -127,19 +140,20 @@ def lab(tmp_path_factory, presenter_copy):
         cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
+    # Generous: JupyterLab starts in about 5 s on a quiet 2-core machine and took over 60 s at load average 20.
+    deadline = time.time() + 300
+    while time.time() < deadline and server.poll() is None:
         try:
-            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=5)
             break
         except OSError:
             time.sleep(0.5)
     else:
         server.kill()
-        pytest.fail("JupyterLab did not start within 60 s")
+        pytest.fail(f"JupyterLab did not start within 300 s (exit code {server.poll()})")
     yield base
     server.terminate()
-    server.wait(timeout=20)
+    server.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -217,10 +231,17 @@ _SCROLL_TO = """async (el) => {
 }"""
 
 
+def _page(browser, size: str):
+    """A new page at `size`, whose every wait (Playwright's default 30 s) is PATIENCE times longer."""
+    page = browser.new_page(viewport=VIEWPORTS[size])
+    page.set_default_timeout(_ms(30))
+    return page
+
+
 def _open(page, base: str, path: str) -> int:
     page.goto(f"{base}/lab/tree/{path}?token={TOKEN}&reset", wait_until="domcontentloaded")
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget && "
-                           "window.jupyterapp.shell.currentWidget.sessionContext", timeout=60_000)
+                           "window.jupyterapp.shell.currentWidget.sessionContext", timeout=_ms(60))
     return page.evaluate(_WAIT_READY)
 
 
@@ -270,7 +291,7 @@ def _is_check(meta: dict | None) -> bool:
 @in_browser
 @pytest.mark.parametrize("lesson,size", [(lesson_ids()[0], size) for size in VIEWPORTS])
 def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browser, lesson, size):
-    page = browser.new_page(viewport=VIEWPORTS[size])
+    page = _page(browser, size)
     _open(page, lab, f"{lesson}/{lesson}.ipynb")
     page.evaluate(_RUN_ALL)
     cells = page.evaluate(_OUTPUTS)
@@ -309,18 +330,18 @@ def _solved(page, lab: str, lesson: str) -> list[dict]:
 @pytest.mark.parametrize("lesson", lesson_ids())
 def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson):
     """Run once at 1024×768, the narrowest window a learner should have, then look again at 1280×800."""
-    page = browser.new_page(viewport=VIEWPORTS["1024x768"])
+    page = _page(browser, "1024x768")
     cells = _solved(page, lab, lesson)
     assert not _errors(cells), f"a finished notebook raised: {_errors(cells)}"
     unrun = [c["i"] for c in cells if c["type"] == "code" and c["count"] is None]
     assert not unrun, f"cells {unrun} did not run"
     assert "all checks passed" in json.dumps(cells)
     images = page.locator(".jp-OutputArea-output img")
-    images.first.wait_for(timeout=30_000)
+    images.first.wait_for(timeout=_ms(30))
     for k in range(min(images.count(), 8)):
         _shot_output(page, images.nth(k), f"{lesson}-figure-{k + 1}-1024x768")
     box = page.locator(".jp-OutputArea-output .widget-vbox").first
-    box.wait_for(timeout=30_000)
+    box.wait_for(timeout=_ms(30))
     clipped = {}
     for size in ("1024x768", "1280x800"):
         page.set_viewport_size(VIEWPORTS[size])
@@ -336,10 +357,10 @@ def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson
     figure = box.locator("img").first
     figure_before = figure.get_attribute("src") if figure.count() else None
     _change_first_control(box)
-    page.wait_for_function("([el, before]) => el.innerText !== before", arg=[box.element_handle(), before], timeout=30_000)
+    page.wait_for_function("([el, before]) => el.innerText !== before", arg=[box.element_handle(), before], timeout=_ms(30))
     if figure_before is not None:
         page.wait_for_function("([el, src]) => { const img = el.querySelector('img'); return img && img.src !== src; }",
-                               arg=[box.element_handle(), figure_before], timeout=30_000)
+                               arg=[box.element_handle(), figure_before], timeout=_ms(30))
     page.close()
     assert not any(clipped.values()), f"widget parts reach past their output area or the window: {clipped}"
 
@@ -352,20 +373,23 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
     secrets = _secret_lines(PRESENTED)
     assert secrets, "found no solution lines to look for"
     has_maths = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
-    page = browser.new_page(viewport=VIEWPORTS["1280x800"])
+    page = _page(browser, "1280x800")
     page.goto(f"{lab}/rise/presenter/{presenter_copy.name}?token={TOKEN}", wait_until="domcontentloaded")
     slides = page.locator(".reveal .slides > section")
-    slides.first.wait_for(timeout=60_000)
+    slides.first.wait_for(timeout=_ms(60))
     assert slides.count() == len(sections) >= 3, f"{slides.count()} slides for {len(sections)} sections"
     if has_maths:
-        page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
+        page.locator("mjx-container").first.wait_for(state="attached", timeout=_ms(30))
+    if "widget-view+json" in json.dumps(nb.cells):  # no kernel has run this deck: widgets show from their saved state
+        page.locator(".reveal .widget-vbox").first.wait_for(state="attached", timeout=_ms(30))
+        assert "VBox(" not in page.locator(".reveal .slides").inner_text(), "a widget shows as its text repr"
     problems = []
     for size in VIEWPORTS:
         page.set_viewport_size(VIEWPORTS[size])
         for k in range(slides.count()):
             page.evaluate(f"() => {{ window.location.hash = '#/{k}'; }}")
             page.wait_for_function(f"() => document.querySelectorAll('.reveal .slides > section')[{k}].classList.contains('present')",
-                                   timeout=10_000)
+                                   timeout=_ms(10))
             page.wait_for_timeout(250)
             _shot(page, f"presenter-{PRESENTED}-section-{k + 1:02d}-{size}")
             text = slides.nth(k).evaluate("el => el.textContent")
@@ -386,6 +410,103 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
                 problems.append(f"{size} slide {k + 1} is taller than the screen and does not scroll: {fit}")
     page.close()
     assert not problems, "\n".join(problems)
+
+
+def _subslides(nb: nbformat.NotebookNode) -> list[tuple[int, int]]:
+    """Where each cell of a marked deck is shown: (slide, subslide), or (-1, -1) for a cell that is no slide."""
+    where, i, j = [], -1, 0
+    for cell in nb.cells:
+        kind = cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "-")
+        if kind == "skip":
+            where.append((-1, -1))
+            continue
+        if kind == "slide" or i < 0:
+            i, j = i + 1, 0
+        elif kind == "subslide":
+            j += 1
+        where.append((i, j))
+    return where
+
+
+def _go(page, i: int, j: int) -> None:
+    page.evaluate(f"() => {{ window.location.hash = '#/slide-{i}-{j}'; }}")
+    page.wait_for_function("(h) => window.location.hash === h && document.querySelector('.reveal section.present')",
+                           arg=f"#/slide-{i}-{j}", timeout=_ms(10))
+    page.wait_for_timeout(800)  # RISE selects the subslide's code cell after 450 ms
+
+
+@in_browser
+def test_presenting_live_full_screen(browser, tmp_path_factory):
+    """`make present` for one deck, its slides page at 1280×800 as printed: ↓ works without a click, a widget on
+    its slide answers a change (its model is in the kernel the deck was run in), and a cell that uses an exercise's
+    answer reruns on its slide (Shift-Enter) with the instructor's answer, though the slide shows only the stub."""
+    folder = tmp_path_factory.mktemp("present")
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(folder / "runtime"))
+    server, text = _lab_until_banner(folder / "decks", env, "--presenter", "--deck", PRESENTED)
+    try:
+        rise = re.search(rf"^  (http://127\.0\.0\.1:\d+/rise/{PRESENTED}\.ipynb\?token=\w+)$", text, re.M)
+        assert rise and f"{PRESENTED}: ok" in text, text
+        deck = nbformat.read(str(folder / "decks" / f"{PRESENTED}.ipynb"), as_version=4)
+        where = _subslides(deck)
+        answers = {re.search(r"def (\w+)", c.source).group(1) for c in nbformat.read(
+            str(ROOT / "solutions" / PRESENTED / f"{PRESENTED}.ipynb"), as_version=4).cells
+            if _nbgrader(c).get("solution") and re.search(r"def (\w+)", c.source)}
+        uses = next(k for k, c in enumerate(deck.cells) if c.cell_type == "code" and not _nbgrader(c) and where[k][0] >= 0
+                    and any(re.search(rf"\b{name}\(", c.source) for name in answers) and "def " not in c.source)
+
+        page = _page(browser, "1280x800")
+        page.goto(rise.group(1), wait_until="domcontentloaded")
+        page.locator(".reveal .slides > section").first.wait_for(timeout=_ms(60))
+        page.wait_for_function("() => document.activeElement && document.activeElement.closest('.reveal .jp-Notebook')",
+                               timeout=_ms(30))
+        page.keyboard.press("ArrowDown")  # no click first
+        page.wait_for_function("() => window.location.hash === '#/slide-0-1'", timeout=_ms(10))
+
+        widget = next(k for k, c in enumerate(deck.cells) if "application/vnd.jupyter.widget-view+json" in str(c.get("outputs")))
+        _go(page, *where[widget])
+        box = page.locator(".reveal section.present section.present .widget-vbox").first
+        box.wait_for(timeout=_ms(30))
+        assert "VBox(" not in page.locator(".reveal section.present section.present").inner_text()
+        box.scroll_into_view_if_needed()
+        before = box.inner_text()
+        figure = box.locator("img").first.get_attribute("src") if box.locator("img").count() else None
+        _change_first_control(box)
+        page.wait_for_function("([el, before, src]) => el.innerText !== before && "
+                               "(src === null || (el.querySelector('img') && el.querySelector('img').src !== src))",
+                               arg=[box.element_handle(), before, figure], timeout=_ms(30))
+        page.wait_for_timeout(500)
+        _shot(page, f"present-{PRESENTED}-live-widget-1280x800")
+
+        _go(page, *where[uses])
+        slide = page.locator(".reveal section.present section.present")
+        count_before = slide.locator(".jp-InputArea-prompt").first.inner_text()
+        page.keyboard.press("Shift+Enter")  # RISE runs the selected cell, then moves on
+        _go(page, *where[uses])
+        page.wait_for_function("(before) => { const p = document.querySelector('.reveal section.present section.present "
+                               ".jp-InputArea-prompt'); return p && p.innerText !== before && !p.innerText.includes('*'); }",
+                               arg=count_before, timeout=_ms(60))
+        page.wait_for_timeout(500)
+        _shot(page, f"present-{PRESENTED}-rerun-cell-1280x800")
+        shown = slide.inner_text()
+        page.close()
+        assert "skipped" not in shown and "Error" not in shown and "not done yet" not in shown, shown
+        assert not any(line in shown for line in _secret_lines(PRESENTED)), "a slide shows solution code"
+
+        # the presenter's JupyterLab itself: no news prompt over the deck, no nbgrader instructor panels
+        lab_url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab\?token=\w+)$", text, re.M).group(1)
+        page = _page(browser, "1280x800")
+        page.goto(lab_url.replace("/lab?", f"/lab/tree/{PRESENTED}.ipynb?"), wait_until="domcontentloaded")
+        page.locator(".jp-Notebook").first.wait_for(timeout=_ms(60))
+        page.wait_for_timeout(8_000)  # the news prompt, when on, comes a few seconds after the page
+        _shot(page, f"present-{PRESENTED}-jupyterlab-1280x800")
+        seen = page.locator("body").inner_text()
+        page.close()
+        assert "Jupyter news" not in seen, "the news prompt covers the presenter's deck"
+        assert "Create Assignment" not in seen and "Validate" not in seen and "Nbgrader" not in seen, \
+            "nbgrader's instructor panels show in the presenter's JupyterLab"
+    finally:
+        server.send_signal(__import__("signal").SIGINT)
+        server.wait(timeout=60)
 
 
 # --- without a browser -----------------------------------------------------------------------------------
@@ -423,3 +544,75 @@ def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson):
             if frames:
                 problems.append(f"{where}: the learner sees frames from the package: {frames[:3]}")
     assert not problems, "\n".join(problems)
+
+
+# --- a learner's second day: `make lab` while yesterday's server still runs ----------------------------------
+
+
+def _lab_until_banner(folder: Path, env: dict, *flags: str) -> tuple[subprocess.Popen, str]:
+    """`python -m grader lab FOLDER --no-browser FLAGS` until its banner is printed (or it exits)."""
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(folder), "--no-browser",
+                             *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if sum(l.startswith("===") for l in lines) == 2:
+            break
+    return proc, "".join(lines)
+
+
+def test_a_second_make_lab_reuses_the_running_server_and_a_taken_port_is_named(tmp_path):
+    """The second `make lab` on the same folder prints the running server's URL (one line says so) and starts
+    nothing, so its log has one writer; `--port` on a port another program holds says which port and what to do."""
+    import signal
+
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))  # only this test's servers
+    mine = tmp_path / "mine"
+    first, text = _lab_until_banner(mine, env)
+    try:
+        url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab/tree/00_START_HERE\.ipynb\?token=\w+)$", text, re.M)
+        assert url, text
+        log_before = (mine / ".jupyter-server.log").read_text()
+        second = subprocess.run([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(mine), "--no-browser"],
+                                capture_output=True, text=True, env=env, timeout=600)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "second-make-lab.txt").write_text(f"$ make lab   # again, the first server still up\n{second.stdout}")
+        assert second.returncode == 0, second.stdout + second.stderr
+        said = [line for line in second.stdout.splitlines() if "already running" in line]
+        assert len(said) == 1 and "using it" in said[0] and f"lab {mine} --stop" in said[0], second.stdout
+        assert f"\n  {url.group(1)}\n" in second.stdout, "the second make lab prints the running server's URL"
+        assert (mine / ".jupyter-server.log").read_text().startswith(log_before), "a second server wrote the log"
+        assert first.poll() is None, "the first server stopped"
+
+        with socket.socket() as held:  # a port some other program holds
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            port = held.getsockname()[1]
+            other = subprocess.run([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(tmp_path / "other"),
+                                    "--no-browser", "--port", str(port)], capture_output=True, text=True, env=env,
+                                   timeout=600)
+        assert other.returncode == 1
+        (line,) = [l for l in other.stdout.splitlines() if f"Port {port}" in l]
+        assert "already in use" in line and "--port" in line, other.stdout
+        assert not (tmp_path / "other" / ".jupyter-server.log").exists(), "nothing was started on a taken port"
+
+        stopped = subprocess.run([sys.executable, "-m", "grader", "--root", str(ROOT), "lab", str(mine), "--stop"],
+                                 capture_output=True, text=True, env=env, timeout=600)
+        assert "Stopped the course server" in stopped.stdout, stopped.stdout
+        assert first.wait(timeout=60) == 0, "the first launcher ends when its server is stopped"
+    finally:
+        if first.poll() is None:
+            first.send_signal(signal.SIGINT)
+            first.wait(timeout=60)
+
+
+def test_every_link_of_the_course_index_opens_a_file(tmp_path):
+    """JupyterLab opens a markdown link to a folder as "File Load Error: data is a directory, not a file"."""
+    from grader.pipeline.release import INDEX, workspace
+
+    workspace(ROOT, tmp_path)
+    text = nbformat.read(str(tmp_path / INDEX), as_version=4).cells[0].source
+    targets = re.findall(r"\]\(([^)#?]+)\)", text)
+    assert len(targets) >= len(lesson_ids()) + 3, targets
+    assert [t for t in targets if not (tmp_path / t).is_file()] == []

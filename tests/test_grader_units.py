@@ -432,15 +432,36 @@ def test_presenter_copy_shows_stubs_no_hidden_tests_and_slides_that_fit():
     # without a release to copy from, the solution regions become nbgrader's stub
     alone = hide_answers(nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4), None)
     assert "BEGIN SOLUTION" not in "\n".join(c.source for c in alone.cells)
-    marked = lesson_source.mark_presenter_slides(shown)
+    from nbformat.sign import NotebookNotary
+
+    from grader.pipeline.run import deck, presented
+
+    source = deck(ROOT, lesson)  # demo = True written into the parameters cell: no injected cell, no extra slide
+    (parameters,) = [c for c in source.cells if "parameters" in c.metadata.get("tags", [])]
+    assert "\ndemo = True  # " in parameters.source and "injected" not in str(source)
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", text="✓ all checks passed\n")]
+    marked = presented(source, release, lesson_source)
+    assert "BEGIN SOLUTION" not in str(marked) and "HIDDEN TESTS" not in str(marked)
     kinds = [c.metadata["slideshow"]["slide_type"] for c in marked.cells]
     for cell, kind in zip(marked.cells, kinds):
+        grading = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
             assert kind == "slide"
-        if cell.cell_type == "code":
+        elif grading.get("solution"):  # the stub, as text: rerunning it cannot replace the answer in a live kernel
+            assert cell.cell_type == "markdown" and "raise NotImplementedError()" in cell.source and kind == "subslide"
+        elif grading.get("grade"):  # a check: its "all checks passed" was the instructor's answer's, so no slide
+            assert kind == "skip"
+        elif cell.cell_type == "code" and cell.get("id") != "presenter-focus":
             assert kind == "subslide"
+    shown_on_slides = [c for c, kind in zip(marked.cells, kinds) if kind != "skip"]
+    assert not any("all checks passed" in str(c.get("outputs", "")) for c in shown_on_slides if
+                   c.metadata.get("nbgrader", {}).get("grade"))
     assert kinds[0] == "slide" and kinds.count("slide") >= 5
+    assert marked.cells[-1].id == "presenter-focus" and kinds[-1] == "skip"
     assert marked.metadata["rise"]["scroll"] is True and marked.metadata["rise"]["width"] == 1280
+    assert NotebookNotary().check_signature(marked), "an unsigned deck shows its widgets as text"
 
 
 def test_figure_gallery_for_review():

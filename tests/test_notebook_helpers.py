@@ -45,3 +45,14 @@ def test_skip_if_not_done_skips_with_one_line_and_later_cells_follow(capsys):
     with pytest.raises(ZeroDivisionError):  # a real error in a show cell still shows
         with skip_if_not_done():
             1 / 0
+
+
+def test_a_long_check_message_wraps_at_spaces_to_fit_a_1024_px_window():
+    """JupyterLab breaks long error lines mid-word ("divi / de"); the message arrives pre-wrapped at spaces instead."""
+    from grader.notebook import SHOWN_WIDTH
+
+    words = "take the bytes moved and divide them by the seconds, then divide by 1e9 to get GB/s " * 3
+    (shown,) = CheckFailed(words.strip() + "\nyour timer said 3 s")._render_traceback_()
+    lines = shown.splitlines()
+    assert len(lines) > 3 and all(len(line) <= SHOWN_WIDTH for line in lines), lines
+    assert " ".join(line.strip() for line in lines).removeprefix("✗ ") == words.strip() + " your timer said 3 s"

@@ -125,7 +125,9 @@ def course_index(root: Path, target: Path) -> nbformat.NotebookNode:
         "**Run All stops at the first unfinished exercise**: finish it, then run again.", "",
         "## The data", "",
         "The figures the lessons cannot measure on this machine (datasheets, model shapes, recorded GPU runs) "
-        "are in [data/](data/), each with its source: " + ", ".join(f"[{f}](data/{f})" for f in data_files) + ". "
+        # A link to a folder opens "data is a directory, not a file" in JupyterLab: link its files only.
+        "are in the folder `data/` (in the file browser on the left), each with its source: "
+        + ", ".join(f"[{f}](data/{f})" for f in data_files) + ". "
         "They are a read-only copy, refreshed every time you run `make lab`; the lessons read the course's own.", "",
         "## Starting a lesson again", "",
         "Rename or delete its folder here (for example `01_crossover/`), then run `make lab` again: "

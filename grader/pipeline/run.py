@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterable
@@ -30,6 +28,12 @@ RISE_CSS = """\
 .reveal .jp-RenderedHTMLCommon h2 { font-size: 1.6em; }
 .reveal .jp-RenderedHTMLCommon h3 { font-size: 1.3em; }
 .reveal .jp-InputArea-editor .cm-content, .reveal .jp-OutputArea-output pre { font-size: 15px; }
+/* A long code cell scrolls in its own box, so its subslide opens on the figure (1280×800). */
+.reveal .jp-InputArea-editor { max-height: 230px; overflow-y: auto; }
+.reveal .jp-OutputArea-output img { max-height: 400px; width: auto; }
+/* Text, figures and widgets stay clear of the navigation arrows at the bottom right. */
+.reveal .jp-Cell { padding-right: 96px; }
+.reveal .slides section section { padding-bottom: 110px; box-sizing: border-box; }
 """
 
 
@@ -113,6 +117,108 @@ def hide_answers(executed: nbformat.NotebookNode, release: nbformat.NotebookNode
     return executed
 
 
+# jupyterlab-rise moves between subslides with the notebook's own ↑/↓ shortcuts, which need the notebook to have
+# the keyboard focus: on a fresh /rise/ page nothing has it until the slide is clicked. A trusted (signed) deck runs
+# this once its slides are up, on the slides page only, and whenever focus falls back to the page itself.
+FOCUS_SLIDES_JS = """\
+(function focusSlides(tries) {
+  const notebook = document.body.classList.contains('rise-enabled') && document.querySelector('.reveal .jp-Notebook');
+  if (!notebook) { if (tries < 150) setTimeout(() => focusSlides(tries + 1), 200); return; }
+  const focus = () => {
+    if (document.activeElement === document.body || !document.activeElement) {
+      (notebook.querySelector('.jp-Cell.jp-mod-active') || notebook.querySelector('.jp-Cell') || notebook).focus();
+    }
+  };
+  [300, 1000, 2500, 5000].forEach(ms => setTimeout(focus, ms));
+  document.addEventListener('keydown', focus, true);
+})(0);
+"""
+
+
+def focus_cell() -> nbformat.NotebookNode:
+    """A code cell that is no slide, whose saved output gives the slides the keyboard focus (FOCUS_SLIDES_JS)."""
+    cell = nbformat.v4.new_code_cell(
+        "# Presenter copy: this cell is no slide. Its output gives the slides the keyboard focus, so ↑/↓ work at once.",
+        outputs=[nbformat.v4.new_output("display_data", data={"application/javascript": FOCUS_SLIDES_JS,
+                                                              "text/plain": "(keyboard focus for the slides)"})],
+        metadata={"slideshow": {"slide_type": "skip"}}, id="presenter-focus")
+    return cell
+
+
+def with_parameters(nb: nbformat.NotebookNode, parameters: dict) -> nbformat.NotebookNode:
+    """`nb` with its parameters cell's own lines set to `parameters` (no papermill cell injected: no extra slide)."""
+    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None or not parameters:
+        return nb
+    left = dict(parameters)
+    lines = []
+    for line in cell.source.splitlines():
+        name = re.match(r"^([A-Za-z_]\w*) = ", line)
+        if name and name.group(1) in left:
+            comment = re.search(r"  # .*$", line)
+            line = f"{name.group(1)} = {left.pop(name.group(1))!r}" + (comment.group(0) if comment else "")
+        lines.append(line)
+    lines += [f"{name} = {value!r}" for name, value in left.items()]
+    cell.source = "\n".join(lines)
+    return nb
+
+
+def presented(executed: nbformat.NotebookNode, release: nbformat.NotebookNode | None, slides) -> nbformat.NotebookNode:
+    """An executed solution notebook as a deck: learners' stubs shown as text, checks off the slides, signed.
+
+    Each exercise cell becomes a markdown cell showing the stub learners start from (so it
+    cannot be rerun on a slide and replace the instructor's answer in a live kernel); each
+    check cell keeps its visible part but is no slide (its "all checks passed" was the
+    instructor's answer's, not the stub's); slides are marked to fit 1280×800 (`slides` is
+    scripts/lesson_source.py) and the notebook is signed, so JupyterLab trusts its widget
+    outputs (an untrusted notebook shows a widget as its text repr).
+    """
+    nb = hide_answers(executed, release)
+    nb.metadata.pop("papermill", None)
+    for k, cell in enumerate(nb.cells):
+        cell.metadata.pop("papermill", None)
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            stub = nbformat.v4.new_markdown_cell(
+                "*What learners start from (they write the body):*\n\n```python\n" + cell.source.strip() + "\n```",
+                metadata=dict(cell.metadata), id=cell.get("id"))
+            nb.cells[k] = stub
+    slides.mark_presenter_slides(nb)
+    nb.cells.append(focus_cell())  # last: ↓ walks the cells in order, and a skipped cell between slides swallows a press
+    from nbformat.sign import NotebookNotary
+
+    NotebookNotary().sign(nb)
+    return nb
+
+
+def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
+    path = root / "notebooks" / lesson / f"{lesson}.ipynb"
+    return nbformat.read(str(path), as_version=4) if path.exists() else None
+
+
+def deck(root: Path, lesson: str, parameters: dict | None = None) -> nbformat.NotebookNode:
+    """The solution notebook with demo=True (and `parameters`) written into its parameters cell."""
+    nb = nbformat.read(str(root / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+    return with_parameters(nb, {"demo": True, **(parameters or {})})
+
+
+def run_deck(root: Path, lesson: str, parameters: dict | None = None, km=None) -> tuple[nbformat.NotebookNode, str]:
+    """Execute a lesson's deck (in `km`'s running kernel, or a new one); returns it and "ok" or what failed."""
+    from nbclient.exceptions import CellExecutionError
+
+    from grader.pipeline.kernels import notebook_client
+
+    nb = deck(root, lesson, parameters)
+    options = {"km": km} if km is not None else {"kernel_name": "python3"}
+    try:
+        notebook_client(nb, timeout=CELL_TIMEOUT_SECONDS, resources={"metadata": {"path": str(root / "solutions" / lesson)}},
+                        **options).execute()
+    except CellExecutionError as exc:
+        return nb, f"failed: {exc.ename}: {exc.evalue}"
+    except CellTimeoutError as exc:
+        return nb, f"timed out: a cell ran longer than {CELL_TIMEOUT_SECONDS} s ({str(exc).splitlines()[0]})"
+    return nb, "ok"
+
+
 def presenter_copies(
     root: Path,
     only: Iterable[str] | None = None,
@@ -122,33 +228,25 @@ def presenter_copies(
 ) -> list[tuple[str, float, str]]:
     """Executed copies to present from: the solutions run with demo=True, then shown as learners see them.
 
-    Writes `out_dir`/NN_topic.ipynb (default runs/presenter/): every exercise cell shows the
-    learners' stub, check cells have no hidden tests, every other output is kept, and
-    slides are marked to fit 1280×800 and scroll (scripts/lesson_source.py).
+    Writes `out_dir`/NN_topic.ipynb (default runs/presenter/): every exercise shows the
+    learners' stub, check cells have no hidden tests and are no slides, every other output
+    (figures, tables, widgets with their saved state) is kept, the parameters cell says
+    demo = True, and slides are marked to fit 1280×800 (scripts/lesson_source.py).
+    `make present` serves them, running each deck again in the kernel it presents with.
     """
     out_dir = (out_dir or root / "runs" / "presenter").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     slides = _lesson_source_module(root)
-    scratch = Path(tempfile.mkdtemp(prefix="gpu-course-presenter-"))
-    try:
-        def say(line: str) -> None:  # each line names the copy it will become, not the scratch file
-            log(line.replace(str(scratch.resolve()), str(out_dir)).replace(str(scratch), str(out_dir)))
-
-        results = run(root, only, {"demo": True, **(parameters or {})}, scratch, log=say)
-        for lesson, _, status in results:
-            executed = scratch / f"{lesson}.ipynb"
-            if not executed.exists():
-                continue
-            release_path = root / "notebooks" / lesson / f"{lesson}.ipynb"
-            release = nbformat.read(str(release_path), as_version=4) if release_path.exists() else None
-            nb = hide_answers(nbformat.read(str(executed), as_version=4), release)
-            nb.metadata.pop("papermill", None)
-            for cell in nb.cells:
-                cell.metadata.pop("papermill", None)
-            slides.mark_presenter_slides(nb)
-            nbformat.write(nb, str(out_dir / f"{lesson}.ipynb"))
-        (out_dir / "rise.css").write_text(RISE_CSS)
-        log(f"presenter copies in {out_dir}: open them with `jupyter lab {out_dir}`, then Alt+R for slides")
-        return results
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    chosen = list(only or lessons(root))
+    results = []
+    for i, lesson in enumerate(chosen, 1):
+        start = time.perf_counter()
+        executed, status = run_deck(root, lesson, parameters)
+        nbformat.write(presented(executed, _release(root, lesson), slides), str(out_dir / f"{lesson}.ipynb"))
+        seconds = time.perf_counter() - start
+        log(f"[{i}/{len(chosen)}] {lesson}: {status} ({seconds:.1f} s) -> {out_dir / f'{lesson}.ipynb'}")
+        results.append((lesson, seconds, status))
+    (out_dir / "rise.css").write_text(RISE_CSS)
+    log(f"presenter copies in {out_dir}. To present: make present (it serves them and prints each deck's "
+        f"slides URL), or .venv/bin/python -m grader lab --presenter {out_dir}")
+    return results
