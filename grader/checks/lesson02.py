@@ -65,10 +65,17 @@ check_transfer_seconds = recorded("transfer_seconds", "transfer_seconds",
 
 # --- inferring a link from two copies, then predicting -------------------------------------------
 
-# Two copies on a made-up link (illustrative figures, not a measurement): the learner infers the
-# link's fixed cost and bandwidth from them, then predicts many small copies against one big one.
-_LINK_LATENCY, _LINK_BANDWIDTH = 11e-6, 12.8e9
-LINK_COPIES = [(4096, _LINK_LATENCY + 4096 / _LINK_BANDWIDTH), (64 * 2**20, _LINK_LATENCY + 64 * 2**20 / _LINK_BANDWIDTH)]
+# Two copies on a made-up link (illustrative figures, not a measurement): (bytes, seconds). The
+# learner infers the link's fixed cost and bandwidth from them, then predicts many small copies
+# against one big one; the judge infers the link from the same two figures.
+LINK_COPIES = [(4096, 11.32e-6), (64 * 2**20, 5.254e-3)]
+
+
+def _link() -> tuple[float, float]:
+    """(latency, bandwidth) of the line through LINK_COPIES: both copies paid the same fixed cost."""
+    (small, t_small), (big, t_big) = LINK_COPIES
+    bandwidth = (big - small) / (t_big - t_small)
+    return t_small - small / bandwidth, bandwidth
 _COPY_KEYS = ("latency", "bandwidth", "1000 copies of 4 KiB", "1 copy of 4 MiB")
 
 
@@ -90,6 +97,7 @@ def _judge_copy_prediction(answers) -> None:
         fail(f"COPY_PREDICTION[{bad[0]!r}] is {answers[bad[0]]!r}; write a positive number (seconds, or bytes per second).")
     got = {k: float(answers[k]) for k in _COPY_KEYS}
     (small, t_small), (big, t_big) = LINK_COPIES
+    _LINK_LATENCY, _LINK_BANDWIDTH = _link()  # noqa: N806  the link the two copies imply
     bandwidth, latency = got["bandwidth"], got["latency"]
     if close(bandwidth, _LINK_BANDWIDTH * 8, rel=0.05) or close(bandwidth, _LINK_BANDWIDTH / 1e9, rel=0.05):
         fail(f"COPY_PREDICTION['bandwidth'] = {bandwidth:.4g}: write it in bytes per second (not bits, not GB/s).")
