@@ -58,6 +58,7 @@ READS = {
     "argwhere": "nonzero()",
     "masked_select": "boolean mask",
     "unique": "unique()",
+    "unique_consecutive": "unique()",
 }
 MASK = "boolean mask"
 
@@ -65,7 +66,9 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
 # Frames that only pass a call on to the mode (Python wrappers in torch); skipped to find the caller.
-_PASSING = tuple(os.path.join(_TORCH, name) for name in ("overrides.py", "_tensor.py", "_tensor_str.py"))
+# torch.unique and friends are Python wrappers too (torch/functional.py, boolean_dispatch in torch/_jit_internal.py).
+_PASSING = tuple(os.path.join(_TORCH, name) for name in ("overrides.py", "_tensor.py", "_tensor_str.py", "functional.py",
+                                                          "_jit_internal.py"))
 
 
 @dataclass(frozen=True)
@@ -277,7 +280,7 @@ class SyncCounter(TorchFunctionMode):
             return func(*args, **kwargs)
 
         if name in READS and this is not None and self.on_device(this):
-            nbytes = 8 if name in ("nonzero", "argwhere", "unique", "masked_select") else this.nbytes
+            nbytes = 8 if name in ("nonzero", "argwhere", "unique", "unique_consecutive", "masked_select") else this.nbytes
             self._record("read", READS[name], nbytes)
             if name == "cpu":
                 out = func(*args, **kwargs)

@@ -296,3 +296,61 @@ def test_linear_forecast_judge_refuses_forged_observations():
         with pytest.raises(Exception):
             lesson01.check_linear_forecast.judge(observation)
     lesson01.check_linear_forecast.judge({"name": "f", "calls": [[_key(a), {"value": r}] for a, r in zip(args, right)]})
+
+
+# --- every exercise makes the learner think (issue 20) ---------------------------------------------
+
+
+def _cell_index(predicate) -> int:
+    found = [i for i, c in enumerate(read_notebook(SOLUTION).cells) if predicate(c)]
+    assert len(found) == 1, f"want one cell, found {len(found)}"
+    return found[0]
+
+
+def _grade_id(gid: str):
+    return lambda c: c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid
+
+
+def _code_with(text: str):
+    return lambda c: c.cell_type == "code" and text in c.source and not c.get("metadata", {}).get("nbgrader")
+
+
+@pytest.mark.parametrize("prediction,shown_by", [
+    ("INTENSITY_PREDICTION", '"bf16 matmul FLOP/byte"'),
+    ("COMPUTE_BOUND_N", "compute-bound from n (your functions)"),
+    ("CROSSOVER_PREDICTION", "def matmul_rounds"),
+    ("LINEAR_PREDICTION", "layer = torch.nn.Linear"),
+])
+def test_each_prediction_is_written_before_the_cell_that_shows_the_answer(prediction, shown_by):
+    assert _cell_index(_grade_id(prediction)) < _cell_index(_code_with(shown_by))
+    check = next(c.source for c in read_notebook(SOLUTION).cells if prediction in c.source
+                 and c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    assert any(prediction in s.names for s in plan_cell(check) if not s.hidden), "the visible check judges it"
+
+
+@pytest.mark.parametrize("answer", [
+    "n² outputs. Each output is a dot product",  # exercise 1's count
+    "three n×n matrices",  # exercise 2's bytes
+    r"\min(\text{peak}",  # exercise 4's roofline
+    "Below the balance point an operation is **memory-bound**",  # exercise 4's bound
+    "followed by `sync()` *before* the clock is read. Return the median",  # exercise 5's recipe
+    "It does 2·batch·d_in·d_out FLOPs",  # exercise 7's FLOPs
+    "0.5 FLOP/byte, far below every balance point",  # exercise 7's verdict
+])
+def test_the_text_does_not_print_the_answer_above_the_exercise(answer):
+    assert answer not in _markdown()
+
+
+def test_stub_docstrings_state_contracts_not_formulas():
+    student = read_notebook(STUDENT)
+    stubs = "\n".join(c.source for c in student.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    for formula in ("reads A and B once and writes C once", "counting a multiply-add as 2", "below the chip's balance",
+                    "synchronizing before each clock read", "Median seconds", "per byte moved"):
+        assert formula not in stubs, formula
+
+
+def test_the_compute_bound_prediction_is_the_roofline_of_the_h100():
+    h100 = specs.chip("H100")
+    for fmt, size in (("fp32", 4), ("bf16", 2)):
+        n = math.ceil(lesson01.compute_bound_from("H100", fmt, size))
+        assert lesson01.matmul_intensity(n, size) >= h100.balance(fmt) > lesson01.matmul_intensity(n - 1, size)

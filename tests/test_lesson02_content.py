@@ -111,7 +111,7 @@ def test_a_wrong_quiz_answer_names_the_idea_not_the_label(label):
         lesson02.check_sync_answers(answers)
     message = str(caught.value)
     assert lesson02._CONCEPTS[lesson02._CONCEPT_OF[label]] in message
-    assert not re.search(r"\([a-n]\)", message), message  # no label
+    assert not re.search(r"\([a-q]\)", message), message  # no label
     assert "does make the host wait" not in message and "does not make the host wait" not in message
     assert lesson02.SYNC_SNIPPETS[label].splitlines()[0] not in message
 
@@ -154,3 +154,46 @@ def test_a_loop_that_calls_forward_directly_is_still_followed():
     lesson02.check_train_fixed(_loop(VERSIONS["resident"].replace("model(x)", "model.forward(x)")))
     with pytest.raises(CheckFailed, match="graphs were still alive"):
         lesson02.check_train_fixed(_loop(loop_source("losses.append(loss)", **RESIDENT).replace("model(x)", "model.forward(x)")))
+
+
+# --- every exercise makes the learner think (issue 20) ---------------------------------------------
+
+
+def _index(predicate) -> int:
+    found = [i for i, c in enumerate(read_notebook(SOLUTION).cells) if predicate(c)]
+    assert len(found) == 1, f"want one cell, found {len(found)}"
+    return found[0]
+
+
+def _grade_id(gid: str):
+    return lambda c: c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid
+
+
+def _plain_code(text: str):
+    return lambda c: c.cell_type == "code" and text in c.source and not c.get("metadata", {}).get("nbgrader")
+
+
+def test_the_probe_table_comes_after_the_quiz_and_leaves_some_lines_to_reason_out():
+    assert _index(_grade_id("SYNC_ANSWERS_check")) < _index(_plain_code("probes = {"))
+    probes = next(c.source for c in read_notebook(SOLUTION).cells if "probes = {" in c.source)
+    unlisted = [label for label, line in lesson02.SYNC_SNIPPETS.items() if line.split("=")[-1].strip() not in probes]
+    assert len(unlisted) >= 3, unlisted
+
+
+def test_the_counts_and_the_fix_come_after_the_exercises_they_would_answer():
+    assert _index(_grade_id("sync_points_check")) < _index(_plain_code("display(event_table(counter))"))
+    assert _index(_grade_id("train_fixed_check")) < _index(_plain_code("def train_read_once"))
+    assert _index(_grade_id("COPY_PREDICTION")) < _index(_plain_code("1000 * transfer_seconds(4096"))
+
+
+def test_sync_points_is_checked_with_fewer_steps_than_batches():
+    assert any(steps < n_batches for version, steps, n_batches in lesson02._PREDICT_CASES if version == "resident")
+
+
+def test_the_copy_prediction_is_judged_against_the_two_copies():
+    (small, t_small), (big, t_big) = lesson02.LINK_COPIES
+    bandwidth = (big - small) / (t_big - t_small)
+    latency = t_small - small / bandwidth
+    lesson02.check_copy_prediction({"latency": latency, "bandwidth": bandwidth,
+                                    "1000 copies of 4 KiB": 1000 * (latency + 4096 / bandwidth),
+                                    "1 copy of 4 MiB": latency + 4 * 2**20 / bandwidth})

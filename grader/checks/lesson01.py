@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import timeit
@@ -11,6 +12,7 @@ import torch
 
 from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson01.expect
+from grader.notebook import NotDone
 
 
 
@@ -68,6 +70,13 @@ def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None
         fail(
             f"matmul_bytes({n}, torch.float32) returned {got} = 2n²×4: you counted reading A and B "
             "but not writing C. C is n×n too and has to go to memory."
+        )
+    if got == (2 * n**3 + n * n) * 4:
+        fail(
+            f"matmul_bytes({n}, torch.float32) returned {got} = (2n³ + n²)×4: you counted a read every time an "
+            "element is used (each output reads a row of A and a column of B). Each element of A is used n times, "
+            "but it only has to cross memory once: the chip keeps it on chip while it is reused. Count each matrix "
+            "once: that is the least any matmul must move, the figure the roofline works from."
         )
     if got == 4 * n * n * 4:
         fail(
@@ -365,6 +374,13 @@ def _judge_attainable_flops(attainable_flops: Callable[[float, float, float], fl
             "attainable_flops(10 FLOP/byte) returned the chip's full peak: at 10 FLOP/byte the memory can feed only "
             "10 × 2 TB/s = 20 TFLOP/s. A memory-bound operation is capped by intensity × bandwidth."
         )
+    if close(float(low), 1 / (1 / _PEAK + 1 / (10.0 * _BW))) or close(float(high), 1 / (1 / _PEAK + 1 / (1000.0 * _BW))):
+        fail(
+            "attainable_flops added the time to move the bytes and the time to do the arithmetic (FLOPs / (FLOPs / "
+            "peak + bytes / bandwidth)). The chip does both at once: while one block of data is being multiplied the "
+            "next one is already on its way, so the time is the longer of the two, not their sum. Then "
+            "attainable = FLOPs / time = min(peak, intensity × bandwidth)."
+        )
     if not close(float(low), 10.0 * _BW) or not close(float(high), _PEAK):
         fail(
             f"attainable_flops gave {low:.3g} and {high:.3g} FLOP/s at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s "
@@ -493,3 +509,218 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
 
 check_linear_forecast = recorded("linear_forecast", "linear_forecast",
                                  lambda: [_linear_args(b, dt) for b, dt in _LINEAR_CASES], _judge_linear_forecast)
+
+
+# --- predictions ------------------------------------------------------------------------------
+#
+# A prediction is a dict the learner fills in a cell before the cell that shows the answer. The
+# check judges it against the course's model (the same arithmetic as the lesson's functions, done
+# here with the course's own code and the datasheet figures in data/chips.csv), never against a
+# measurement, so it gives the same verdict on every machine.
+
+
+def _observe_prediction(name: str) -> Callable:
+    def observe(answers) -> object:
+        if isinstance(answers, dict) and not answers:
+            raise NotDone(name)
+        return answers
+
+    return observe
+
+
+def _prediction(answers, name: str, keys: dict) -> dict:
+    """The prediction dict with exactly `keys` (key -> 'number' or a tuple of allowed words), or a failure saying what is off."""
+    if not isinstance(answers, dict):
+        fail(f"{name} should be a dict with the keys {list(keys)}; it is {type(answers).__name__}.")
+    missing = [k for k in keys if k not in answers]
+    extra = sorted(map(repr, set(answers) - set(keys)))
+    if missing or extra:
+        fail(f"{name} needs exactly the keys {list(keys)}; missing {missing}, unexpected [{', '.join(extra)}].")
+    for key, kind in keys.items():
+        value = answers[key]
+        if kind == "number":
+            if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
+                fail(f"{name}[{key!r}] is {value!r}; write a positive number.")
+        elif value not in kind:
+            fail(f"{name}[{key!r}] is {value!r}; write one of {', '.join(map(repr, kind))}.")
+    return {k: (float(v) if keys[k] == "number" else v) for k, v in answers.items()}
+
+
+def matmul_intensity(n: int, itemsize: int) -> float:
+    """The course's model: an n×n matmul does 2n³ FLOPs and moves three n×n matrices once."""
+    return 2 * n**3 / (3 * n * n * itemsize)
+
+
+_INTENSITY_KEYS = {"add float32": "number", "matmul 1024 float32": "number", "matmul 1024 bfloat16": "number"}
+
+
+def _judge_intensity_prediction(answers) -> None:
+    """INTENSITY_PREDICTION: FLOP/byte of a float32 add and of a 1024² matmul in float32 and bfloat16."""
+    got = _prediction(answers, "INTENSITY_PREDICTION", _INTENSITY_KEYS)
+    add = got["add float32"]
+    if close(add, 1 / 8, rel=0.01):
+        fail("You predicted 1/8 FLOP/byte for the float32 add: that counts reading a and b but not writing c. "
+             "The result has to go to memory too: 1 FLOP per element over 3 elements × 4 bytes = 1/12.")
+    if close(add, 1 / 3, rel=0.01) or close(add, 1 / 2, rel=0.01):
+        fail(f"You predicted {add:.3g} FLOP/byte for the float32 add: that counts elements, not bytes. Each element "
+             "is 4 bytes in float32: 1 FLOP per 3 elements × 4 bytes = 1/12.")
+    if close(add, 12, rel=0.01) or close(add, 8, rel=0.01):
+        fail(f"You predicted {add:.3g} for the add: that is bytes per FLOP. Intensity is FLOPs per byte: 1/12.")
+    if not close(add, 1 / 12, rel=0.01):
+        fail(f"You predicted {add:.4g} FLOP/byte for the float32 add c = a + b; count its FLOPs (one per output "
+             "element) and the bytes that cross memory (a and b read, c written, 4 bytes each).")
+    fp32, bf16 = got["matmul 1024 float32"], got["matmul 1024 bfloat16"]
+    want32, want16 = matmul_intensity(1024, 4), matmul_intensity(1024, 2)
+    if close(fp32, want32 / 2, rel=0.01):
+        fail(f"You predicted {fp32:.4g} FLOP/byte for the 1024² float32 matmul, half the model's: a multiply-add "
+             "is 2 FLOPs (your matmul_flops counts them).")
+    if close(fp32, want32 * 4, rel=0.01):
+        fail(f"You predicted {fp32:.4g} for the 1024² float32 matmul: that divides by elements, not bytes "
+             "(4 bytes each in float32).")
+    if not close(fp32, want32, rel=0.01):
+        fail(f"You predicted {fp32:.4g} FLOP/byte for the 1024² float32 matmul; the model says {want32:.4g}: "
+             "matmul_flops(1024) / matmul_bytes(1024, torch.float32).")
+    if close(bf16, fp32, rel=0.01):
+        fail("You predicted the same intensity for the bfloat16 matmul as for float32: the FLOPs are the same but "
+             "each element is 2 bytes, not 4, so the same matmul moves half the bytes and does twice the FLOPs per "
+             "byte.")
+    if close(bf16, want32 / 2, rel=0.01):
+        fail("You predicted half the float32 intensity for bfloat16: the other way round. Fewer bytes per element "
+             "means fewer bytes for the same FLOPs: the intensity doubles.")
+    if not close(bf16, want16, rel=0.01):
+        fail(f"You predicted {bf16:.4g} FLOP/byte for the 1024² bfloat16 matmul; the model says {want16:.4g}.")
+
+
+check_intensity_prediction = Check("INTENSITY_PREDICTION", _observe_prediction("INTENSITY_PREDICTION"),
+                                   _judge_intensity_prediction)
+
+
+def compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
+    """The n (not rounded) at which an n×n matmul's intensity reaches the chip's balance point in `fmt`."""
+    from grader import specs
+
+    chip = specs.chip(chip_name)
+    return 1.5 * itemsize * chip.balance(fmt)
+
+
+_BOUND_KEYS = {"fp32": "number", "bf16": "number"}
+_BOUND_CHIP = "H100"
+
+
+def _judge_compute_bound_n(answers) -> None:
+    """COMPUTE_BOUND_N: the smallest n at which an n×n matmul is compute-bound on the H100, in fp32 and in bf16."""
+    from grader import specs
+
+    got = _prediction(answers, "COMPUTE_BOUND_N", _BOUND_KEYS)
+    chip = specs.chip(_BOUND_CHIP)
+    want = {"fp32": compute_bound_from(_BOUND_CHIP, "fp32", 4), "bf16": compute_bound_from(_BOUND_CHIP, "bf16", 2)}
+    balance = {fmt: chip.balance(fmt) for fmt in want}
+
+    def near(value: float, target: float) -> bool:  # the smallest whole n is within one of the exact crossing
+        return abs(value - target) <= max(1.0, 0.01 * target)
+
+    for fmt, size in (("fp32", 4), ("bf16", 2)):
+        n = got[fmt]
+        if near(n, 1.5 * balance[fmt]):
+            fail(f"COMPUTE_BOUND_N[{fmt!r}] = {n:g} makes the matmul's FLOPs per *element* reach the balance point "
+                 f"({balance[fmt]:.0f} FLOP/byte): the balance point is per byte, and an element is {size} bytes in "
+                 f"{fmt}.")
+        if fmt == "bf16" and near(n, compute_bound_from(_BOUND_CHIP, "bf16", 4)):
+            fail(f"COMPUTE_BOUND_N['bf16'] = {n:g} counts 4 bytes per element: bfloat16 is 2 bytes (the dtype's "
+                 "itemsize), so a bf16 matmul does twice the FLOPs per byte of the same float32 one.")
+        if near(n, balance[fmt]):
+            fail(f"COMPUTE_BOUND_N[{fmt!r}] = {n:g} is the balance point itself ({balance[fmt]:.1f} FLOP/byte), not "
+                 "a matrix size: find the n whose intensity (matmul_flops / matmul_bytes) reaches it.")
+    if got["bf16"] <= got["fp32"]:
+        fail(f"You predicted a bf16 matmul turns compute-bound at n = {got['bf16']:g}, no later than fp32 "
+             f"(n = {got['fp32']:g}). The tensor cores raise the peak ({chip.peak('bf16') / 1e12:.0f} against "
+             f"{chip.peak('fp32') / 1e12:.0f} TFLOP/s) on the same memory, so the balance point moves up "
+             f"({balance['bf16']:.0f} against {balance['fp32']:.0f} FLOP/byte) and a matmul needs more reuse, a larger "
+             "n, to keep them busy.")
+    for fmt, size in (("fp32", 4), ("bf16", 2)):
+        if not near(got[fmt], want[fmt]):
+            fail(f"COMPUTE_BOUND_N[{fmt!r}] = {got[fmt]:g}: on the {chip.name} in {fmt} the balance point is "
+                 f"{balance[fmt]:.1f} FLOP/byte. An n×n matmul does 2n³ FLOPs over 3n² elements of {size} bytes, so its "
+                 "intensity grows in proportion to n: find the smallest n at which it reaches the balance point.")
+
+
+check_compute_bound_n = Check("COMPUTE_BOUND_N", _observe_prediction("COMPUTE_BOUND_N"), _judge_compute_bound_n)
+
+
+def gpu_fixed_seconds() -> float:
+    """The course's modelled fixed cost of one GPU call: host dispatch, kernel launch and synchronize (assumptions)."""
+    from grader import specs
+
+    constants = specs.model_constants()
+    return sum(constants[f"{name}_seconds"]["value"] for name in ("host_dispatch", "kernel_launch", "sync"))
+
+
+CROSSOVER_CPU_FLOPS = 100e9  # the made-up CPU of the crossover prediction: 100 GFLOP/s, no fixed cost
+CROSSOVER_CHIP = "T4"
+
+
+def crossover_model(fixed: float, cpu_flops: float, gpu_flops: float) -> float:
+    """The n at which fixed + 2n³/gpu_flops = 2n³/cpu_flops: where the GPU's fixed cost is paid back."""
+    return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / 3)
+
+
+def _judge_crossover_prediction(prediction) -> None:
+    """CROSSOVER_PREDICTION {"n": ...}: the n where a GPU call's fixed cost is paid back by its faster arithmetic."""
+    from grader import specs
+
+    n = _prediction(prediction, "CROSSOVER_PREDICTION", {"n": "number"})["n"]
+    fixed, gpu = gpu_fixed_seconds(), specs.chip(CROSSOVER_CHIP).peak("fp32")
+    want = crossover_model(fixed, CROSSOVER_CPU_FLOPS, gpu)
+    if n < want / 2:
+        fail(f"CROSSOVER_PREDICTION['n'] = {n:g} is too small: a GPU that is faster at arithmetic still pays "
+             f"{fixed * 1e6:.0f} µs for every call before any of it starts. A small matmul is over on the CPU before "
+             "that; the GPU wins only once the arithmetic it saves is worth more than that fixed cost.")
+    if n > 3 * want:
+        fail(f"CROSSOVER_PREDICTION['n'] = {n:g} is far too large. Did you count a matmul's work as growing with n² "
+             "(the outputs)? Each of the n² outputs is a dot product of length n: 2n³ FLOPs. And the fixed cost is "
+             f"{fixed * 1e6:.0f} µs, microseconds (1e-6 s).")
+    if abs(n - want) > 0.1 * want:
+        fail(f"CROSSOVER_PREDICTION['n'] = {n:g}. The two calls take the same time where the CPU's arithmetic "
+             f"(2n³ / {CROSSOVER_CPU_FLOPS / 1e9:.0f} GFLOP/s) equals the GPU's fixed cost plus its arithmetic "
+             f"({fixed * 1e6:.0f} µs + 2n³ / {gpu / 1e12:.1f} TFLOP/s); solve for n (a cube root).")
+
+
+check_crossover_prediction = Check("CROSSOVER_PREDICTION", _observe_prediction("CROSSOVER_PREDICTION"),
+                                   _judge_crossover_prediction)
+
+
+_LINEAR_PREDICTION_KEYS = {"batch 1": ("memory", "compute"), "batch 512": ("memory", "compute"),
+                           "cheaper per sample": "number"}
+LINEAR_CHIP, LINEAR_D = "T4", 2048
+
+
+def _judge_linear_prediction(answers) -> None:
+    """LINEAR_PREDICTION: the bound of a 2048² float32 Linear at batch 1 and 512 on a T4, and the per-sample saving."""
+    from grader import specs
+
+    got = _prediction(answers, "LINEAR_PREDICTION", _LINEAR_PREDICTION_KEYS)
+    chip = specs.chip(LINEAR_CHIP)
+    model = {b: linear_model(b, LINEAR_D, LINEAR_D, 4, chip.peak("fp32"), chip.bandwidth) for b in (1, 512)}
+    if got["batch 1"] != model[1]["bound"]:
+        fail(f"At batch 1 every weight is read from memory for one multiply-add: about "
+             f"{model[1]['intensity']:.1f} FLOP/byte, far below the {chip.name}'s balance point of "
+             f"{chip.balance('fp32'):.0f}. Batch 1 is {model[1]['bound']}-bound.")
+    if got["batch 512"] != model[512]["bound"]:
+        fail(f"At batch 512 each weight read serves 512 samples: {model[512]['intensity']:.0f} FLOP/byte against a "
+             f"balance point of {chip.balance('fp32'):.0f}, so the layer is {model[512]['bound']}-bound.")
+    saving = model[1]["seconds_per_sample"] / model[512]["seconds_per_sample"]
+    ratio = got["cheaper per sample"]
+    if close(ratio, 1, rel=0.05):
+        fail("You predicted batch 512 costs the same per sample as batch 1. Batch 1 spends its whole time reading "
+             "the weights for one sample; batch 512 reads them once for all 512.")
+    if close(ratio, 512, rel=0.05):
+        fail("You predicted batch 512 is 512× cheaper per sample: that would hold if the weight read were all of "
+             "the cost at every batch. At batch 512 the layer is compute-bound: its time is its arithmetic, which "
+             "grows with the batch.")
+    if abs(ratio - saving) > 0.1 * saving:
+        fail(f"You predicted batch 512 is {ratio:.3g}× cheaper per sample. Work out each batch's roofline time "
+             "(FLOPs / attainable FLOP/s, the longer of the weight read and the arithmetic) and divide each by its "
+             "batch; your linear_forecast does it.")
+
+
+check_linear_prediction = Check("LINEAR_PREDICTION", _observe_prediction("LINEAR_PREDICTION"), _judge_linear_prediction)

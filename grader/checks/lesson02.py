@@ -63,6 +63,77 @@ check_transfer_seconds = recorded("transfer_seconds", "transfer_seconds",
                                   [(_NBYTES, _BANDWIDTH, _LATENCY), (0, _BANDWIDTH, _LATENCY)], _judge_transfer_seconds)
 
 
+# --- inferring a link from two copies, then predicting -------------------------------------------
+
+# Two copies on a made-up link (illustrative figures, not a measurement): (bytes, seconds). The
+# learner infers the link's fixed cost and bandwidth from them, then predicts many small copies
+# against one big one; the judge infers the link from the same two figures.
+LINK_COPIES = [(4096, 11.32e-6), (64 * 2**20, 5.254e-3)]
+
+
+def _link() -> tuple[float, float]:
+    """(latency, bandwidth) of the line through LINK_COPIES: both copies paid the same fixed cost."""
+    (small, t_small), (big, t_big) = LINK_COPIES
+    bandwidth = (big - small) / (t_big - t_small)
+    return t_small - small / bandwidth, bandwidth
+_COPY_KEYS = ("latency", "bandwidth", "1000 copies of 4 KiB", "1 copy of 4 MiB")
+
+
+def _observe_copy_prediction(answers) -> object:
+    if isinstance(answers, dict) and not answers:
+        raise NotDone("COPY_PREDICTION")
+    return answers
+
+
+def _judge_copy_prediction(answers) -> None:
+    """COPY_PREDICTION: the link's latency and bandwidth inferred from LINK_COPIES, and two predicted costs."""
+    if not isinstance(answers, dict):
+        fail(f"COPY_PREDICTION should be a dict with the keys {list(_COPY_KEYS)}; it is {type(answers).__name__}.")
+    missing, extra = [k for k in _COPY_KEYS if k not in answers], sorted(map(repr, set(answers) - set(_COPY_KEYS)))
+    if missing or extra:
+        fail(f"COPY_PREDICTION needs exactly the keys {list(_COPY_KEYS)}; missing {missing}, unexpected [{', '.join(extra)}].")
+    bad = [k for k in _COPY_KEYS if not is_number(answers[k]) or not float(answers[k]) > 0]
+    if bad:
+        fail(f"COPY_PREDICTION[{bad[0]!r}] is {answers[bad[0]]!r}; write a positive number (seconds, or bytes per second).")
+    got = {k: float(answers[k]) for k in _COPY_KEYS}
+    (small, t_small), (big, t_big) = LINK_COPIES
+    _LINK_LATENCY, _LINK_BANDWIDTH = _link()  # noqa: N806  the link the two copies imply
+    bandwidth, latency = got["bandwidth"], got["latency"]
+    if close(bandwidth, _LINK_BANDWIDTH * 8, rel=0.05) or close(bandwidth, _LINK_BANDWIDTH / 1e9, rel=0.05):
+        fail(f"COPY_PREDICTION['bandwidth'] = {bandwidth:.4g}: write it in bytes per second (not bits, not GB/s).")
+    if close(latency, t_small * 1e6, rel=0.05) or close(latency, _LINK_LATENCY * 1e6, rel=0.05):
+        fail(f"COPY_PREDICTION['latency'] = {latency:.4g}: that is microseconds; write seconds.")
+    if not close(bandwidth, _LINK_BANDWIDTH, rel=0.05):
+        fail(f"COPY_PREDICTION['bandwidth'] = {bandwidth:.4g} B/s. The big copy moved {big - small} more bytes than "
+             "the small one and took longer by their difference in time; both paid the same fixed cost, so the "
+             "bandwidth is the extra bytes over the extra time.")
+    if not close(latency, _LINK_LATENCY, rel=0.05):
+        fail(f"COPY_PREDICTION['latency'] = {latency:.4g} s. With the bandwidth known, the fixed cost is what is left "
+             f"of a copy's time once its bytes are paid for: the {small}-byte copy's time minus its bytes over the "
+             "bandwidth.")
+    many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
+    want_many = 1000 * (_LINK_LATENCY + 4096 / _LINK_BANDWIDTH)
+    want_one = _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH
+    if close(many, _LINK_LATENCY + 1000 * 4096 / _LINK_BANDWIDTH, rel=0.05) or close(many, want_one, rel=0.05):
+        fail(f"You predicted {many * 1e6:.0f} µs for 1000 copies of 4 KiB, about what one copy of the same bytes costs. "
+             "Every copy pays the fixed cost before its bytes move: 1000 copies pay it 1000 times.")
+    if close(one, 1000 * _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH, rel=0.05):
+        fail("You charged the one 4 MiB copy a fixed cost per 4 KiB: the fixed cost is per copy, not per block of bytes.")
+    if close(many, 1000 * _LINK_LATENCY, rel=0.005):
+        fail("Your 1000 small copies pay only their fixed costs: each also moves its 4096 bytes at the link's rate.")
+    if close(one, 4 * 2**20 / _LINK_BANDWIDTH, rel=0.005):
+        fail("Your 4 MiB copy pays only for its bytes: even one big copy pays the fixed cost once.")
+    if close(one, _LINK_LATENCY + 4e6 / _LINK_BANDWIDTH, rel=0.005):
+        fail("4 MiB is 4 × 2²⁰ = 4,194,304 bytes (a KiB is 1024 bytes, a MiB 1024 KiB), not 4,000,000.")
+    for key, want in (("1000 copies of 4 KiB", want_many), ("1 copy of 4 MiB", want_one)):
+        if not close(got[key], want, rel=0.05):
+            fail(f"COPY_PREDICTION[{key!r}] = {got[key]:.4g} s. Each copy costs the link's fixed cost plus its bytes "
+                 "over the bandwidth; add up the copies.")
+
+
+check_copy_prediction = Check("COPY_PREDICTION", _observe_copy_prediction, _judge_copy_prediction)
+
+
 # --- the sync-point quiz --------------------------------------------------------------------
 
 # label -> a line a training loop might hold. x, w: (64, 64) on the device; mask = x > 0;
@@ -83,6 +154,9 @@ SYNC_SNIPPETS = {
     "l": "msg = f'loss {loss:.3f}'",
     "m": "xb = x_host.to(device)",
     "n": "xb = x_pinned.to(device, non_blocking=True)",
+    "o": "big = loss > 1.0",
+    "p": "sel = torch.masked_select(x, mask)",
+    "q": "u = torch.unique(x)",
 }
 
 _QUIZ_SETUP = (
@@ -107,10 +181,12 @@ _CONCEPTS = {
     "on device": "keeping a value on the device (loss.detach(), adding into a device tensor) queues work or keeps a "
                  "reference; nothing is read",
     "metadata": "a tensor's shape is metadata the host already has",
+    "compare": "comparing a device tensor with a number gives another device tensor: the comparison is queued like any "
+               "other operation, and only using its truth value in Python would need it on the host",
 }
 _CONCEPT_OF = {"a": "number", "b": "queued", "c": "text", "d": "on device", "e": "branch", "f": "shape",
                "g": "queued", "h": "metadata", "i": "host copy", "j": "on device", "k": "shape", "l": "text",
-               "m": "pageable", "n": "pinned"}
+               "m": "pageable", "n": "pinned", "o": "compare", "p": "shape", "q": "shape"}
 
 
 def snippet_reads(label: str) -> SyncCounter:
@@ -238,7 +314,7 @@ def _sync_points_model(version: str, steps: int, n_batches: int) -> int:
     return {"buggy": 3 * steps, "read once": 2 * steps + 1, "resident": 2 * n_batches + 1, "pinned": 1}[version]
 
 
-_PREDICT_CASES = [(v, s, b) for v in LOOP_VERSIONS for s, b in ((16, 4), (6, 3))]
+_PREDICT_CASES = [(v, s, b) for v in LOOP_VERSIONS for s, b in ((16, 4), (6, 3), (3, 5))]  # (3, 5): fewer steps than batches
 
 
 def _judge_sync_points(sync_points: Callable[[str, int, int], int]) -> None:
@@ -266,6 +342,12 @@ def _judge_sync_points(sync_points: Callable[[str, int, int], int]) -> None:
         if version == "buggy" and got == 3 * steps + 1:
             fail(f"{shown} = {got}: the buggy loop reads each loss with .item() inside the loop and returns the "
                  "list as it is; there is no extra read after the loop.")
+        if version == "resident" and steps < n_batches and got == 2 * steps + 1:
+            fail(
+                f"{shown} = {got} copies only the batches the loop reaches. The resident loop moves the whole data "
+                "set to the device before the first step, without knowing how many steps will use it: every one of "
+                "the n_batches batches is copied (x and y), even with fewer steps than batches."
+            )
         if version == "resident" and got in (2 * steps + 1, 2 * steps):
             fail(
                 f"{shown} = {got} grows with the steps, but the resident loop copies the data set once, before the "

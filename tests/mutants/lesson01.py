@@ -7,6 +7,15 @@ import statistics, time
 def time_op(fn, sync, warmup, repeats):
 """
 
+_INTENSITY = {"add float32": 1 / 12, "matmul 1024 float32": 2048 / 12, "matmul 1024 bfloat16": 2048 / 6}
+_LINEAR = {"batch 1": "memory", "batch 512": "compute", "cheaper per sample": 50.7}
+
+
+def _predict(name: str, right: dict, **changed) -> str:
+    """A prediction cell with some of the right values changed (keys with spaces passed as a dict)."""
+    return f"{name} = {{**{right!r}, **{changed.get('values', {})!r}}}"
+
+
 _LINEAR_HEAD = """
 def linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):
 """
@@ -17,26 +26,47 @@ MUTANTS = {
         ("counts outputs only", "def matmul_flops(n): return 2 * n**2", r"number of outputs"),
         ("n-1 additions", "def matmul_flops(n): return n * n * (2 * n - 1)", r"n−1 additions"),
         ("returns a float", "def matmul_flops(n): return 2.0 * n**3", r"return an int"),
+        ("one more add per output", "def matmul_flops(n): return 2 * n**3 + n**2", r"multiply\s+the work by 8"),
     ],
     "matmul_bytes_check": [
         ("elements not bytes", "def matmul_bytes(n, dtype): return 3 * n * n", r"counts elements, not bytes"),
         ("forgets writing C", "def matmul_bytes(n, dtype): return 2 * n * n * dtype.itemsize", r"not writing C"),
         ("ignores dtype", "def matmul_bytes(n, dtype): return 3 * n * n * 4", r"dtype was ignored"),
         ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"C is written once"),
+        ("a read for every use", "def matmul_bytes(n, dtype): return (2 * n**3 + n * n) * dtype.itemsize",
+         r"used n times, but it only has to cross memory once"),
     ],
     "intensity_check": [
         ("bytes per FLOP", "def intensity(flops, nbytes): return nbytes / flops", r"bytes per FLOP"),
         ("integer division", "def intensity(flops, nbytes): return flops // nbytes", r"integer division"),
+        ("predicts the add without its write", _predict("INTENSITY_PREDICTION", _INTENSITY, values={"add float32": 1 / 8}),
+         r"not writing c"),
+        ("predicts the add in elements", _predict("INTENSITY_PREDICTION", _INTENSITY, values={"add float32": 1 / 3}),
+         r"counts elements, not bytes"),
+        ("bfloat16 as dense as float32", _predict("INTENSITY_PREDICTION", _INTENSITY, values={"matmul 1024 bfloat16": 2048 / 12}),
+         r"same intensity for the bfloat16 matmul"),
+        ("bfloat16 half as dense", _predict("INTENSITY_PREDICTION", _INTENSITY, values={"matmul 1024 bfloat16": 2048 / 24}),
+         r"the other way round"),
+        ("prediction left blank", "INTENSITY_PREDICTION = {'add float32': 1 / 12}", r"needs exactly the keys"),
     ],
     "attainable_flops_check": [
         ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"min, not max"),
         ("bandwidth term only", "def attainable_flops(i, p, b): return i * b", r"above the chip's peak"),
         ("always peak", "def attainable_flops(i, p, b): return p", r"memory-bound operation is capped"),
+        ("moving and computing one after the other", "def attainable_flops(i, p, b): return 1 / (1 / p + 1 / (i * b))",
+         r"added the time to move the bytes and the time to do the arithmetic"),
     ],
     "bound_check": [
         ("reversed comparison", "def bound(i, p, b): return 'compute' if i < p / b else 'memory'", r"reversed"),
         ("balance upside down", "def bound(i, p, b): return 'memory' if i < b / p else 'compute'", r"not bandwidth / peak"),
         ("wrong words", "def bound(i, p, b): return 'memory-bound' if i < p / b else 'compute-bound'", r"exactly the string"),
+        ("intensity compared with the peak", "def bound(i, p, b): return 'memory' if i < p else 'compute'",
+         r"1000 FLOP/byte memory-bound"),
+        ("compute-bound n in elements", "COMPUTE_BOUND_N = {'fp32': 30, 'bf16': 443}", r"FLOPs per \*element\*"),
+        ("bf16 elements taken as 4 bytes", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 1773}", r"counts 4 bytes per element"),
+        ("tensor cores compute-bound sooner", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 60}",
+         r"no later than fp32.*balance point moves up"),
+        ("the balance point taken as n", "COMPUTE_BOUND_N = {'fp32': 20, 'bf16': 295}", r"the balance point itself"),
     ],
     "time_op_check": [
         (
@@ -108,6 +138,29 @@ MUTANTS = {
             r"milliseconds",
         ),
         (
+            "times the loop, syncs once at the end",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup): fn()
+    sync()
+    t = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    sync()
+    return (time.perf_counter() - t) / repeats
+""",
+            r"the mean; one slow call",
+        ),
+        (
+            "the naive timer of the text",
+            _TIME_OP_HEAD + """
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats
+""",
+            r"called fn 5 times for warmup=3",
+        ),
+        (
             "from-imported clock, never synchronizes",
             """
 import statistics
@@ -123,6 +176,9 @@ def time_op(fn, sync, warmup, repeats):
         ),
     ],
     "crossover_size_check": [
+        ("predicts the GPU always wins", "CROSSOVER_PREDICTION = {'n': 32}", r"too small: a GPU that is faster"),
+        ("predicts with the work growing as n²", "CROSSOVER_PREDICTION = {'n': 1118}", r"far too large.*2n³ FLOPs"),
+        ("prediction as a bare number", "CROSSOVER_PREDICTION = 108", r"should be a dict"),
         (
             "first win, ignores a later flip back",
             """
@@ -171,6 +227,14 @@ def crossover_size(sizes, cpu, gpu):
         ),
     ],
     "linear_forecast_check": [
+        ("predicts batching changes nothing per sample", _predict("LINEAR_PREDICTION", _LINEAR, values={"cheaper per sample": 1}),
+         r"costs the same per sample"),
+        ("predicts 512× cheaper", _predict("LINEAR_PREDICTION", _LINEAR, values={"cheaper per sample": 512}),
+         r"512× cheaper per sample: that would hold"),
+        ("predicts batch 1 compute-bound", _predict("LINEAR_PREDICTION", _LINEAR, values={"batch 1": "compute"}),
+         r"Batch 1 is memory-bound"),
+        ("predicts batch 512 memory-bound", _predict("LINEAR_PREDICTION", _LINEAR, values={"batch 512": "memory"}),
+         r"layer is compute-bound"),
         (
             "weights left out of the bytes",
             _LINEAR_HEAD + """

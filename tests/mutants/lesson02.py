@@ -3,7 +3,15 @@
 LESSON = "02_transfers"
 
 _ANSWERS = {"a": True, "b": False, "c": True, "d": False, "e": True, "f": True, "g": False,
-            "h": False, "i": True, "j": False, "k": True, "l": True, "m": True, "n": False}
+            "h": False, "i": True, "j": False, "k": True, "l": True, "m": True, "n": False,
+            "o": False, "p": True, "q": True}
+_LINK = {"latency": 11e-6, "bandwidth": 12.8e9, "1000 copies of 4 KiB": 1000 * (11e-6 + 4096 / 12.8e9),
+         "1 copy of 4 MiB": 11e-6 + 4 * 2**20 / 12.8e9}
+
+
+def _copies(**changed) -> str:
+    """COPY_PREDICTION with some values changed (keys with spaces passed as a dict in `values`)."""
+    return f"COPY_PREDICTION = {{**{_LINK!r}, **{changed.get('values', {})!r}}}"
 
 
 def loop_source(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)",
@@ -51,20 +59,39 @@ MUTANTS = {
         ("bandwidth over bytes", "def transfer_seconds(nbytes, bandwidth, latency): return latency + bandwidth / nbytes if nbytes else latency",
          r"bytes divided by bandwidth"),
         ("GB/s twice", "def transfer_seconds(nbytes, bandwidth, latency): return latency + nbytes / (bandwidth * 1e9)", r"already in bytes per second"),
+        ("the same bytes cost the same", _copies(values={"1000 copies of 4 KiB": 11e-6 + 4 * 2**20 / 12.8e9}),
+         r"1000 copies pay it 1000 times"),
+        ("the big copy pays only its bytes", _copies(values={"1 copy of 4 MiB": 4 * 2**20 / 12.8e9}),
+         r"pays only for its bytes"),
+        ("small copies pay only their fixed cost", _copies(values={"1000 copies of 4 KiB": 1000 * 11e-6}),
+         r"each also moves its 4096 bytes"),
+        ("bandwidth as bytes over the small copy's time", _copies(values={"bandwidth": 4096 / (11e-6 + 4096 / 12.8e9)}),
+         r"extra bytes over the extra time"),
+        ("latency in microseconds", _copies(values={"latency": 11.0}), r"that is microseconds; write seconds"),
+        ("4 MiB taken as 4,000,000 bytes", _copies(values={"1 copy of 4 MiB": 11e-6 + 4e6 / 12.8e9}), r"4,194,304 bytes"),
+        ("a fixed cost per 4 KiB of the big copy", _copies(values={"1 copy of 4 MiB": 1000 * 11e-6 + 4 * 2**20 / 12.8e9}),
+         r"fixed cost is per copy"),
     ],
     "SYNC_ANSWERS_check": [
         ("True everywhere", f"SYNC_ANSWERS = {dict.fromkeys(_ANSWERS, True)!r}", r"True for every line"),
         ("False everywhere", f"SYNC_ANSWERS = {dict.fromkeys(_ANSWERS, False)!r}", r"False for every line"),
         ("torch.where waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'g': True}}",
-         r"^1 of your 14 answers disagree.*only queues more work on the device[^;]*\.$"),
+         r"^1 of your 17 answers disagree.*only queues more work on the device[^;]*\.$"),
         ("f-string does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'l': False}}",
-         r"^1 of your 14 answers .*formatting it in an f-string"),
+         r"^1 of your 17 answers .*formatting it in an f-string"),
         ("pageable copy does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'm': False}}",
-         r"^1 of your 14 answers .*ordinary \(pageable\) host memory"),
+         r"^1 of your 17 answers .*ordinary \(pageable\) host memory"),
+        ("a comparison waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'o': True}}",
+         r"^1 of your 17 answers .*comparing a device tensor with a number gives another device tensor"),
+        ("masked_select only queues", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'p': False}}",
+         r"^1 of your 17 answers .*cannot be allocated until the host learns how many"),
+        ("unique only queues", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'q': False}}",
+         r"^1 of your 17 answers .*cannot be allocated until the host learns how many"),
         ("pinned copy waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'n': True}}", r"pinned host memory with non_blocking=True"),
         ("strings not bools", f"SYNC_ANSWERS = {{k: 'yes' if v else 'no' for k, v in {_ANSWERS!r}.items()}}", r"answer with True or False"),
         ("a label missing", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k != 'h'}}", r"missing \['h'\]"),
-        ("old quiz (no copies)", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k not in 'mn'}}", r"missing \['m', 'n'\]"),
+        ("old quiz (no copies)", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k not in 'mnopq'}}",
+         r"missing \['m', 'n', 'o', 'p', 'q'\]"),
     ],
     "sync_points_check": [
         ("copies are not sync points",
@@ -82,6 +109,9 @@ MUTANTS = {
         ("forgets the read after the loop",
          _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps, 'resident': 2 * n_batches, 'pinned': 0}[version]"),
          r"leaves out the one read after the loop"),
+        ("resident copies only the batches it reaches",
+         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * min(steps, n_batches) + 1, 'pinned': 1}[version]"),
+         r"copies only the batches the loop reaches"),
         ("returns a float",
          _sync_points("    return float({'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * n_batches + 1, 'pinned': 1}[version])"),
          r"an int"),
