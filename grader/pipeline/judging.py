@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import importlib
 import math
-import multiprocessing
+import os
 import re
 import statistics
 import threading
@@ -184,28 +184,95 @@ def _safe_str(exc: BaseException) -> str:
 # --- judging in a process of its own -------------------------------------------------------------
 
 GRADER_ERROR = "GraderError"  # a failure outside the submission (the grader's own limit, an overloaded machine)
-_forkserver = None
-_forkserver_lock = threading.Lock()
+_server: dict = {}
+_server_lock = threading.Lock()
 
 
-def _context():
-    """The forkserver every isolated verdict forks from: torch and the course's checks imported once, before any thread."""
-    global _forkserver
-    with _forkserver_lock:
-        if _forkserver is None:
-            context = multiprocessing.get_context("forkserver")
-            folder = Path(__file__).resolve().parents[1] / "checks"
-            lessons = sorted(f"grader.checks.{p.stem}" for p in folder.glob("lesson*.py"))
-            context.set_forkserver_preload(["torch", "grader.pipeline.judging", *lessons])
-            _forkserver = context
-        return _forkserver
+def _server_path() -> str:
+    """The socket of this grader's judge server, started once (torch and the course's checks imported there, once)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    with _server_lock:
+        proc = _server.get("proc")
+        if proc is None or proc.poll() is not None:
+            folder = tempfile.mkdtemp(prefix="gpu-course-judge-")  # 0700: only this grader's uid connects
+            path = os.path.join(folder, "socket")
+            code = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+                    "from grader.pipeline.judging import serve; serve(sys.argv[2])")
+            proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), path], stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + 300
+            while not os.path.exists(path + ".ready"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the grader's judge server did not start")
+                time.sleep(0.05)
+            _server.update(proc=proc, path=path)
+        return _server["path"]
 
 
-def _judge_child(conn, step: "Step | tuple[str, int]", observation, cpu_seconds: int, memory_bytes: int) -> None:
-    """In the forked judge: limits first, then decode and judge one observation; send (ename, evalue) or None."""
+def serve(path: str) -> None:
+    """The judge server: imports torch and the checks, then forks one judge per connection (python -c, see _server_path).
+
+    Single-threaded, so forking is safe; it ends with the grader (PR_SET_PDEATHSIG).
+    """
+    import ctypes
+    import signal
+    import socket
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    import torch  # noqa: F401  imported once here, shared by every fork
+
+    folder = Path(__file__).resolve().parents[1] / "checks"
+    for module in sorted(f"grader.checks.{p.stem}" for p in folder.glob("lesson*.py")):
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001  a lesson whose imports are missing here is imported by its judge
+            pass
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the kernel
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(64)
+    open(path + ".ready", "w").close()
+    while True:
+        conn, _ = server.accept()
+        if os.fork() == 0:
+            server.close()
+            try:
+                _judge_child(conn)
+            finally:
+                os._exit(0)
+        conn.close()
+
+
+def _recv_all(conn, size: int) -> bytes:
+    parts, got = [], 0
+    while got < size:
+        chunk = conn.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _judge_child(conn) -> None:
+    """In a forked judge: read the request, set the limits, decode and judge one observation, send the verdict as JSON."""
+    import json
+    import pickle
     import resource
+    import signal
 
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    size = int.from_bytes(_recv_all(conn, 8), "big")
+    step, observation, cpu_seconds, memory_bytes = pickle.loads(_recv_all(conn, size))  # from the grader itself
+
+    def out_of_time(*args):
+        raise _OutOfTime
+
+    signal.signal(signal.SIGXCPU, out_of_time)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 2))  # past the hard limit: SIGKILL
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     size = _vm_size()
     if size:
@@ -214,10 +281,17 @@ def _judge_child(conn, step: "Step | tuple[str, int]", observation, cpu_seconds:
         if isinstance(step, tuple):  # a step whose keywords do not pickle: planned again from the cell's source
             step = plan_cell(step[0])[step[1]]
         result = judge_here(step, {"ok": True, "observation": observation})
+    except _OutOfTime:
+        result = ("CheckFailed", f"judging what your code returned took more than {cpu_seconds} s of the grader's "
+                  "CPU time (an observation far bigger or odder than the check expects)")
     except BaseException as exc:  # noqa: BLE001  MemoryError while judging, say
         result = ("CheckFailed", f"the check could not judge what your code returned ({type(exc).__name__})")
-    conn.send(result)
+    conn.sendall(json.dumps(result).encode())
     conn.close()
+
+
+class _OutOfTime(BaseException):
+    """Raised in a judge at its CPU-time limit (SIGXCPU); a BaseException, so no judge's `except Exception` keeps it."""
 
 
 def _vm_size() -> int:
@@ -246,40 +320,43 @@ class Isolated:
         self.wall_seconds = wall_seconds or 60 + 6 * self.cpu_seconds
 
     def __call__(self, source: str, index: int, step: Step, reply: dict) -> tuple[str, str] | None:
-        import signal
-
+        import json
         import pickle
+        import socket
+        import time
 
-        context = _context()
         try:
             pickle.dumps(step.kwargs)
             sent: Step | tuple[str, int] = step
         except Exception:  # noqa: BLE001  a lambda in a check cell's keywords, say
             sent = (source, index)
-        mine, theirs = context.Pipe(duplex=False)
-        process = context.Process(target=_judge_child, daemon=True, args=(
-            theirs, sent, reply.get("observation"), self.cpu_seconds, self.memory_bytes))
-        process.start()
-        theirs.close()
-        result, got, answered = None, False, False
+        request = pickle.dumps((sent, reply.get("observation"), self.cpu_seconds, self.memory_bytes))
+        deadline = time.monotonic() + self.wall_seconds
+        data = b""
         try:
-            answered = mine.poll(self.wall_seconds)
-            if answered:
-                try:
-                    result, got = mine.recv(), True
-                except (EOFError, OSError):
-                    pass
-        finally:
-            mine.close()
-            if process.is_alive() and not got:
-                process.kill()
-            process.join(10)
-        if got:
-            return result
-        if not answered:
-            return GRADER_ERROR, (f"the grader could not judge this check within {self.wall_seconds:g} s of wall time "
-                                  "(the grading machine was overloaded); it is graded again on the next run")
-        if process.exitcode == -signal.SIGXCPU:
-            return "CheckFailed", (f"judging what your code returned took more than {self.cpu_seconds} s of the "
-                                   "grader's CPU time (an observation far bigger or odder than the check expects)")
-        return "CheckFailed", f"judging what your code returned crashed the judge (exit status {process.exitcode})"
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(_server_path())
+                conn.sendall(len(request).to_bytes(8, "big") + request)
+                conn.shutdown(socket.SHUT_WR)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return GRADER_ERROR, (f"the grader could not judge this check within {self.wall_seconds:g} s "
+                                              "of wall time (the grading machine was overloaded); it is graded again "
+                                              "on the next run")
+                    conn.settimeout(left)
+                    try:
+                        chunk = conn.recv(1 << 16)
+                    except socket.timeout:
+                        continue
+                    if not chunk:
+                        break
+                    data += chunk
+        except OSError as exc:
+            return GRADER_ERROR, f"the grader could not start a judge ({exc}); it is graded again on the next run"
+        try:
+            result = json.loads(data)
+        except ValueError:
+            return "CheckFailed", (f"judging what your code returned was stopped: it took more than "
+                                   f"{self.cpu_seconds} s of the grader's CPU time or more memory than a judge may have")
+        return None if result is None else (str(result[0]), str(result[1]))
