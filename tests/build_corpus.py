@@ -472,12 +472,12 @@ MANY_TYPES = """def matmul_flops(n):
 LONG_LIST = "def matmul_flops(n):\n    return [0] * 60000\n"
 LONG_TEXT = "def matmul_flops(n):\n    return '=\\x00\\r\\n\"' * 50000 + 'end'\n"
 OVER_CAP = "def matmul_flops(n):\n    return 'x' * 5_000_000\n"
-GIANT_LINE = """import os
+GIANT_LINE = """import os, stat
 def matmul_flops(n):
-    for fd in range(3, 64):
+    for fd in range(3, 64):  # every pipe it holds, the result pipe among them
         try:
-            os.write(fd, b'{"nonce": ' + b'[' * (20 << 20))
-            os.write(fd, b'\\n')
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, b'{"nonce": ' + b'[' * (6 << 20) + b'\\n')
         except OSError:
             pass
     return 2 * n**3

@@ -96,9 +96,13 @@ class Group:
         self.folders = folders  # controller (or "v2") -> folder
         self.version = version
 
+    def procs_files(self) -> list[str]:
+        """The cgroup.procs files a process writes its pid to, to join this group."""
+        return sorted({str(f / "cgroup.procs") for f in self.folders.values()})
+
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` started from a shell that first moves itself into this group (then execs, so the pid stays)."""
-        procs = sorted({str(f / "cgroup.procs") for f in self.folders.values()})
+        procs = self.procs_files()
         script = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
         return ["/bin/sh", "-c", script, "sh", *procs, "--", *argv]
 
@@ -238,6 +242,22 @@ def _parent_name() -> str:
     return f"gpu-course-grader-{os.getpid()}-{os.urandom(2).hex()}"
 
 
+def _sweep(folder: Path) -> None:
+    """Remove the empty groups a grader left in `folder` when it was killed (its pid no longer runs)."""
+    for stale in folder.glob("gpu-course-grader-*"):
+        pid = stale.name.split("-")[3]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            for child in [p for p in stale.iterdir() if p.is_dir()]:
+                try:
+                    child.rmdir()
+                except OSError:
+                    pass
+            try:
+                stale.rmdir()
+            except OSError:
+                pass
+
+
 def _try_v1(workers: int) -> Groups | str:
     own = _own_v1()
     missing = [c for c in V1_CONTROLLERS if c not in own]
@@ -247,6 +267,7 @@ def _try_v1(workers: int) -> Groups | str:
     parents = {}
     try:
         for controller, folder in own.items():
+            _sweep(folder)
             parents[controller] = folder / name
             parents[controller].mkdir()
         _write(parents["cpu"] / "cpu.shares", str(SHARES * max(1, workers)))
@@ -274,6 +295,7 @@ def _try_v2(workers: int) -> Groups | str:
                 except OSError:
                     return f"{own} holds processes this grader cannot move into a leaf group"
         _write(own / "cgroup.subtree_control", " ".join(f"+{c}" for c in V2_CONTROLLERS))
+    _sweep(own)
     parent = own / _parent_name()
     parent.mkdir()
     try:

@@ -266,7 +266,13 @@ def _judge_child(conn) -> None:
     import signal
 
     size = int.from_bytes(_recv_all(conn, 8), "big")
-    step, observation, cpu_seconds, memory_bytes = pickle.loads(_recv_all(conn, size))  # from the grader itself
+    step, observation, cpu_seconds, memory_bytes, procs = pickle.loads(_recv_all(conn, size))  # from the grader itself
+    for path in procs:  # the submission's cgroup: its judging shares its CPU weight and its memory limit
+        try:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
 
     def out_of_time(*args):
         raise _OutOfTime
@@ -319,7 +325,8 @@ class Isolated:
         self.memory_bytes = int(memory_bytes)
         self.wall_seconds = wall_seconds or 60 + 6 * self.cpu_seconds
 
-    def __call__(self, source: str, index: int, step: Step, reply: dict) -> tuple[str, str] | None:
+    def __call__(self, source: str, index: int, step: Step, reply: dict, group=None) -> tuple[str, str] | None:
+        """The verdict on one observation; with `group` (a submission's cgroup) the judge runs in it."""
         import json
         import pickle
         import socket
@@ -330,7 +337,8 @@ class Isolated:
             sent: Step | tuple[str, int] = step
         except Exception:  # noqa: BLE001  a lambda in a check cell's keywords, say
             sent = (source, index)
-        request = pickle.dumps((sent, reply.get("observation"), self.cpu_seconds, self.memory_bytes))
+        procs = group.procs_files() if group is not None else []
+        request = pickle.dumps((sent, reply.get("observation"), self.cpu_seconds, self.memory_bytes, procs))
         deadline = time.monotonic() + self.wall_seconds
         data = b""
         try:

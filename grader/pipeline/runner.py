@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import select
@@ -71,6 +73,10 @@ class _Runner:
             os.chown(workspace, uid, uid)
             os.chmod(workspace, 0o700)
         read_fd, write_fd = os.pipe()
+        try:  # a 4 MiB observation in a few reads, not 64 KiB at a time (each a round trip through a loaded scheduler)
+            fcntl.fcntl(read_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass
         # -I: the runner's own code comes from the installed grader only, never from the workspace or PYTHON* variables
         command = [sys.executable, "-I", "-B", "-u", "-m", "grader.pipeline.cellrunner", "--result-fd", str(write_fd),
                    "--memory-gib", str(settings.memory_gib), *modules]
@@ -311,6 +317,8 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     workspace = scratch / "work"
     uid = sandboxes.take_uid() if box.kind == "bwrap" or box.other_uid() else None
     group = groups.make(_memory_bytes(box, settings), box.max_processes + 8) if groups is not None else None
+    if verdict is not None and group is not None:  # its judging runs in its cgroup too
+        verdict = functools.partial(verdict, group=group)
     replies: list[dict] = []
     ran_ok: list[Cell] = []
     runner: _Runner | None = None
