@@ -52,6 +52,15 @@ def test_a_hostile_observation_is_refused_before_work_that_grows_with_it(text, w
     assert time.process_time() - start < 5  # the 400,000-entry shape took 30-60 s of one core before
 
 
+def test_legit_tensors_still_round_trip():
+    import torch
+
+    for tensor in (torch.tensor([1.0, float("inf"), float("nan")], dtype=torch.float16), torch.tensor(3),
+                   torch.zeros(0, 3), torch.tensor([[True], [False]]), torch.arange(6).reshape(1, 2, 3)):
+        back = _plain.roundtrip(tensor)
+        assert back.dtype == tensor.dtype and back.shape == tensor.shape and torch.equal(back.isnan(), tensor.isnan())
+
+
 def test_opaque_type_names_make_no_class_that_outlives_its_decode():
     gc.collect()
     before = len(_plain.Opaque.__subclasses__())

@@ -186,10 +186,12 @@ class _Decoder:
             if type(n) is not int or not 0 <= n <= MAX_TENSOR:
                 raise PlainError("bad tensor shape")
             size = min(size * n, MAX_TENSOR + 1)
-        if size != len(values) or not all(type(v) in (int, float, bool) for v in values):
+        if size != len(values):
             raise PlainError("bad tensor: its shape and values do not agree")
         dtype = _dtype(spec["dtype"])
-        self.take(len(values))
+        values = [self.decode(v, depth + 2) for v in values]  # nan and inf come as {"__float__": ...}
+        if not all(type(v) in (int, float, bool) for v in values):
+            raise PlainError("bad tensor: a value that is not a number")
         try:
             return torch.tensor(values, dtype=dtype).reshape(shape)
         except Exception as exc:  # noqa: BLE001  values the dtype cannot hold, an int too big for C
