@@ -404,7 +404,120 @@ def cases() -> dict[str, object]:
     out["forks_a_second_runner"] = _set(good, "matmul_flops", (
         "import os\nchild = os.fork()  # the child would read the grader's next request\n\n"
         "def matmul_flops(n):\n    return 2 * n**3\n"))
+    out["huge_tensor_shape"] = _set(good, "matmul_flops", HUGE_SHAPE)
+    out["many_small_values"] = _set(good, "matmul_flops", NESTED_TUPLES)
+    out["opaque_type_names_forged"] = _set(good, "matmul_flops", OPAQUE_NAMES)
+    out["opaque_type_names_returned"] = _set(good, "matmul_flops", MANY_TYPES)
+    out["busy_processes_in_own_sessions"] = _append(good, "linear_forecast", BUSY)
+    out["busy_forks_in_own_sessions"] = _append(good, "linear_forecast", BUSY_THREADS)
+    out["memory_in_many_processes"] = _append(good, "linear_forecast", MEMORY_IN_PROCESSES)
+    out["long_wrong_answer"] = _set(good, "matmul_flops", LONG_LIST)
+    out["long_answer_with_nul_and_formula"] = _set(good, "matmul_flops", LONG_TEXT)
+    out["tensor_torch_cannot_rebuild"] = _set(good, "matmul_flops", TENSOR_INT8)
+    out["tensor_int_too_big"] = _set(good, "matmul_flops", TENSOR_HUGE_INT)
+    out["kills_its_keeper_leaves_a_daemon"] = _append(good, "linear_forecast", KILL_KEEPER)
+    out["kills_every_process_it_can"] = _append(good, "linear_forecast", KILL_ALL)
+    out["observation_over_4_mib"] = _set(good, "matmul_flops", OVER_CAP)
+    out["giant_line_on_the_result_pipe"] = _set(good, "matmul_flops", GIANT_LINE)
+    for name in NEIGHBOURED:  # a good copy graded beside each: what the attack costs another student
+        out[f"{name}{NEIGHBOUR}"] = good
     return out
+
+
+NEIGHBOUR = "_neighbour"  # suffix of the good copy graded beside a hostile case (next in sorted order)
+NEIGHBOURED = ["huge_tensor_shape", "many_small_values", "opaque_type_names_forged", "opaque_type_names_returned",
+               "busy_processes_in_own_sessions", "busy_forks_in_own_sessions", "memory_in_many_processes",
+               "long_wrong_answer", "long_answer_with_nul_and_formula", "tensor_torch_cannot_rebuild",
+               "tensor_int_too_big", "kills_its_keeper_leaves_a_daemon", "kills_every_process_it_can",
+               "observation_over_4_mib", "giant_line_on_the_result_pipe"]
+
+
+# issue 21: what a submission does to the grader's side and to its neighbours (each graded beside a good copy)
+def _forge(raw: str) -> str:
+    """A matmul_flops cell whose observation reaches the grader as the raw JSON `raw` (encode bypassed), other checks untouched."""
+    return f"""import grader.checks._common as common
+import grader.checks._plain as plain
+_encode, _record = plain.encode, common.record
+def _raw(value, depth=0):
+    if isinstance(value, dict) and value.get("forged") is True:
+        return value["raw"]
+    return _encode(value, depth)
+def _forged(fn, name, cases):
+    if name == "matmul_flops":
+        return {{"forged": True, "raw": {raw}}}
+    return _record(fn, name, cases)
+plain.encode, common.record = _raw, _forged
+
+def matmul_flops(n):
+    return 2 * n**3
+"""
+
+
+def _recording(value: str) -> str:
+    """The raw JSON of a recording whose one call returned `value` (raw JSON, as Python source)."""
+    return f'{{"name": "matmul_flops", "calls": [["(4,)", {{"value": {value}}}]]}}'
+
+
+HUGE_SHAPE = _forge(_recording('{"__tensor__": {"dtype": "float32", "shape": [1000003] * 400000, "values": [1.0], '
+                               '"device": "cpu", "grad": False}}'))
+NESTED_TUPLES = _forge(_recording('{"__tuple__": [[0] * 3 for _ in range(300000)]}'))
+TENSOR_INT8 = _forge(_recording('{"__tensor__": {"dtype": "int8", "shape": [2], "values": [1000, 1e300], '
+                                '"device": "cpu", "grad": False}}'))
+TENSOR_HUGE_INT = _forge(_recording('{"__tensor__": {"dtype": "int64", "shape": [1], "values": [10**30], '
+                                    '"device": "cpu", "grad": False}}'))
+OPAQUE_NAMES = _forge(_recording('[{"__opaque__": f"m.Type{i}", "repr": "x"} for i in range(60000)]'))
+MANY_TYPES = """def matmul_flops(n):
+    return [type(f"Answer{n}_{i}", (), {})() for i in range(6000)]
+"""
+LONG_LIST = "def matmul_flops(n):\n    return [0] * 60000\n"
+LONG_TEXT = "def matmul_flops(n):\n    return '=\\x00\\r\\n\"' * 50000 + 'end'\n"
+OVER_CAP = "def matmul_flops(n):\n    return 'x' * 5_000_000\n"
+GIANT_LINE = """import os, stat
+def matmul_flops(n):
+    for fd in range(3, 64):  # every pipe it holds, the result pipe among them
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, b'{"nonce": ' + b'[' * (6 << 20) + b'\\n')
+        except OSError:
+            pass
+    return 2 * n**3
+"""
+BUSY = """
+import subprocess
+for i in range(96):  # each in a session of its own: a scheduler group each, without a cgroup
+    subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+"""
+BUSY_THREADS = """
+import os
+for i in range(48):
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            pass
+"""
+MEMORY_IN_PROCESSES = """
+import os, time
+for i in range(4):  # 4 x 1 GiB: each process under its own limit, together over the submission's
+    if os.fork() == 0:
+        try:
+            hog = b"x" * (1 << 30)
+            time.sleep(8)
+        finally:
+            os._exit(0)
+time.sleep(4)
+"""
+KILL_KEEPER = """
+import os, signal, subprocess
+subprocess.Popen(["sh", "-c", "sleep 5.33; echo late > /tmp/keeper_daemon_wrote"], start_new_session=True)
+try:
+    os.kill(os.getppid(), signal.SIGKILL)  # without bwrap: the keeper, when it runs as the same uid
+except OSError:
+    pass
+"""
+KILL_ALL = """
+import os, signal
+os.kill(-1, signal.SIGKILL)  # every process it may signal
+"""
 
 
 def _blank_then(good, grade_id: str) -> nbformat.NotebookNode:

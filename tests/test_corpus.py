@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from build_corpus import MANIFEST, ROOT, build
+from build_corpus import MANIFEST, NEIGHBOUR, ROOT, build
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.settings import Settings
 from grader.pipeline.grades import read_csv
@@ -30,7 +30,10 @@ from grader.pipeline.sandbox import bwrap_works
 
 CASES = json.loads(MANIFEST.read_text(encoding="utf-8"))
 LESSON_ID = "01_crossover"
-FAST = dict(workers=2, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0, disk_mib=128, shm_mib=16)
+# Deadlines are charged time (the submission's own: grader.pipeline.runner.Clock), so a loaded machine does not
+# use them up; three workers, as issue 21's run.
+FAST = dict(workers=3, cell_timeout=8.0, notebook_timeout=90.0, memory_gib=3.0, disk_mib=128, shm_mib=16)
+GROWTH_MIB = 400  # the most the grader's own peak memory may grow while it grades the corpus (README)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -49,7 +52,46 @@ def grade_corpus(tmp_path, sandbox: str, names: list[str]):
         else:
             shutil.rmtree(path)
     out = tmp_path / "grades"
-    return out, read_csv(grade_class(ROOT, subs, out, Settings(sandbox=sandbox, **FAST), log=lambda line: None))
+    before = _peak_rss_mib()
+    rows = read_csv(grade_class(ROOT, subs, out, Settings(sandbox=sandbox, **FAST), log=lambda line: None))
+    growth = _peak_rss_mib() - before
+    _neighbours_report(out, names, sandbox, growth)
+    assert growth < GROWTH_MIB, f"the grader's peak memory grew by {growth:.0f} MiB grading the corpus"
+    return out, rows
+
+
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _neighbours_report(out: Path, names: list[str], sandbox: str, growth: float) -> None:
+    """What each hostile case cost the good copy graded beside it: its score and its time against good ones elsewhere.
+
+    Written to test-artifacts/corpus-<sandbox>.txt; the neighbours' scores are
+    asserted by the manifest, their time ratio loosely here (the machine's
+    other load makes it noisy: README's figures come from a quiet run).
+    """
+    results = {r.parent.name: json.loads(r.read_text()) for r in (out / "results").glob("*/*.json")}
+    plain = [results[n]["seconds"] for n in names if n in results and CASES[n].get("total") == 10
+             and not n.endswith(NEIGHBOUR) and n.startswith(("good", "deleted", "duplicated", "reordered", "renamed"))]
+    base = sorted(plain)[len(plain) // 2] if plain else float("nan")
+    lines = [f"sandbox {sandbox}: good copies elsewhere: median {base:.1f} s of {len(plain)}; "
+             f"grader peak memory grew {growth:.0f} MiB; load {os.getloadavg()}"]
+    ratios = {}
+    for name in names:
+        if name.endswith(NEIGHBOUR) and name in results:
+            got = sum(r["score"] for r in results[name]["rows"])
+            ratios[name] = results[name]["seconds"] / base
+            hostile = name[: -len(NEIGHBOUR)]
+            lines.append(f"{hostile}: neighbour {got:g}/10 in {results[name]['seconds']:.1f} s "
+                         f"({ratios[name]:.2f}x); itself {results[hostile]['seconds']:.1f} s" if hostile in results else name)
+    folder = ROOT / "test-artifacts"
+    folder.mkdir(exist_ok=True)
+    (folder / f"corpus-{sandbox}.txt").write_text("\n".join(lines) + "\n")
+    slow = {n: r for n, r in ratios.items() if r > 4}  # the goal is < 2 (README's run); other load on 2 shared cores
+    assert not slow, "\n".join(lines)
 
 
 def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
@@ -68,6 +110,10 @@ def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
             continue
         total = sum(r.score for r in mine.values())
         row = mine.get(want["check"])
+        if want["total"] == -1:  # its own score depends on how the attack went: only its neighbour's is asserted
+            if not mine:
+                bad.append(f"{name}: no rows")
+            continue
         if row is None or total != want["total"] or row.status != want["status"] or not re.search(want["message"], row.message):
             bad.append(f"{name}: total {total} (want {want['total']}); {want['check']}: "
                        f"{row and row.status} {row and row.message!r} (want {want['status']} /{want['message']}/)")
@@ -84,6 +130,7 @@ def mismatches(rows, out, names: list[str], fallback: bool) -> list[str]:
 
 def test_corpus_has_enough_cases_and_is_built_fresh(tmp_path):
     assert len(CASES) >= 25
+    assert all(f"{n}{NEIGHBOUR}" in CASES for n in CASES if CASES[n].get("total") == -1)
     assert all({"total", "check", "status", "message", "why"} <= set(c) or {"skipped", "why"} <= set(c)
                for c in CASES.values())
     with warnings.catch_warnings():
@@ -114,6 +161,7 @@ def test_every_case_in_bwrap(tmp_path):
     html_case = (out / "course" / "feedback" / "html_in_message" / "01_crossover" / "01_crossover.html").read_text()
     assert "&lt;script&gt;alert" in html_case
     assert_no_formula_in_csv(out / "grades.csv")
+    assert_readable(out)
     assert_nothing_left_running(sandboxed=True)
 
 
@@ -122,6 +170,7 @@ def test_fallback_cases_without_bwrap(tmp_path):
     out, rows = grade_corpus(tmp_path, "none", names)
     bad = mismatches(rows, out, names, fallback=True)
     assert not bad, "\n".join(bad)
+    assert_readable(out)
     assert_nothing_left_running(sandboxed=False)
     assert json.loads((out / "results" / "good" / "01_crossover.json").read_text())["sandbox"] == "none"
 
@@ -132,6 +181,20 @@ def assert_no_formula_in_csv(path: Path) -> None:
         for row in csv.DictReader(f):
             for key in ("student", "lesson", "grade_id", "status", "message"):
                 assert not row[key].startswith(FORMULA_START), row
+
+
+def assert_readable(out: Path) -> None:
+    """Every file the grader wrote reads back: grades.csv by pandas and read_csv, results as JSON, the report."""
+    import pandas as pd
+
+    from grader.pipeline.report import report
+
+    frame = pd.read_csv(out / "grades.csv", keep_default_na=False)
+    assert len(frame) == len(read_csv(out / "grades.csv")) and frame["message"].str.len().max() <= 10_001
+    for path in (out / "results").glob("*/*.json"):
+        json.loads(path.read_text(encoding="utf-8"))
+    report(out)
+    assert (out / "report.md").read_text(encoding="utf-8")
 
 
 def assert_nothing_left_running(sandboxed: bool) -> None:
@@ -149,3 +212,4 @@ def assert_nothing_left_running(sandboxed: bool) -> None:
             continue
         if elsewhere == sandboxed:
             assert b"sleep 5.3" not in line or b"pytest" in line, line
+            assert b"while :; do :; done" not in line or b"pytest" in line, line

@@ -35,8 +35,8 @@ from grader.notebook import CheckFailed, NotDone
 
 
 def fail(message: str) -> None:
-    """Raise the CheckFailed a learner sees; the message names their mistake."""
-    raise CheckFailed(message)
+    """Raise the CheckFailed a learner sees; the message names their mistake (cut to MESSAGE_CHARS, see short)."""
+    raise CheckFailed(short(message))
 
 
 class Raised(Exception):
@@ -221,3 +221,27 @@ def _observe_expect(fn: Any, args: tuple = ()) -> dict:
 
 expect = Check("hidden test", _observe_expect, _judge_expect, inputs=("args",), announce=False)
 expect.__doc__ = """Hidden test: `expect(fn, args=(...), want=..., why="...")` passes when fn(*args) is `want` (same type; floats within rel)."""
+
+
+# --- messages of bounded size ----------------------------------------------------------------------
+
+MESSAGE_CHARS = 2000  # the longest message a check makes; a longer one keeps its start and its end
+
+
+def short(text: str, cap: int = MESSAGE_CHARS) -> str:
+    """`text` cut to at most `cap` characters: its start and its end (where a message says what to do), joined by '...'."""
+    text = str(text)
+    if len(text) <= cap:
+        return text
+    head = cap // 3
+    tail = cap - head - 5
+    return f"{text[:head]} ... {text[-tail:]}"
+
+
+def quote(value: Any, cap: int = 200) -> str:
+    """repr(value) for a message, cut with '...' past `cap` characters: a learner's long answer is never quoted whole."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001  a value whose repr raises
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= cap else text[:cap - 3] + "..."

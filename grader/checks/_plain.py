@@ -19,9 +19,12 @@ import math
 import numbers
 import re
 
-MAX_BYTES = 4 << 20  # an observation larger than this is refused
+MAX_BYTES = 4 << 20  # an observation larger than this (4 MiB of JSON) is refused
 MAX_DEPTH = 40
 MAX_TENSOR = 1 << 16  # elements
+MAX_DIMS = 16  # a tensor's dimensions
+MAX_NODES = 1 << 20  # values (numbers, strings, lists, dicts...) in one observation
+MAX_TYPE_NAMES = 64  # distinct type names one decode gives classes of their own; the rest are called "object"
 _NAME = re.compile(r"[A-Za-z_][\w.]{0,80}")
 
 
@@ -44,14 +47,18 @@ class Opaque:
     __hash__ = None
 
 
-_OPAQUE: dict[str, type] = {}
+def _opaque(type_name: str, text: str, classes: dict[str, type] | None = None) -> Opaque:
+    """An Opaque whose class bears the learner's type name, so messages can say what it was.
 
-
-def _opaque(type_name: str, text: str) -> Opaque:
-    """An Opaque whose class bears the learner's type name, so messages can say what it was."""
-    name = type_name if _NAME.fullmatch(type_name) else "object"
+    The classes live in `classes`, one dict per decode (never a module-level
+    cache a submission could grow), and at most MAX_TYPE_NAMES names get one.
+    """
+    classes = {} if classes is None else classes
+    name = type_name if type(type_name) is str and _NAME.fullmatch(type_name) else "object"
     short = name.rsplit(".", 1)[-1]
-    cls = _OPAQUE.get(short) or _OPAQUE.setdefault(short, type(short, (Opaque,), {"__module__": "learner"}))
+    if short not in classes and len(classes) >= MAX_TYPE_NAMES:
+        short = "object"
+    cls = classes.get(short) or classes.setdefault(short, type(short, (Opaque,), {"__module__": "learner"}))
     return cls(text[:300])
 
 
@@ -102,67 +109,101 @@ def encode(value, depth: int = 0):
 
 
 def decode(data, depth: int = 0):
-    """Plain values back from what `encode` wrote; PlainError for anything else."""
-    if depth > MAX_DEPTH:
-        raise PlainError("nested too deeply")
-    kind = type(data)
-    if data is None or kind in (bool, int, str):
-        return data
-    if kind is float:
-        return data
-    if kind is list:
-        return [decode(v, depth + 1) for v in data]
-    if kind is not dict:
-        raise PlainError(f"not plain data: {kind.__name__}")
-    if len(data) == 1 and "__float__" in data:
-        text = data["__float__"]
-        if text not in ("nan", "inf", "-inf"):
-            raise PlainError(f"bad float {text!r}")
-        return float(text)
-    if len(data) == 1 and "__tuple__" in data and type(data["__tuple__"]) is list:
-        return tuple(decode(v, depth + 1) for v in data["__tuple__"])
-    if len(data) == 1 and "__dict__" in data and type(data["__dict__"]) is list:
-        out = {}
-        for pair in data["__dict__"]:
-            if type(pair) is not list or len(pair) != 2:
-                raise PlainError("bad dict entry")
-            key = decode(pair[0], depth + 1)
-            try:
-                out[key] = decode(pair[1], depth + 1)
-            except TypeError as exc:  # an unhashable key
-                raise PlainError(f"bad dict key: {exc}") from None
-        return out
-    if len(data) == 1 and "__dtype__" in data:
-        return _dtype(data["__dtype__"])
-    if len(data) == 1 and "__tensor__" in data:
-        return _tensor(data["__tensor__"], depth)
-    if set(data) == {"__opaque__", "repr"} and type(data["__opaque__"]) is str and type(data["repr"]) is str:
-        return _opaque(data["__opaque__"], data["repr"])
-    if any(type(k) is not str or k.startswith("__") for k in data):
-        raise PlainError("a dict key that encode never writes")
-    return {k: decode(v, depth + 1) for k, v in data.items()}
+    """Plain values back from what `encode` wrote; PlainError for anything else.
+
+    Every cap (depth, number of values, tensor size and dimensions, distinct
+    type names) is checked before any work that grows with what it caps.
+    """
+    return _Decoder().decode(data, depth)
+
+
+class _Decoder:
+    """One decode's state: how many values it has taken, and the Opaque classes it made."""
+
+    def __init__(self):
+        self.nodes = 0
+        self.classes: dict[str, type] = {}
+
+    def take(self, count: int) -> None:
+        """Count `count` more values; PlainError past MAX_NODES."""
+        self.nodes += count
+        if self.nodes > MAX_NODES:
+            raise PlainError(f"more than {MAX_NODES} values in one observation")
+
+    def decode(self, data, depth: int):
+        if depth > MAX_DEPTH:
+            raise PlainError("nested too deeply")
+        self.take(1)
+        kind = type(data)
+        if data is None or kind in (bool, int, str, float):
+            return data
+        if kind is list:
+            self.take(len(data))
+            return [self.decode(v, depth + 1) for v in data]
+        if kind is not dict:
+            raise PlainError(f"not plain data: {kind.__name__}")
+        self.take(len(data))
+        if len(data) == 1 and "__float__" in data:
+            text = data["__float__"]
+            if text not in ("nan", "inf", "-inf"):
+                raise PlainError(f"bad float {str(text)[:40]!r}")
+            return float(text)
+        if len(data) == 1 and "__tuple__" in data and type(data["__tuple__"]) is list:
+            self.take(len(data["__tuple__"]))
+            return tuple(self.decode(v, depth + 1) for v in data["__tuple__"])
+        if len(data) == 1 and "__dict__" in data and type(data["__dict__"]) is list:
+            self.take(len(data["__dict__"]))
+            out = {}
+            for pair in data["__dict__"]:
+                if type(pair) is not list or len(pair) != 2:
+                    raise PlainError("bad dict entry")
+                key = self.decode(pair[0], depth + 1)
+                try:
+                    out[key] = self.decode(pair[1], depth + 1)
+                except TypeError:  # an unhashable key
+                    raise PlainError(f"bad dict key: a {type(key).__name__}") from None
+            return out
+        if len(data) == 1 and "__dtype__" in data:
+            return _dtype(data["__dtype__"])
+        if len(data) == 1 and "__tensor__" in data:
+            return self.tensor(data["__tensor__"], depth)
+        if set(data) == {"__opaque__", "repr"} and type(data["__opaque__"]) is str and type(data["repr"]) is str:
+            return _opaque(data["__opaque__"][:200], data["repr"], self.classes)
+        if any(type(k) is not str or k.startswith("__") for k in data):
+            raise PlainError("a dict key that encode never writes")
+        return {k: self.decode(v, depth + 1) for k, v in data.items()}
+
+    def tensor(self, spec, depth: int):
+        import torch
+
+        if type(spec) is not dict or set(spec) != {"dtype", "shape", "values", "device", "grad"}:
+            raise PlainError("bad tensor")
+        shape, values = spec["shape"], spec["values"]
+        if type(shape) is not list or len(shape) > MAX_DIMS or type(values) is not list or len(values) > MAX_TENSOR:
+            raise PlainError(f"bad tensor: at most {MAX_DIMS} dimensions and {MAX_TENSOR} values")
+        size = 1
+        for n in shape:  # multiplied one by one, each checked first: never a product of huge numbers
+            if type(n) is not int or not 0 <= n <= MAX_TENSOR:
+                raise PlainError("bad tensor shape")
+            size = min(size * n, MAX_TENSOR + 1)
+        if size != len(values):
+            raise PlainError("bad tensor: its shape and values do not agree")
+        dtype = _dtype(spec["dtype"])
+        values = [self.decode(v, depth + 2) for v in values]  # nan and inf come as {"__float__": ...}
+        if not all(type(v) in (int, float, bool) for v in values):
+            raise PlainError("bad tensor: a value that is not a number")
+        try:
+            return torch.tensor(values, dtype=dtype).reshape(shape)
+        except Exception as exc:  # noqa: BLE001  values the dtype cannot hold, an int too big for C
+            raise PlainError(f"bad tensor: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _dtype(name):
     import torch
 
     if type(name) is not str or not _NAME.fullmatch(name) or not isinstance(getattr(torch, name, None), torch.dtype):
-        raise PlainError(f"not a torch dtype: {name!r}")
+        raise PlainError(f"not a torch dtype: {str(name)[:40]!r}")
     return getattr(torch, name)
-
-
-def _tensor(spec, depth: int):
-    import torch
-
-    if type(spec) is not dict or set(spec) != {"dtype", "shape", "values", "device", "grad"}:
-        raise PlainError("bad tensor")
-    dtype = _dtype(spec["dtype"])
-    shape, values = spec["shape"], [decode(v, depth + 2) for v in spec["values"]] if type(spec["values"]) is list else None
-    if type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape) or values is None:
-        raise PlainError("bad tensor")
-    if len(values) > MAX_TENSOR or math.prod(shape) != len(values) or not all(type(v) in (int, float, bool) for v in values):
-        raise PlainError("bad tensor")
-    return torch.tensor(values, dtype=dtype).reshape(shape)
 
 
 def dumps(value) -> str:
@@ -179,7 +220,9 @@ def loads(text: str | bytes):
         raise PlainError(f"the observation is {len(text)} bytes; at most {MAX_BYTES} are taken")
     try:
         data = json.loads(text, parse_constant=lambda name: (_ for _ in ()).throw(PlainError(name)))
-    except (ValueError, RecursionError) as exc:
+    except PlainError:
+        raise PlainError("not JSON: NaN or Infinity") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
         raise PlainError(f"not JSON: {type(exc).__name__}") from None
     return decode(data)
 

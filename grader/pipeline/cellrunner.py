@@ -12,9 +12,12 @@ The grader (outside the sandbox) sends one request per line on stdin:
   objects named `names`, with `inputs` (plain data), and reply with the plain
   observation.
 
-It writes one JSON reply per request on file descriptor N: {"nonce", "ok",
-"ename", "evalue", "stdout", "stderr", "seconds", "observation", "changed"} ("changed": what a
-student cell replaced in builtins or the course's modules, for the summary). No hidden
+It writes one JSON reply line per request on file descriptor N: {"nonce", "ok",
+"ename", "evalue", "stdout", "stderr", "seconds", "observation_bytes", "changed"} ("changed": what a
+student cell replaced in builtins or the course's modules, for the summary); when
+"observation_bytes" is not 0, the observation follows on a line of its own, as that
+many bytes of JSON (at most grader.checks._plain.MAX_BYTES). The grader never parses
+that line: it hands it to a judge process of its own (grader.pipeline.judging). No hidden
 test and no expected value is ever sent here, and no verdict is made here:
 the grader judges each observation in its own process
 (grader.pipeline.judging), so whatever the learner's code does to this
@@ -148,7 +151,7 @@ def main(argv: list[str]) -> int:
     for line in requests:
         request = json.loads(line)
         out, err = _Capture(), _Capture()
-        error, observation = None, None
+        error, observation, observed = None, None, False
         start = time.perf_counter()
         sys.stdout, sys.stderr = out, err
         try:
@@ -156,13 +159,22 @@ def main(argv: list[str]) -> int:
                 result = shell.run_cell(request["source"], store_history=False, silent=False)
                 error = result.error_before_exec or result.error_in_exec
             else:
-                observation = _observe(request, shell.user_ns)
+                observation, observed = _observe(request, shell.user_ns), True
         except BaseException as exc:  # noqa: BLE001  anything the learner's code raised, SystemExit included
             error = exc
         finally:
             sys.stdout, sys.stderr = real_stdout, real_stderr
         if os.getpid() != runner_pid:  # a child the learner's code forked: it must not answer or read requests
             os._exit(0)
+        text = None
+        if observed and error is None:  # sent after the reply line, as JSON text of the length the reply gives
+            try:
+                text = json.dumps(observation, ensure_ascii=True, allow_nan=False)
+                if len(text) > _plain_bytes():
+                    raise ValueError(f"it is {len(text)} bytes of JSON; the grader takes at most {_plain_bytes()}")
+            except (TypeError, ValueError, RecursionError) as exc:
+                text = None
+                error = ValueError(f"the observation could not be sent: {_text(exc)}")
         reply = {
             "nonce": request["nonce"],
             "ok": error is None,
@@ -171,17 +183,18 @@ def main(argv: list[str]) -> int:
             "stdout": out.text(),
             "stderr": err.text(),
             "seconds": time.perf_counter() - start,
-            "observation": observation,
+            "observation_bytes": len(text) if text is not None else 0,
             "changed": changes.new() if request["kind"] == "student" else [],
         }
-        try:
-            text = json.dumps(reply)
-        except (TypeError, ValueError) as exc:  # an observation that is not JSON after all
-            text = json.dumps({**reply, "ok": False, "ename": "PlainError", "observation": None,
-                               "evalue": f"the observation could not be sent: {exc}"})
-        results.write(text + "\n")
+        results.write(json.dumps(reply, ensure_ascii=True) + "\n" + (text + "\n" if reply["observation_bytes"] else ""))
         results.flush()
     return 0
+
+
+def _plain_bytes() -> int:
+    from grader.checks._plain import MAX_BYTES
+
+    return MAX_BYTES
 
 
 def _text(error: BaseException) -> str:

@@ -44,7 +44,9 @@ import nbformat
 
 from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.grades import CellResult, write_csv, write_gradebook
-from grader.pipeline.runner import run_cells
+from grader.pipeline.cgroups import make_groups
+from grader.pipeline.judging import Isolated
+from grader.pipeline.runner import _memory_bytes, run_cells
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import (SubmissionError, check_modules, clean, clean_text, notebook_digest, plan,
@@ -68,7 +70,7 @@ def result_path(out_dir: Path, student: str, lesson: str) -> Path:
 
 
 def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson: str,
-              box: sandboxes.Sandbox, settings: Settings) -> dict:
+              box: sandboxes.Sandbox, settings: Settings, groups=None, verdict=None) -> dict:
     """Grade one submission and write its result, executed notebook and feedback; returns the result.
 
     Whatever the submission holds, this writes a result: a submission that
@@ -82,6 +84,7 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
     path = folder / f"{lesson}.ipynb"
     digest = notebook_digest(path)
     notes: list[str] = []
+    outside = False  # a row failed for a reason outside the submission: graded again on the next run
     try:
         if (submissions / student).is_symlink():
             raise SubmissionError(f"the student folder {shown(student)} is a symlink, not followed")
@@ -93,7 +96,8 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         student_nb = read_submission(path)
         cells, plan_notes = plan(source_nb, student_nb, _release(root, lesson))
         notes += plan_notes
-        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings)]
+        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings, groups, verdict)]
+        outside = any(r.get("outside") for r in replies)
         notes += sorted({n for cell, r in zip(cells, replies) if cell.kind == "student" for n in r.get("notes", [])})
         rows = score(student, lesson, cells, replies, notes)
         executed = executed_notebook(cells, replies, rows, notes)
@@ -105,8 +109,11 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
     except Exception as exc:  # noqa: BLE001  the grader's own failure on this submission: said, and the class goes on
         rows = error_rows(student, lesson, source_nb,
                           clean_text(f"the grader failed on this submission: {type(exc).__name__}: {exc}")[:2000])
+        outside = True
     result = {"student": student, "lesson": lesson, "sha256": digest, "seconds": time.perf_counter() - start,
               "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows]}
+    if outside:
+        result["regrade"] = True
     _atomic_write(result_path(out_dir, student, lesson), json.dumps(result, indent=1))
     return result
 
@@ -134,7 +141,8 @@ def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
 def _done(out_dir: Path, submissions: Path, student: str, lesson: str) -> bool:
     """True when this submission already has a result for the same notebook bytes."""
     saved = _load(result_path(out_dir, student, lesson))
-    return saved is not None and saved.get("sha256") == notebook_digest(submissions / student / lesson / f"{lesson}.ipynb")
+    return (saved is not None and saved.get("regrade") is not True
+            and saved.get("sha256") == notebook_digest(submissions / student / lesson / f"{lesson}.ipynb"))
 
 
 def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings | None = None,
@@ -163,11 +171,24 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     if kind == "none":
         log("sandbox: none, as asked: student code can read every file the grader can, write to the disk without a "
             "quota and use the network (processes are still capped and killed); see grader/pipeline/sandbox.py")
+        problem = sandboxes.other_uid_problem()
+        if problem:
+            log(f"sandbox: none: the runner shares the grader's uid ({problem}), so it can kill its keeper; "
+                "then a process it started in a session of its own outlives it unless a cgroup holds it")
+    groups, why = make_groups(settings.workers) if settings.cgroups and todo else (None, "not asked for")
+    if todo and groups is not None:
+        log(f"cgroups: one per submission (v{groups.version}): a CPU share, {_memory_bytes(box, settings) / 1024**3:.2f} "
+            "GiB of memory (its files in memory included) and a process cap for all its processes together")
+    elif todo:
+        log(f"cgroups: none ({why}): each process of a submission has its own memory limit ({settings.memory_gib:g} GiB "
+            f"of address space), so one submission can hold up to {settings.max_processes} x that, and its processes "
+            "compete for CPU one by one; see README, 'Grading a real class'")
+    verdict = Isolated(settings.judge_seconds, int(settings.judge_memory_gib * 1024**3))
     lock, done = threading.Lock(), [0]
 
     def one(pair):
         """Grade one submission and print its line."""
-        result = grade_one(root, submissions, out_dir, *pair, box, settings)
+        result = grade_one(root, submissions, out_dir, *pair, box, settings, groups, verdict)
         got = sum(r["score"] for r in result["rows"])
         best = sum(r["max_score"] for r in result["rows"])
         with lock:
@@ -176,8 +197,12 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
         return result
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
-        list(pool.map(one, todo))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
+            list(pool.map(one, todo))
+    finally:
+        if groups is not None:
+            groups.remove()
     if todo:
         log(f"graded {len(todo)} submissions in {time.perf_counter() - start:.1f} s with {settings.workers} workers ({kind} sandbox)")
     return finish(root, out_dir, log=log)

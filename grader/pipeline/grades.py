@@ -17,8 +17,14 @@ TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message")  # score an
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's CSV-injection starts, and the escape itself
 
 
+FIELD_CHARS = 10_000  # the longest text field grades.csv holds (csv's own reader refuses fields over 131,072)
+
+
 def csv_text(value: str) -> str:
-    """A text field as grades.csv holds it: one starting like a spreadsheet formula gets a leading apostrophe."""
+    """A text field as grades.csv holds it: at most FIELD_CHARS, no NUL, and one starting like a formula gets a leading apostrophe."""
+    value = value.replace("\0", "\ufffd")
+    if len(value) > FIELD_CHARS:
+        value = value[:FIELD_CHARS // 3] + " ... " + value[-(FIELD_CHARS - FIELD_CHARS // 3 - 5):]
     return "'" + value if value.startswith(FORMULA_START) else value
 
 
@@ -57,7 +63,8 @@ def write_csv(rows: Iterable[CellResult], path: Path) -> None:
 
 
 def read_csv(path: Path) -> list[CellResult]:
-    """Grade rows back from a CSV written by write_csv."""
+    """Grade rows back from a CSV written by write_csv (or by an older grader, whose fields were not capped)."""
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
     with open(path, newline="", encoding="utf-8") as f:
         return [
             CellResult(*(csv_untext(r[k]) for k in ("student", "lesson", "grade_id")), float(r["score"]),

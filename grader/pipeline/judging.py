@@ -26,13 +26,16 @@ from __future__ import annotations
 import ast
 import importlib
 import math
+import os
 import re
 import statistics
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from grader.checks import _plain
-from grader.checks._common import Check, Raised
+from grader.checks._common import Check, Raised, short
 from grader.notebook import CheckFailed
 
 _HIDDEN_START = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS", re.M)
@@ -101,6 +104,7 @@ def plan_cell(source: str) -> list[Step]:
 
 
 Ask = Callable[[dict], tuple[str, "dict | None"]]
+Verdict = Callable[[str, int, Step, dict], "tuple[str, str] | None"]
 
 
 def _text(value, cap: int = TEXT_CAP) -> str:
@@ -108,15 +112,19 @@ def _text(value, cap: int = TEXT_CAP) -> str:
     return value[:cap] if isinstance(value, str) else ""
 
 
-def judge_cell(source: str, ask: Ask) -> tuple[str, dict]:
+def judge_cell(source: str, ask: Ask, verdict: Verdict | None = None) -> tuple[str, dict]:
     """Run a check cell: observations from the sandbox through `ask`, verdicts here.
 
     Returns (state, reply) as the runner does for any cell: state 'ok' with a
     reply whose 'ok' says whether every check passed, or 'timeout'/'died' when
-    the sandbox did not answer an observation.
+    the sandbox did not answer an observation. `verdict(source, index, step,
+    reply)` judges one observation: by default in this process (`judge_here`);
+    the class grader passes an `Isolated` one, which judges in a process of its
+    own with a CPU-time and a memory limit.
     """
+    verdict = verdict or (lambda source, index, step, reply: judge_here(step, reply))
     out, err, notes = [], [], []
-    for step in plan_cell(source):
+    for index, step in enumerate(plan_cell(source)):
         check = step.target()
         request = {"kind": "observe", "module": step.module, "check": step.check, "names": step.names,
                    "inputs": _plain.encode(check.observed(step.kwargs))}
@@ -126,18 +134,22 @@ def judge_cell(source: str, ask: Ask) -> tuple[str, dict]:
         if not step.hidden:
             out.append(_text(reply.get("stdout")))
             err.append(_text(reply.get("stderr")))
-        failure = _verdict(check, step, reply)
+        failure = verdict(source, index, step, reply) if reply.get("ok") is True else judge_here(step, reply)
         if failure is not None:
             ename, evalue = failure
-            return "ok", {"ok": False, "ename": ename, "evalue": evalue, "stdout": "".join(out),
+            return "ok", {"ok": False, "ename": ename, "evalue": short(evalue, TEXT_CAP), "stdout": "".join(out),
                           "stderr": "".join(err), "notes": notes}
         if check.announce:
             out.append(f"✓ {check.what}: all checks passed\n")
     return "ok", {"ok": True, "ename": "", "evalue": "", "stdout": "".join(out), "stderr": "".join(err), "notes": notes}
 
 
-def _verdict(check: Check, step: Step, reply: dict) -> tuple[str, str] | None:
-    """None when the check passes on what the sandbox observed, else (error name, message)."""
+def judge_here(step: Step, reply: dict) -> tuple[str, str] | None:
+    """None when the check passes on what the sandbox observed, else (error name, message); in this process.
+
+    Whatever the observation holds, this returns: an observation that cannot
+    be decoded or judged fails this one check with a message.
+    """
     if reply.get("ok") is not True:
         ename = _text(reply.get("ename"), 100) or "Error"
         evalue = _text(reply.get("evalue"))
@@ -146,14 +158,213 @@ def _verdict(check: Check, step: Step, reply: dict) -> tuple[str, str] | None:
         if ename in ("CheckFailed", "AssertionError"):
             return "CheckFailed", evalue
         return ename, f"running your code for the check raised {ename}: {evalue}"
+    check = step.target()
     try:
-        observation = _plain.decode(reply.get("observation"))
-    except (_plain.PlainError, RecursionError, TypeError, ValueError) as exc:
-        return "CheckFailed", f"the check could not read what your code returned: {exc}"
+        raw = reply.get("observation")
+        observation = _plain.loads(raw) if isinstance(raw, (str, bytes)) else _plain.decode(raw)
+    except Exception as exc:  # noqa: BLE001  PlainError, RecursionError, MemoryError...: this check fails, alone
+        return "CheckFailed", f"the check could not read what your code returned: {short(_safe_str(exc), 300)}"
     try:
         check.judge(observation, **step.kwargs)
     except (CheckFailed, Raised) as exc:
-        return "CheckFailed", str(exc)
+        return "CheckFailed", short(_safe_str(exc))
     except Exception as exc:  # noqa: BLE001  an observation of an unexpected shape: the submission's, not the course's
-        return "CheckFailed", f"the check could not read what your code returned ({type(exc).__name__}: {exc})"
+        return "CheckFailed", (f"the check could not read what your code returned ({type(exc).__name__}: "
+                               f"{short(_safe_str(exc), 300)})")
     return None
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return type(exc).__name__
+
+
+# --- judging in a process of its own -------------------------------------------------------------
+
+GRADER_ERROR = "GraderError"  # a failure outside the submission (the grader's own limit, an overloaded machine)
+_server: dict = {}
+_server_lock = threading.Lock()
+
+
+def _server_path() -> str:
+    """The socket of this grader's judge server, started once (torch and the course's checks imported there, once)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    with _server_lock:
+        proc = _server.get("proc")
+        if proc is None or proc.poll() is not None:
+            folder = tempfile.mkdtemp(prefix="gpu-course-judge-")  # 0700: only this grader's uid connects
+            path = os.path.join(folder, "socket")
+            code = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+                    "from grader.pipeline.judging import serve; serve(sys.argv[2])")
+            proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), path], stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + 300
+            while not os.path.exists(path + ".ready"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the grader's judge server did not start")
+                time.sleep(0.05)
+            _server.update(proc=proc, path=path)
+        return _server["path"]
+
+
+def serve(path: str) -> None:
+    """The judge server: imports torch and the checks, then forks one judge per connection (python -c, see _server_path).
+
+    Single-threaded, so forking is safe; it ends with the grader (PR_SET_PDEATHSIG).
+    """
+    import ctypes
+    import signal
+    import socket
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    import torch  # noqa: F401  imported once here, shared by every fork
+
+    folder = Path(__file__).resolve().parents[1] / "checks"
+    for module in sorted(f"grader.checks.{p.stem}" for p in folder.glob("lesson*.py")):
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001  a lesson whose imports are missing here is imported by its judge
+            pass
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the kernel
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(64)
+    open(path + ".ready", "w").close()
+    while True:
+        conn, _ = server.accept()
+        if os.fork() == 0:
+            server.close()
+            try:
+                _judge_child(conn)
+            finally:
+                os._exit(0)
+        conn.close()
+
+
+def _recv_all(conn, size: int) -> bytes:
+    parts, got = [], 0
+    while got < size:
+        chunk = conn.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _judge_child(conn) -> None:
+    """In a forked judge: read the request, set the limits, decode and judge one observation, send the verdict as JSON."""
+    import json
+    import pickle
+    import resource
+    import signal
+
+    size = int.from_bytes(_recv_all(conn, 8), "big")
+    step, observation, cpu_seconds, memory_bytes, procs = pickle.loads(_recv_all(conn, size))  # from the grader itself
+    for path in procs:  # the submission's cgroup: its judging shares its CPU weight and its memory limit
+        try:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
+
+    def out_of_time(*args):
+        raise _OutOfTime
+
+    signal.signal(signal.SIGXCPU, out_of_time)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 2))  # past the hard limit: SIGKILL
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    size = _vm_size()
+    if size:
+        resource.setrlimit(resource.RLIMIT_AS, (size + memory_bytes, size + memory_bytes))
+    try:
+        if isinstance(step, tuple):  # a step whose keywords do not pickle: planned again from the cell's source
+            step = plan_cell(step[0])[step[1]]
+        result = judge_here(step, {"ok": True, "observation": observation})
+    except _OutOfTime:
+        result = ("CheckFailed", f"judging what your code returned took more than {cpu_seconds} s of the grader's "
+                  "CPU time (an observation far bigger or odder than the check expects)")
+    except BaseException as exc:  # noqa: BLE001  MemoryError while judging, say
+        result = ("CheckFailed", f"the check could not judge what your code returned ({type(exc).__name__})")
+    conn.sendall(json.dumps(result).encode())
+    conn.close()
+
+
+class _OutOfTime(BaseException):
+    """Raised in a judge at its CPU-time limit (SIGXCPU); a BaseException, so no judge's `except Exception` keeps it."""
+
+
+def _vm_size() -> int:
+    """This process's address space in bytes (VmSize), 0 when /proc does not say."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            line = next(x for x in f if x.startswith(b"VmSize:"))
+        return int(line.split()[1]) * 1024
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+class Isolated:
+    """Judges each observation in a process forked for it, with a CPU-time and a memory limit.
+
+    A hostile observation can then cost at most `cpu_seconds` of one core and
+    `memory_bytes` more memory, in a process that ends with its verdict; the
+    grader's own process and other submissions' judging never wait on it.
+    `wall_seconds` is only a backstop: a judge killed by it was slowed by
+    something outside the submission, and says so (GRADER_ERROR).
+    """
+
+    def __init__(self, cpu_seconds: float = 10.0, memory_bytes: int = 1 << 30, wall_seconds: float | None = None):
+        self.cpu_seconds = max(1, int(cpu_seconds))
+        self.memory_bytes = int(memory_bytes)
+        self.wall_seconds = wall_seconds or 60 + 6 * self.cpu_seconds
+
+    def __call__(self, source: str, index: int, step: Step, reply: dict, group=None) -> tuple[str, str] | None:
+        """The verdict on one observation; with `group` (a submission's cgroup) the judge runs in it."""
+        import json
+        import pickle
+        import socket
+        import time
+
+        try:
+            pickle.dumps(step.kwargs)
+            sent: Step | tuple[str, int] = step
+        except Exception:  # noqa: BLE001  a lambda in a check cell's keywords, say
+            sent = (source, index)
+        procs = group.procs_files() if group is not None else []
+        request = pickle.dumps((sent, reply.get("observation"), self.cpu_seconds, self.memory_bytes, procs))
+        deadline = time.monotonic() + self.wall_seconds
+        data = b""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(_server_path())
+                conn.sendall(len(request).to_bytes(8, "big") + request)
+                conn.shutdown(socket.SHUT_WR)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return GRADER_ERROR, (f"the grader could not judge this check within {self.wall_seconds:g} s "
+                                              "of wall time (the grading machine was overloaded); it is graded again "
+                                              "on the next run")
+                    conn.settimeout(left)
+                    try:
+                        chunk = conn.recv(1 << 16)
+                    except socket.timeout:
+                        continue
+                    if not chunk:
+                        break
+                    data += chunk
+        except OSError as exc:
+            return GRADER_ERROR, f"the grader could not start a judge ({exc}); it is graded again on the next run"
+        try:
+            result = json.loads(data)
+        except ValueError:
+            return "CheckFailed", (f"judging what your code returned was stopped: it took more than "
+                                   f"{self.cpu_seconds} s of the grader's CPU time or more memory than a judge may have")
+        return None if result is None else (str(result[0]), str(result[1]))

@@ -1,6 +1,6 @@
 """Between the grader and a runner started without bwrap: a process cap, and no process left behind.
 
-    python -I -m grader.pipeline.keeper --max-processes N -- COMMAND...   (started by grader.pipeline.sandbox)
+    python -I -m grader.pipeline.keeper --max-processes N [--uid U] -- COMMAND...   (started by grader.pipeline.sandbox)
 
 Without bwrap there is no PID namespace whose end kills everything, and a
 child can leave its process group (setsid), so killing the group is not
@@ -10,6 +10,14 @@ descendant. It starts COMMAND, counts its descendants every few
 milliseconds, and kills them all when there are more than N (a fork bomb),
 when COMMAND ends, or when the grader asks (SIGTERM, or the grader dying:
 PR_SET_PDEATHSIG). It exits as COMMAND did (killed by the same signal).
+
+With --uid U (the grader is root), COMMAND runs as uid and gid U with no
+other groups and RLIMIT_NPROC of N, while the keeper stays root: the
+submission cannot signal the keeper (or the grader), so it cannot kill its
+way out of the watch. Without it (the grader is an ordinary user), COMMAND
+runs as the keeper's own user and can kill the keeper; it then dies with it
+(PR_SET_PDEATHSIG), but a process it started in a session of its own may be
+left behind (README says so).
 """
 
 from __future__ import annotations
@@ -88,14 +96,29 @@ def kill_all(pid: int) -> None:
 
 def main(argv: list[str]) -> int:
     """Run the command under the keeper's watch."""
-    cap, command = int(argv[1]), argv[3:]  # --max-processes N -- COMMAND...
+    split = argv.index("--")
+    options, command = argv[:split], argv[split + 1:]  # --max-processes N [--uid U] -- COMMAND...
+    cap = int(options[options.index("--max-processes") + 1])
+    uid = int(options[options.index("--uid") + 1]) if "--uid" in options else None
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     me = os.getpid()
-    child = subprocess.Popen(command, close_fds=False)
+    if uid is not None:
+        def become():  # in the child, before exec: the cap counts this uid's processes (one uid per run)
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+        child = subprocess.Popen(command, close_fds=False, preexec_fn=become)
+    else:
+        child = subprocess.Popen(command, close_fds=False)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.closerange(3, 1 << 16)  # the result pipe is the runner's alone: the grader sees its end when the runner dies

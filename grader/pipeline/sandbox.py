@@ -67,11 +67,20 @@ class Sandbox:
     shm_bytes: int = 64 * 1024**2  # /dev/shm's size (bwrap)
     max_processes: int = 128  # processes (threads count too) a run may have at once
 
+    def other_uid(self) -> bool:
+        """True when (no sandbox) the runner gets a uid of its own, so it cannot signal the grader or its keeper.
+
+        Only as root, and only where another uid can run the grader's Python
+        (a Python under /root, mode 0700, cannot): see other_uid_problem.
+        """
+        return self.kind == "none" and other_uid_problem() is None
+
     def argv(self, command: list[str], workspace: Path, uid: int | None = None) -> list[str]:
         """The full command line that runs `command` with `workspace` as its working folder."""
-        if self.kind == "none":
+        if self.kind == "none":  # as root, the keeper stays root and starts the runner as `uid`: it cannot be killed
+            who = ["--uid", str(uid)] if uid is not None else []
             return [sys.executable, "-I", "-m", "grader.pipeline.keeper", "--max-processes", str(self.max_processes),
-                    "--", *command]
+                    *who, "--", *command]
         root = os.geteuid() == 0
         args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev",
                 "--perms", "1777", "--size", str(int(self.shm_bytes)), "--tmpfs", "/dev/shm",
@@ -179,6 +188,32 @@ def uid_in_use(uid: int) -> bool:
             if wanted in line + b"\t":
                 return True
     return False
+
+
+_other_uid_problem: list[str | None] = []
+
+
+def other_uid_problem() -> str | None:
+    """Why a runner without bwrap cannot run as a uid of its own here, in words; None when it can (probed once)."""
+    import subprocess
+
+    if not _other_uid_problem:
+        if os.geteuid() != 0:
+            _other_uid_problem.append("the grader is not root")
+        else:
+            def become():
+                os.setgroups([])
+                os.setgid(PROBE_UID)
+                os.setuid(PROBE_UID)
+
+            try:
+                probe = subprocess.run([sys.executable, "-I", "-c", "import grader.pipeline.cellrunner"], cwd="/",
+                                       capture_output=True, timeout=60, preexec_fn=become)
+                why = None if probe.returncode == 0 else probe.stderr.decode("utf-8", "replace").strip()[-200:]
+            except (OSError, subprocess.SubprocessError) as exc:
+                why = str(exc)
+            _other_uid_problem.append(f"another uid cannot run the grader's Python ({why})" if why else None)
+    return _other_uid_problem[0]
 
 
 def bwrap_works() -> bool:

@@ -7,7 +7,10 @@ import re
 
 import nbformat
 
+from grader.checks._common import short
 from grader.pipeline.grades import CellResult
+
+MESSAGE_CHARS = 6000  # a row's message: the check's (at most 4,000 characters) and the grader's notes
 from grader.pipeline.submissions import Cell, _nbg
 
 
@@ -34,7 +37,7 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
             message = _reason(reply)
             if reply.get("ename") == "NameError" and failed_before:
                 message += " (" + "; ".join(failed_before[-2:]) + ")"
-        message = "; ".join([m for m in [message, *extra] if m])
+        message = short("; ".join([m for m in [message, *extra] if m]), MESSAGE_CHARS)
         rows.append(CellResult(student, lesson, cell.grade_id, got, cell.points, status, message))
     return rows
 

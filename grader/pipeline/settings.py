@@ -22,3 +22,6 @@ class Settings:
     shard: tuple[int, int] = (0, 1)  # (I, N): grade the I-th of N slices, I counted from 0
     regrade: bool = False  # grade again even where a result exists
     hide: list[Path] = field(default_factory=list)  # more folders the sandbox must hide
+    judge_seconds: float = 10.0  # CPU seconds the grader may spend judging one observation (in a process of its own)
+    judge_memory_gib: float = 1.0  # memory one judge process may add to what it starts with
+    cgroups: bool = True  # one cgroup per submission where the grader can make one (False: per-process limits only)
