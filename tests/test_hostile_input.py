@@ -413,6 +413,9 @@ def test_the_fallback_caps_processes_too():
     bomb = "import os, time\nfor i in range(400):\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)\n"
     cells = [Cell("student", "bomb", bomb), Cell("student", "b", "print('after')")]
     replies = run_cells(cells, [], _box("none"), FAST)
-    assert replies[0]["status"] == "died" and "process cap" in replies[0]["evalue"], replies[0]
+    if sandbox.other_uid_problem() is None:  # root, and another uid can run this Python: RLIMIT_NPROC stops the fork
+        assert replies[0]["status"] != "ok" and "Resource temporarily unavailable" in replies[0]["evalue"], replies[0]
+    else:  # one shared uid: the keeper counts the processes and kills them all
+        assert replies[0]["status"] == "died" and "process cap" in replies[0]["evalue"], replies[0]
     assert replies[1]["status"] == "ok"
 

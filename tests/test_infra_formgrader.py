@@ -27,7 +27,7 @@ def test_the_course_configs_name_the_patient_executor():
     assert AUTOGRADE_PREPROCESSORS[0].endswith("PatientExecute")
 
 
-def test_nbgraders_own_autograde_gives_the_same_grades_within_twice_the_course_graders_time(tmp_path):
+def test_nbgraders_own_autograde_gives_the_same_grades_without_a_widget_stall(tmp_path):
     submissions = tmp_path / "submissions"
     (submissions / "ann" / LESSON).mkdir(parents=True)
     nbformat.write(_solved_release(LESSON), str(submissions / "ann" / LESSON / f"{LESSON}.ipynb"))
@@ -39,5 +39,8 @@ def test_nbgraders_own_autograde_gives_the_same_grades_within_twice_the_course_g
     plain_seconds = time.perf_counter() - start
     assert {(r.grade_id, r.score) for r in plain} == {(r.grade_id, r.score) for r in ours}
     assert all(r.score == r.max_score for r in ours)
-    print(f"nbgrader autograde {plain_seconds:.1f} s, the course's grader {course_seconds:.1f} s")
-    assert plain_seconds < 2 * course_seconds, (plain_seconds, course_seconds)
+    report = f"nbgrader autograde {plain_seconds:.1f} s, the course's grader {course_seconds:.1f} s\n"
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    (ROOT / "test-artifacts" / "formgrader-vs-course.txt").write_text(report)  # a report: timings are not asserted
+    # nbclient#312's stall waits out nbgrader's 300 s cell timeout: a hang, far beyond any difference in speed
+    assert plain_seconds < course_seconds + 240, f"plain nbgrader stalled on a widget cell? {report}"

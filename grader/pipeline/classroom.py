@@ -163,7 +163,8 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p)]
     if len(todo) < len(pairs):
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
-    keep = [root / "grader", root / "data", Path(sys.prefix), Path(sys.base_prefix),
+    package = Path(__file__).resolve().parents[1]  # the grader that runs now: an editable install may live elsewhere
+    keep = [root / "grader", root / "data", package, package.parent / "data", Path(sys.prefix), Path(sys.base_prefix),
             *(Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages")))]  # venvs layered by .pth too
     box = sandboxes.Sandbox(kind, hide=[root, out_dir, submissions, Path.home(), *settings.hide], keep=keep,
                             disk_bytes=int(settings.disk_mib * 1024**2), shm_bytes=int(settings.shm_mib * 1024**2),

@@ -286,6 +286,9 @@ def _death(code: int | None, log: Path, start: int = 0, group=None, oom_before: 
         return "ran out of memory (the memory limit) and the Python process died"
     raised = tail.rsplit("Traceback (most recent call last):", 1)[1:]
     error = [x.strip() for x in "".join(raised).splitlines() if re.match(r"\w+(Error|Exception|Exit)\b.*?:", x)]
+    # `python -m` that cannot find the module writes no traceback: "...: Error while finding module
+    # specification for 'grader.pipeline.cellrunner' (ModuleNotFoundError: No module named 'grader.pipeline')"
+    error += re.findall(r"Error while finding module specification for \S+ \((\w+Error: [^\n]*)\)", tail)
     if error:
         return f"{error[-1][:300]} (the Python process then ended with status {code})"
     if code is not None and code < 0:
@@ -345,8 +348,10 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
             if runner is None:
                 runner = _Runner(box, workspace, modules, settings, uid, group)
                 oom_before = group.oom_kills() if group else 0
-                if runner.ready(STARTUP_SECONDS) != "ok":  # starting Python and torch: not the student's time
-                    why = _death(runner.kill(), scratch / "runner.log", runner.log_start)
+                started = runner.ready(STARTUP_SECONDS)  # starting Python and torch: not the student's time
+                if started != "ok":  # a runner that ended by itself is reaped, not killed: its own status and words
+                    code = runner.stop(grace=2.0) if started == "died" else runner.kill()
+                    why = _death(code, scratch / "runner.log", runner.log_start)
                     replies.append(_not_run(f"not run: the grader's Python did not start ({why}); graded again on "
                                             "the next run", outside=True))
                     runner, restarts = None, restarts + 1
