@@ -695,22 +695,28 @@ _SCALER_CASES = (
 )
 
 
-def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, float]]:
-    """torch.amp.GradScaler on the CPU fed a given sequence of overflows: (step applied, scale after) per step."""
+def _drive_gradscaler(steps: int, overflows, **settings) -> list[tuple[bool, float]]:
+    """torch.amp.GradScaler on the CPU for `steps` steps, step i overflowing when overflows(i, scale): (applied, scale after)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scaler = torch.amp.GradScaler("cpu", **settings)
         weight = torch.nn.Parameter(torch.ones(1))
         optimizer = torch.optim.SGD([weight], lr=0.1)
         trace = []
-        for found_inf in found_infs:
+        for i in range(steps):
             scaler.scale(torch.ones(()))  # GradScaler sets up its scale on the first scale() call
-            weight.grad = torch.full((1,), math.inf if found_inf else 1.0)
+            scale = float(scaler.get_scale())
+            weight.grad = torch.full((1,), math.inf if overflows(i, scale) else scale)  # unscaled: 1.0, a step that shows
             before = weight.detach().clone()
             scaler.step(optimizer)
             scaler.update()
             trace.append((not torch.equal(before, weight.detach()), float(scaler.get_scale())))
     return trace
+
+
+def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, float]]:
+    """torch.amp.GradScaler on the CPU fed a given sequence of overflows: (step applied, scale after) per step."""
+    return _drive_gradscaler(len(found_infs), lambda i, scale: found_infs[i], **settings)
 
 
 FORECAST_SETTINGS = dict(init_scale=2.0**30, growth_interval=10)  # the notebook's section 6 settings
@@ -720,21 +726,7 @@ _FORECAST_STEPS, _FORECAST_FROM = 210, 100  # run this long; the long run is cou
 
 def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
     """torch.amp.GradScaler on the CPU when a step overflows exactly when its scale exceeds `ceiling`: skipped, per step."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        scaler = torch.amp.GradScaler("cpu", **settings)
-        weight = torch.nn.Parameter(torch.ones(1))
-        optimizer = torch.optim.SGD([weight], lr=0.1)
-        skipped = []
-        for _ in range(steps):
-            scaler.scale(torch.ones(()))
-            scale = float(scaler.get_scale())
-            weight.grad = torch.full((1,), math.inf if scale > ceiling else scale)  # unscaled: 1.0, a step that shows
-            before = weight.detach().clone()
-            scaler.step(optimizer)
-            scaler.update()
-            skipped.append(torch.equal(before, weight.detach()))
-    return skipped
+    return [not applied for applied, _ in _drive_gradscaler(steps, lambda i, scale: scale > ceiling, **settings)]
 
 
 @functools.lru_cache(maxsize=1)
