@@ -7,6 +7,7 @@ import json
 import pytest
 from grader.pipeline.kernels import notebook_client
 
+import lesson_outputs
 from conftest import ROOT, lesson_ids, processes_tagged, read_notebook
 from grader.pipeline.release import release
 from grader.pipeline.run import run
@@ -81,6 +82,7 @@ def test_solution_runs_under_papermill(lesson, tmp_path, process_tag):
     for cell in executed.cells:
         for out in cell.get("outputs", []):
             assert out.get("name") != "stderr" or "WARNING" in out.get("text", ""), f"{lesson} wrote to stderr: {out.get('text')}"
+    lesson_outputs.check(lesson, executed)  # what it must show, not only that it ran
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -1,0 +1,130 @@
+"""What a lesson's executed solution must show, not just that it ran: claims read from papermill's outputs.
+
+`check(lesson, executed)` is called by tests/test_notebooks.py on the notebook it has just run, so
+these claims cost no extra run. Each claim finds its cell by a line of its source (cell numbers move
+when a lesson grows) and reads the outputs a learner would see. A claim guards a fix the lessons'
+second edition made: put the old cell back and its claim fails.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from typing import Callable
+
+import nbformat
+
+
+def _cell(executed: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
+    found = [c for c in executed.cells if c.cell_type == "code" and marker in c.source]
+    assert len(found) == 1, f"expected one code cell containing {marker!r}, found {len(found)}"
+    return found[0]
+
+
+def _texts(cell: nbformat.NotebookNode) -> list[str]:
+    """Everything a cell printed or displayed, as text: streams, and the text/plain of rich outputs."""
+    out = []
+    for o in cell.get("outputs", []):
+        if "text" in o:
+            out.append(o["text"])
+        elif "data" in o:
+            out.append(o["data"].get("text/markdown") or o["data"].get("text/plain", ""))
+    return out
+
+
+class _Rows(HTMLParser):
+    """The rows of every HTML table in a document, each a list of its cells' texts (th and td)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self._row, self._cell = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(self._cell.strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def _table_rows(cell: nbformat.NotebookNode) -> list[list[str]]:
+    """Rows of the HTML tables a cell displayed (pandas' text/plain wraps wide tables; its HTML does not)."""
+    parser = _Rows()
+    for o in cell.get("outputs", []):
+        parser.feed(o.get("data", {}).get("text/html", ""))
+    return parser.rows
+
+
+def _all_text(executed: nbformat.NotebookNode) -> str:
+    return "\n".join(t for c in executed.cells if c.cell_type == "code" for t in _texts(c))
+
+
+def _lesson05(executed):
+    text = _all_text(executed)
+    assert "throttl" not in text.lower(), "lesson 05 calls something throttled: power at the cap is the normal state"
+    # Section 6 without a recording: the modelled matmul sits at the power cap and diagnose calls it compute-bound.
+    table = _table_rows(_cell(executed, 'constants["cuda_context_reserve_bytes"]'))
+    matmul = [row for row in table if any("bf16 matmul 8192" in c and "(model)" in c for c in row)]
+    assert matmul, f"the modelled traces' table has no row for the 8192² bf16 matmul: {table}"
+    assert "sw_power_cap" in matmul[0] and "compute-bound" in matmul[0], (
+        f"the modelled matmul at the power cap must read sw_power_cap and compute-bound: {matmul[0]}")
+    loader = [row for row in table if any(c.startswith("starved loader") for c in row)]
+    assert loader and "waiting" in loader[0], f"the modelled starved loader must be diagnosed as waiting: {table}"
+    # Section 2: NVML's 1 s average repeats over ten 100 ms rows, and hides 0% and 100% bursts.
+    repeats = "\n".join(_texts(_cell(executed, "bursts = [(t, t + 0.3)")))
+    one_second = [line for line in repeats.splitlines() if line.startswith("busy in the last 1 s")]
+    assert one_second and all(set(re.findall(r"\d+%", line)) == {"30%"} for line in one_second), repeats
+    tenth = " ".join(line for line in repeats.splitlines() if line.startswith("busy in the last 100 ms"))
+    assert "0%" in tenth.split() and "100%" in tenth.split(), repeats
+    # Section 7: MFU measured here is a fraction of this CPU's measured peak, and the GPU's is labelled a model.
+    here = re.search(r"MFU here: ([\d.]+)%", "\n".join(_texts(_cell(executed, "here_peak = "))))
+    assert here and 0 < float(here.group(1)) < 100, "the measured MFU must print as a percentage between 0 and 100"
+    gpu = "\n".join(_texts(_cell(executed, "gpu_chip = specs.chip(model_chip)")))
+    assert "utilisation is not efficiency" in gpu, gpu
+
+
+def _lesson07(executed):
+    # Section 1: a failed rank is named, with the learner's cell line and no temporary kernel path; none is left.
+    failed = "\n".join(_texts(_cell(executed, "def one_rank_fails(rank, world):")))
+    assert "rank 1 of 2 raised ValueError" in failed and "In a notebook cell, line" in failed, failed
+    assert "ipykernel_" not in failed and "ranks still running: none" in failed, failed
+    assert "0:30:00" in failed and "10 minutes" in failed, "the group's timeouts (gloo 30 min, NCCL 10 min) must print"
+    # Section 2: beyond one node's 8 GPUs the ring runs at the network, not at NVLink.
+    priced = _cell(executed, "nets = distributed.load_networks()")
+    header, *rows = [row for row in _table_rows(priced) if len(row) == 5]
+    h100 = [row for row in rows if row[0].startswith("NVIDIA H100")]
+    assert header[1:] == ["2 GPUs", "8 GPUs", "16 GPUs", "64 GPUs"] and h100, _table_rows(priced)
+    two, eight, sixteen, sixty_four = (float(x) for x in h100[0][1:])
+    assert sixteen > 4 * eight, (f"H100: 16 GPUs priced at {sixteen} ms against {eight} ms for 8: a ring across nodes "
+                                 "must run at the network's speed, not NVLink's")
+    assert sixty_four >= sixteen, f"H100: 64 GPUs ({sixty_four} ms) cannot be faster than 16 ({sixteen} ms)"
+    said = "\n".join(_texts(priced))
+    assert "crosses the network between nodes (InfiniBand" in said, said
+    # Section 6: the memory-per-rank panels come two to a figure, readable at 1024 px.
+    panels = [int(m) for t in _texts(_cell(executed, "STAGES = (\"ddp\", \"zero1\", \"zero2\", \"zero3\")"))
+              for m in re.findall(r"<Figure size \d+x\d+ with (\d+) Axes>", t)]
+    assert panels and max(panels) <= 2 and sum(panels) == 4, f"memory per rank: panels per figure {panels}"
+
+
+CLAIMS: dict[str, Callable[[nbformat.NotebookNode], None]] = {
+    "05_reading_the_machine": _lesson05,
+    "07_data_parallel": _lesson07,
+}
+
+
+def check(lesson: str, executed: nbformat.NotebookNode) -> None:
+    """Assert what `lesson`'s executed solution must show (nothing for a lesson without claims)."""
+    claim = CLAIMS.get(lesson)
+    if claim is not None:
+        claim(executed)

@@ -1,0 +1,55 @@
+"""What every lesson's text and show cells must respect, read from the solutions' sources (no kernel)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import ROOT, lesson_ids, read_notebook
+
+LESSONS = lesson_ids()
+# A code block in the text wider than this scrolls sideways in a 1024-px window with the file browser
+# open: the end of the line (the nvidia-smi fields, a comment saying why) is out of sight.
+CODE_BLOCK_COLUMNS = 72
+
+
+def _solution(lesson: str):
+    return read_notebook(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_code_in_the_text_fits_a_1024_px_window(lesson):
+    long = []
+    for i, cell in enumerate(_solution(lesson).cells):
+        if cell.cell_type == "markdown":
+            for block in re.findall(r"```[^\n]*\n(.*?)```", cell.source, re.S):
+                long += [(i, len(line), line) for line in block.splitlines() if len(line) > CODE_BLOCK_COLUMNS]
+    assert not long, f"{lesson}: code lines in the text over {CODE_BLOCK_COLUMNS} characters: {long}"
+
+
+def _exercises(nb) -> list[str]:
+    """Names of the functions the learner writes."""
+    names = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            names += re.findall(r"^def (\w+)\(", cell.source, re.M)
+    return names
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_show_cell_calls_the_learners_function_before_it_starts_ranks(lesson):
+    """An unfinished exercise skips the cell at once, not after seconds of DDP in forked ranks."""
+    nb = _solution(lesson)
+    exercises = _exercises(nb)
+    for i, cell in enumerate(nb.cells):
+        source = cell.source
+        starts = [source.index(call) for call in ("distributed.launch(", "distributed.bucket_trace(") if call in source]
+        if cell.cell_type != "code" or "skip_if_not_done()" not in source or not starts:
+            continue
+        body = source[source.index("skip_if_not_done()"):]
+        used = [m.start() for name in exercises for m in re.finditer(rf"\b{name}\(", body)]
+        first_start = min(starts) - source.index("skip_if_not_done()")
+        assert used and min(used) < first_start, (
+            f"{lesson} cell {i}: starts ranks before it calls any of the learner's functions {exercises}: "
+            "a blank exercise would run DDP for seconds before the cell says it skipped")
