@@ -581,7 +581,8 @@ def memory_per_rank(
     `panels` maps a model's name to {strategy: {term: bytes}}; `lines` are (chip, bytes of memory).
     Each panel has its own linear GiB axis, tall enough for its bars and every line.
     """
-    fig = Figure(figsize=(min(10.0, 3.6 + 2.3 * len(panels)), 4.4), layout="constrained")
+    # 6.6 in for two panels: at its natural size (100 dpi) in a 1024-px window with the file browser open
+    fig = Figure(figsize=(min(10.0, 2.0 + 2.3 * len(panels)), 4.6), layout="constrained")
     axes = fig.subplots(1, max(len(panels), 1), squeeze=False)[0]
     styles = ["--", "-.", ":", (0, (5, 1, 1, 1))]
     for ax, (model, bars) in zip(axes, panels.items()):
@@ -593,12 +594,12 @@ def memory_per_rank(
                        label=f"{chip}: {nbytes / 2**30:.0f} GiB" if ax is axes[0] else None)
         top = max([float(bottoms.max()) if len(bottoms) else 0.0] + [nbytes / 2**30 for _, nbytes in lines])
         ax.set_ylim(0, top * 1.08 if top > 0 else 1)
-        ax.set_title(model, fontsize=10)
-        ax.tick_params(labelsize=FONT)
+        ax.set_title(model, fontsize=11)
+        ax.tick_params(labelsize=10)
         ax.tick_params(axis="x", labelrotation=30)
     axes[0].set_ylabel("GiB per rank (2³⁰ bytes)", fontsize=10)
-    fig.suptitle(title, fontsize=11)
-    fig.legend(loc="outside lower center", fontsize=FONT, ncols=2 if len(panels) >= 3 else 1, frameon=False)
+    fig.suptitle("\n".join(textwrap.wrap(title, 70)), fontsize=11)
+    fig.legend(loc="outside lower center", fontsize=10, ncols=2 if len(panels) >= 3 else 1, frameon=False)
     return fig
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.text
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -487,3 +488,37 @@ def test_figure_gallery_for_review():
     for name, fig in figures.items():
         fig.savefig(out / f"{name}.png", dpi=80)
         assert (out / f"{name}.png").stat().st_size > 1000
+
+
+# A figure shows at its natural size (100 dpi) up to the output area's width and shrinks beyond it. In a
+# 1024-px window with JupyterLab's file browser open the output area is about 660 px wide.
+OUTPUT_AREA_PX_AT_1024 = 660
+SMALLEST_TEXT_PX = 12.5  # 9 pt at its natural size
+
+
+def _smallest_text_px(fig) -> tuple[float, str]:
+    """The smallest text of `fig` in screen pixels, shown in a 1024-px window, and that text."""
+    fig.canvas.draw() if hasattr(fig.canvas, "draw") else fig.savefig(__import__("io").BytesIO())
+    scale = min(1.0, OUTPUT_AREA_PX_AT_1024 / (fig.get_figwidth() * fig.dpi))
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip() and t.get_visible()]
+    smallest = min(texts, key=lambda t: t.get_fontsize())
+    return smallest.get_fontsize() * fig.dpi / 72 * scale, smallest.get_text()
+
+
+def test_the_traces_timelines_and_memory_panels_read_at_1024_px():
+    """Lessons 05 and 07's figures, as a learner sees them in a 1024-px window: no text under 9 pt's natural size."""
+    rows = [{"t_s": t / 10, "util_pct": 50.0, "power_w": 300.0} for t in range(20)]
+    lanes = {"CPU": [("aten::mm", 0.0, 400.0), ("aten::add", 500.0, 900.0)], "GPU": [("gemm", 100.0, 800.0)]}
+    panels = {m: {s: {"kept whole on every rank": 3e9, "this rank's 1/8 of the sharded part": 1e9} for s in ("ddp", "zero3")}
+              for m in ("GPT-2 XL (1.5B)", "LLaMA-7B")}
+    figures = {
+        "smi_traces": plots.smi_traces({"matmul (model)": rows, "tiny kernels (model)": rows}, 700.0,
+                                       "utilisation and power, 100 ms samples (model: NVIDIA H100 SXM5 80GB datasheet)"),
+        "timeline": plots.timeline(lanes, "one training step of the small transformer, CPU and GPU lanes (measured here)"),
+        "loader_timelines": plots.loader_timelines({"0 workers": ([(0.01, 0.02)], 0.0, 0.05),
+                                                    "4 workers": ([(0.0, 0.02), (0.02, 0.04)], 0.0, 0.05)}, "loader"),
+        "memory_per_rank": plots.memory_per_rank(panels, [("NVIDIA H100 SXM5 80GB", 80 * 2**30)], "training state per rank"),
+    }
+    small = {name: _smallest_text_px(fig) for name, fig in figures.items()}
+    small = {name: (round(px, 1), text) for name, (px, text) in small.items() if px < SMALLEST_TEXT_PX}
+    assert not small, f"text smaller than {SMALLEST_TEXT_PX} px in a 1024-px window: {small}"
