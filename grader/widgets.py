@@ -54,8 +54,9 @@ def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], t
     kernel and saved with the notebook, so every front end shows the current figure in its place.
     """
     verdict = widgets.HTML(layout=widgets.Layout(max_width="100%"))
+    # Its own shape (not stretched to the panel's width), at most the panel's width (no margin beside it).
     figure = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", width="auto", height="auto",
-                                                               align_self="flex-start"))  # its own shape, not stretched
+                                                               align_self="flex-start", margin="0"))
 
     def redraw(*_):
         verdict.value, fig = draw()
