@@ -506,6 +506,13 @@ def test_presenting_live_full_screen(browser, tmp_path_factory):
         box.locator("img").first.evaluate("img => img.scrollIntoView({block: 'end'})")  # the figure, its legend in view
         page.wait_for_timeout(500)
         _shot(page, f"present-{PRESENTED}-live-widget-1280x800")
+        page.set_viewport_size(VIEWPORTS["1024x768"])  # a projector's narrower window: the figure still fits
+        page.wait_for_timeout(500)
+        box.locator("img").first.evaluate("img => img.scrollIntoView({block: 'end'})")
+        _shot(page, f"present-{PRESENTED}-live-widget-1024x768")
+        right = box.locator("img").first.evaluate("img => img.getBoundingClientRect().right")
+        assert right <= VIEWPORTS["1024x768"]["width"], f"the widget's figure reaches past a 1024-px window ({right} px)"
+        page.set_viewport_size(VIEWPORTS["1280x800"])
 
         _go(page, *where[uses])
         slide = page.locator(".reveal section.present section.present")
