@@ -10,7 +10,7 @@ import math
 from typing import Callable, Sequence
 
 import ipywidgets as widgets
-from IPython.display import display
+from IPython.core.pylabtools import print_figure
 
 from grader import floats, plots
 from grader.specs import Chip
@@ -44,22 +44,29 @@ def controls_row(controls: Sequence[widgets.Widget]) -> widgets.HBox:
 
 
 def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], tuple[str, object]]) -> widgets.Widget:
-    """Rows of controls, then a verdict line and a figure; `draw()` returns both and runs on every change."""
-    verdict, out = widgets.HTML(), widgets.Output()
+    """Rows of controls, then a verdict line and a figure; `draw()` returns both and runs on every change.
+
+    The figure is an Image widget holding the PNG the inline backend would show, not an Output
+    widget: an Output widget's contents live only in the front end that captured them, so a
+    notebook run by our client (it does not mimic Output widgets) saved the first figure as a
+    plain image above the controls, and a slide opened on a live kernel showed that stale image
+    while each redraw went below it, off the slide. An Image's PNG is widget state, held by the
+    kernel and saved with the notebook, so every front end shows the current figure in its place.
+    """
+    verdict = widgets.HTML(layout=widgets.Layout(max_width="100%"))
+    # Its own shape (not stretched to the panel's width), at most the panel's width (no margin beside it).
+    figure = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", width="auto", height="auto",
+                                                               align_self="flex-start", margin="0"))
 
     def redraw(*_):
         verdict.value, fig = draw()
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        figure.value = print_figure(fig, "png", bbox_inches="tight")
 
     for row in rows:
         for control in row:
             control.observe(redraw, names="value")
     redraw()
-    verdict.layout.max_width = "100%"
-    out.layout.max_width = "100%"
-    return widgets.VBox([*(controls_row(row) for row in rows), verdict, out],
+    return widgets.VBox([*(controls_row(row) for row in rows), verdict, figure],
                         layout=widgets.Layout(width="100%", max_width="100%", overflow="hidden"))
 
 

@@ -5,11 +5,12 @@ At 1280×800 and 1024×768:
   line (the show cells before it skip with a note), as the lesson's opening says;
 - a finished lesson, Run All: no error, every check passes, figures and widgets appear,
   and no control, figure or table of a widget reaches past its output area or the window;
-  a widget redraws when a control changes;
+  a widget redraws its verdict and its one figure, in place, when a control changes;
 - a presenter copy (`python -m grader run --demo`) as RISE slides: one slide per section,
   each showing no solution, no "BEGIN SOLUTION" and no hidden tests, fitting the window;
 - `make present` for one deck, its slides page at 1280×800: ↓ works without a click, a widget
-  on its slide redraws on a change, a cell that uses an exercise's answer reruns on its slide.
+  on its slide redraws its verdict and its one figure, in place, on a change, a cell that uses an
+  exercise's answer reruns on its slide.
 And a learner's second day: a second `make lab` while the first server is up reuses it.
 And without a browser: a blank release run cell by cell (nbclient), where no show cell
 fails and every error a learner meets is one short line with no frames from the package.
@@ -220,6 +221,28 @@ _CLIPPED = """() => {
 }"""
 
 
+# A widget's figures: every <img> in the output area of the cell that shows the widget `box`, whether it is the
+# widget's own and comes after the widget's last control; and the controls' chosen values, as shown.
+_FIGURES_OF = """(box) => {
+  const area = box.closest('.jp-Cell-outputArea') || box.closest('.jp-OutputArea') || box.parentElement;
+  const controls = [...box.querySelectorAll('select, input')];
+  const last = controls[controls.length - 1];
+  return {figures: [...area.querySelectorAll('img')].map(img => ({
+            src: img.src, own: box.contains(img),
+            afterControls: !!last && !!(last.compareDocumentPosition(img) & Node.DOCUMENT_POSITION_FOLLOWING)})),
+          chosen: [...box.querySelectorAll('select')].map(s => s.selectedOptions[0] ? s.selectedOptions[0].text : '')};
+}"""
+
+
+def _one_figure(box) -> str:
+    """The src of the one figure the cell showing `box` has: the widget's own, after its controls."""
+    figures = box.evaluate(_FIGURES_OF)["figures"]
+    assert len(figures) == 1 and figures[0]["own"] and figures[0]["afterControls"], \
+        f"the widget's cell should show one figure, the widget's own, after its controls: " \
+        f"{[dict(f, src=f['src'][:40] + '...') for f in figures]}"
+    return figures[0]["src"]
+
+
 # Bring an output to the top of the notebook (JupyterLab scrolls its own panel, not the page).
 _SCROLL_TO = """async (el) => {
   const panel = window.jupyterapp.shell.currentWidget;
@@ -354,13 +377,13 @@ def test_finished_lesson_shows_figures_and_widgets_that_fit(lab, browser, lesson
         clipped[size] = found["bad"]
     # the widget answers a change: its text and its figure are redrawn
     before = box.inner_text()
-    figure = box.locator("img").first
-    figure_before = figure.get_attribute("src") if figure.count() else None
+    figure_before = _one_figure(box) if box.evaluate(_FIGURES_OF)["figures"] else None  # a figure: the widget's own
     _change_first_control(box)
     page.wait_for_function("([el, before]) => el.innerText !== before", arg=[box.element_handle(), before], timeout=_ms(30))
     if figure_before is not None:
         page.wait_for_function("([el, src]) => { const img = el.querySelector('img'); return img && img.src !== src; }",
                                arg=[box.element_handle(), figure_before], timeout=_ms(30))
+        _one_figure(box)  # redrawn in its place, not added beside it
     page.close()
     assert not any(clipped.values()), f"widget parts reach past their output area or the window: {clipped}"
 
@@ -381,8 +404,11 @@ def test_presenter_slides_fit_and_show_no_answers(lab, browser, presenter_copy):
     if has_maths:
         page.locator("mjx-container").first.wait_for(state="attached", timeout=_ms(30))
     if "widget-view+json" in json.dumps(nb.cells):  # no kernel has run this deck: widgets show from their saved state
-        page.locator(".reveal .widget-vbox").first.wait_for(state="attached", timeout=_ms(30))
+        box = page.locator(".reveal .widget-vbox").first
+        box.wait_for(state="attached", timeout=_ms(30))
         assert "VBox(" not in page.locator(".reveal .slides").inner_text(), "a widget shows as its text repr"
+        box.locator("img").first.wait_for(state="attached", timeout=_ms(30))
+        _one_figure(box)  # the widget's figure is in its saved state, not a stale image beside it
     problems = []
     for size in VIEWPORTS:
         page.set_viewport_size(VIEWPORTS[size])
@@ -469,13 +495,24 @@ def test_presenting_live_full_screen(browser, tmp_path_factory):
         assert "VBox(" not in page.locator(".reveal section.present section.present").inner_text()
         box.scroll_into_view_if_needed()
         before = box.inner_text()
-        figure = box.locator("img").first.get_attribute("src") if box.locator("img").count() else None
+        figure = _one_figure(box)
         _change_first_control(box)
         page.wait_for_function("([el, before, src]) => el.innerText !== before && "
-                               "(src === null || (el.querySelector('img') && el.querySelector('img').src !== src))",
+                               "[...el.querySelectorAll('img')].some(img => img.src !== src)",
                                arg=[box.element_handle(), before, figure], timeout=_ms(30))
+        assert _one_figure(box) != figure, "the figure on the slide was not redrawn"
+        chip = box.evaluate(_FIGURES_OF)["chosen"][0]
+        assert chip.replace("\xa0", " ") in box.inner_text().replace("\xa0", " "), f"the verdict does not name {chip}"
+        box.locator("img").first.evaluate("img => img.scrollIntoView({block: 'end'})")  # the figure, its legend in view
         page.wait_for_timeout(500)
         _shot(page, f"present-{PRESENTED}-live-widget-1280x800")
+        page.set_viewport_size(VIEWPORTS["1024x768"])  # a projector's narrower window: the figure still fits
+        page.wait_for_timeout(500)
+        box.locator("img").first.evaluate("img => img.scrollIntoView({block: 'end'})")
+        _shot(page, f"present-{PRESENTED}-live-widget-1024x768")
+        right = box.locator("img").first.evaluate("img => img.getBoundingClientRect().right")
+        assert right <= VIEWPORTS["1024x768"]["width"], f"the widget's figure reaches past a 1024-px window ({right} px)"
+        page.set_viewport_size(VIEWPORTS["1280x800"])
 
         _go(page, *where[uses])
         slide = page.locator(".reveal section.present section.present")

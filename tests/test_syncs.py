@@ -207,10 +207,12 @@ def test_lesson02_plots_return_figures():
 
 def test_transfer_explorer_redraws_on_change():
     box = widgets.transfer_explorer(specs.load_chips(), lambda n, b, lat: lat + n / b, 1e-5)
-    controls, verdict = box.children[0], box.children[1]
-    before = verdict.value
+    controls, verdict, figure = box.children
+    before, drawn = verdict.value, bytes(figure.value)
+    assert drawn.startswith(b"\x89PNG"), "the figure is the panel's own widget state (a PNG), not a captured output"
     controls.children[1].value = 24  # a bigger batch
     assert verdict.value != before and "MiB" in verdict.value
+    assert bytes(figure.value) != drawn, "the figure was not redrawn"
 
 
 def test_adamw_item_on_a_device_step_counter_is_library_not_learner():
