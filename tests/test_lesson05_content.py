@@ -306,3 +306,21 @@ def test_idle_check_cases_cover_every_branch_the_lesson_teaches():
     assert any(not compute for compute, _, _, _ in cases) and any(not loading for _, loading, _, _ in cases)
     assert any(want[1] > 0 and loading for (_, loading, _, _), want in lesson05._IDLE.values())  # idle outside loading
     assert any(want == (0.0, 0.0) and loading for (_, loading, _, _), want in lesson05._IDLE.values())  # load hidden
+
+
+def test_loop_ranges_reads_a_starved_loop():
+    """profiling.loop_ranges: the compute ranges, the DataLoader's ranges and the profiled steps' window."""
+    data = loading.SlowDataset(12, item_seconds=0.0005, features=4)
+    batches = iter(loading.slow_loader(data, 3))
+
+    def step():
+        x = next(batches)[0]
+        with record_function("compute"):
+            x.sum()
+
+    loop = profiling.loop_ranges(profiling.profile_steps(step, steps=2))
+    assert len(loop["compute"]) == 2 and len(loop["loading"]) == 2
+    start, end = loop["window"]
+    for a, b in loop["compute"] + loop["loading"]:
+        assert start <= a < b <= end
+    assert sum(b - a for a, b in loop["loading"]) >= 2 * 3 * 500  # 3 items of 0.5 ms per batch, in µs
