@@ -306,6 +306,10 @@ def _judge_idle_by_cause(idle_by_cause: Callable) -> None:
         fail(f"{shown['overlap']}; you counted loading time that overlaps compute as idle: the device was busy then. "
              "The DataLoader's range runs from 20 to 70, but compute covers 20 to 30 and 60 to 70, so the device "
              "waited for data only from 30 to 60 (30), and sat idle with no batch being fetched from 90 to 100 (10).")
+    if gave("overlap", (20.0, 20.0)) and gave("touch", (5.0, 15.0)):
+        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran "
+             "(40 idle × 50% = 20). Whose fault an idle moment is depends on when it happened: idle from 30 to 60, "
+             "under the DataLoader's range, is waiting for data (30); idle from 90 to 100, under none, is not (10).")
     if gave("overlap", (30.0, 0.0)) and gave("no_loading", (0.0, 0.0)):
         fail(f"{shown['overlap']} and {shown['no_loading']}: you counted only the gaps between compute ranges. Idle "
              "time before the first compute range and after the last counts too: the window runs from start to end. "

@@ -199,6 +199,11 @@ def idle_by_cause(compute, loading, start, end):
     waiting = sum(covered(loading, a, b) for a, b in gaps)
     return waiting, sum(b - a for a, b in gaps) - waiting
 """, r"only the gaps between compute ranges"),
+        ("idle split in proportion to the loader's share (busy_fraction reused)", """
+def idle_by_cause(compute, loading, start, end):
+    idle = (1 - busy_fraction(compute, start, end)) * (end - start)
+    return idle * busy_fraction(loading, start, end), idle * (1 - busy_fraction(loading, start, end))
+""", r"in proportion to the share of the window the loader ran"),
         ("the two numbers swapped", _COVERED + """
 def idle_by_cause(compute, loading, start, end):
     idle = (end - start) - covered(compute, start, end)
