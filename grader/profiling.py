@@ -97,6 +97,19 @@ def ranges(prof: profile, main_thread_only: bool = True) -> list[dict]:
     return sorted(out, key=lambda r: (r["start_us"], r["depth"]))
 
 
+def loop_ranges(prof: profile, compute: str = "compute") -> dict:
+    """A training loop's profile as (start_us, end_us) lists: the ranges named `compute`, the DataLoader's ranges.
+
+    Returns {"compute": [...], "loading": [...], "window": (start_us, end_us)}: loading holds the
+    `enumerate(DataLoader)#...` ranges, and the window runs from the first ProfilerStep's start to the last one's end.
+    """
+    spans = ranges(prof)
+    steps = [(r["start_us"], r["end_us"]) for r in spans if r["name"].startswith("ProfilerStep")]
+    return {"compute": [(r["start_us"], r["end_us"]) for r in spans if r["name"] == compute],
+            "loading": [(r["start_us"], r["end_us"]) for r in spans if r["name"].startswith("enumerate(DataLoader)")],
+            "window": (min(a for a, _ in steps), max(b for _, b in steps)) if steps else (0.0, 0.0)}
+
+
 def device_intervals(prof: profile) -> list[tuple[float, float]]:
     """(start_us, end_us) of every kernel the device ran (CUDA profiles), from the profile's first CPU event."""
     events = list(prof.events())

@@ -115,7 +115,7 @@ def test_fixed_loader_check_leaves_no_worker_behind():
 
 @pytest.mark.parametrize("forged", [None, [], {}, {"calls": []}, [{"value": "busy"}], {"type": "DataLoader"},
                                     {"type": "DataLoader", "cpu": {}, "cuda": {}}, "busy", 0.5])
-@pytest.mark.parametrize("check", ["check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_gaps",
+@pytest.mark.parametrize("check", ["check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_by_cause",
                                    "check_fixed_loader", "check_mfu"])
 def test_judges_never_pass_a_forged_observation(check, forged):
     with pytest.raises(Exception):  # noqa: B017  CheckFailed, or any exception: the pipeline fails the check either way
@@ -199,14 +199,19 @@ def test_sorting_the_given_list_in_place_is_no_mistake():
     from notebook_cells import check_cells
 
     source = """
-def idle_gaps(ranges, min_gap_us):
-    ranges.sort()
-    gaps, reached = [], None
-    for start, end in ranges:
-        if reached is not None and start - reached >= min_gap_us and start > reached:
-            gaps.append((reached, start))
-        reached = end if reached is None else max(reached, end)
-    return gaps
+def idle_by_cause(compute, loading, start, end):
+    compute.sort()
+    loading.sort()
+    cuts = sorted({start, end, *(t for a, b in compute + loading for t in (a, b) if start < t < end)})
+    waiting = other = 0.0
+    for a, b in zip(cuts, cuts[1:]):
+        m = (a + b) / 2
+        if not any(s <= m <= e for s, e in compute):
+            if any(s <= m <= e for s, e in loading):
+                waiting += b - a
+            else:
+                other += b - a
+    return waiting, other
 
 def busy_fraction(intervals, start, end):
     intervals.sort()
@@ -223,7 +228,7 @@ def busy_fraction(intervals, start, end):
     def ask(request):
         return "ok", {"ok": True, "observation": _observe(request, ns), "stdout": "", "stderr": ""}
 
-    for grade_id in ("idle_gaps_check", "busy_fraction_check"):
+    for grade_id in ("idle_by_cause_check", "busy_fraction_check"):
         state, reply = judge_cell(check_cells(LESSON)[grade_id], ask)
         assert state == "ok" and reply["ok"], reply
 
@@ -273,3 +278,49 @@ def test_loader_chart_draws_the_busy_share_as_the_green_part_of_each_lane():
     share = sum(b.get_width() for b in green) / red[0].get_width()
     assert share == pytest.approx(3 / 11)
     assert fig.axes[0].get_xlabel().endswith("(ms)") and fig.get_size_inches()[0] * fig.dpi <= 1024
+
+
+def test_idle_exercise_asks_whose_fault_the_idle_time_is():
+    """Issue 19: idle_gaps repeated busy_fraction; idle_by_cause makes the learner tell the loader's idle time from the rest."""
+    text = _markdown()
+    assert "idle_gaps" not in text and "idle_by_cause" in text
+    assert "waiting for data" in text and "another reason" in text and "device_intervals" in text
+    exercise = text.split("**Exercise 4 (diagnose).**")[1].split("**Exercise 5")[0]
+    assert "overlap" in exercise  # the contract names the shapes; the rule for loading under compute is left to derive
+
+
+def test_idle_check_cases_cover_every_branch_the_lesson_teaches():
+    """The visible cases hold each shape a profile gives, so no mistake passes the ✓ and fails only a hidden test."""
+    cases = [case for case, _ in lesson05._IDLE.values()]
+
+    def pairs(ranges):
+        return [(a, b) for i, a in enumerate(ranges) for j, b in enumerate(ranges) if i != j]
+
+    assert any(c1[0] < l[0] < c1[1] < l[1] for compute, loading, _, _ in cases for c1 in compute for l in loading)
+    assert any(a[1] == b[0] for compute, _, _, _ in cases for a, b in pairs(compute))  # compute ranges that touch
+    assert any(a[0] < b[0] < a[1] < b[1] for compute, _, _, _ in cases for a, b in pairs(compute))  # overlapping compute
+    assert any(a[0] <= b[0] and b[1] <= a[1] for compute, _, _, _ in cases for a, b in pairs(compute))  # nested
+    assert any(list(compute) != sorted(compute) for compute, _, _, _ in cases)
+    assert any(list(loading) != sorted(loading) for _, loading, _, _ in cases)
+    assert any(a < start or b > end for compute, loading, start, end in cases for a, b in compute + loading)
+    assert any(not compute for compute, _, _, _ in cases) and any(not loading for _, loading, _, _ in cases)
+    assert any(want[1] > 0 and loading for (_, loading, _, _), want in lesson05._IDLE.values())  # idle outside loading
+    assert any(want == (0.0, 0.0) and loading for (_, loading, _, _), want in lesson05._IDLE.values())  # load hidden
+
+
+def test_loop_ranges_reads_a_starved_loop():
+    """profiling.loop_ranges: the compute ranges, the DataLoader's ranges and the profiled steps' window."""
+    data = loading.SlowDataset(12, item_seconds=0.0005, features=4)
+    batches = iter(loading.slow_loader(data, 3))
+
+    def step():
+        x = next(batches)[0]
+        with record_function("compute"):
+            x.sum()
+
+    loop = profiling.loop_ranges(profiling.profile_steps(step, steps=2))
+    assert len(loop["compute"]) == 2 and len(loop["loading"]) == 2
+    start, end = loop["window"]
+    for a, b in loop["compute"] + loop["loading"]:
+        assert start <= a < b <= end
+    assert sum(b - a for a, b in loop["loading"]) >= 2 * 3 * 500  # 3 items of 0.5 ms per batch, in µs

@@ -1,4 +1,4 @@
-"""Checks for lesson 05 (reading the machine): diagnose, busy_fraction, top_ops, idle_gaps, fixed_loader, mfu."""
+"""Checks for lesson 05 (reading the machine): diagnose, busy_fraction, top_ops, idle_by_cause, fixed_loader, mfu."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 from grader import loading
 from grader.checks._common import Check, call, close, expect, fail, is_number, recorded, require_callable, same
 
-__all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_gaps", "check_fixed_loader",
+__all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_by_cause", "check_fixed_loader",
            "loader_on", "check_mfu"]
 
 ANSWERS = ("near-oom", "waiting", "thermal", "tiny-or-memory-bound", "compute-bound")
@@ -243,68 +243,97 @@ def _judge_top_ops(top_ops: Callable) -> None:
 check_top_ops = recorded("top_ops", "top_ops", _TOP_CASES, _judge_top_ops)
 
 
-# --- idle_gaps ------------------------------------------------------------------------------------------------
+# --- idle_by_cause --------------------------------------------------------------------------------------------
+# Cases: (compute ranges, loading ranges, start, end). The answer: (idle while the loop waited for data, idle for
+# other reasons), where idle means covered by no compute range, and waiting for data means idle under a loading range.
 
-_G_SIMPLE = ([(0.0, 10.0), (15.0, 30.0), (100.0, 120.0)], 10.0)  # [(30, 100)]
-_G_UNSORTED = ([(100.0, 120.0), (0.0, 10.0), (40.0, 50.0)], 1.0)  # [(10, 40), (50, 100)]
-_G_OVERLAP = ([(0.0, 50.0), (40.0, 60.0), (80.0, 90.0)], 1.0)  # [(60, 80)]
-_G_NESTED = ([(0.0, 100.0), (10.0, 20.0), (50.0, 60.0), (130.0, 140.0)], 1.0)  # [(100, 130)]
-_G_EDGE = ([(0.0, 10.0), (20.0, 30.0)], 10.0)  # [(10, 20)]: exactly min_gap counts
-_G_EMPTY = ([], 5.0)
-_G_ONE = ([(3.0, 8.0)], 0.0)
-_G_TOUCH = ([(0.0, 10.0), (10.0, 20.0), (25.0, 30.0)], 0.0)  # [(20, 25)]: ranges that touch leave no gap
-_GAP_CASES = [_G_SIMPLE, _G_UNSORTED, _G_OVERLAP, _G_NESTED, _G_EDGE, _G_EMPTY, _G_ONE, _G_TOUCH]
-
-
-def _as_gaps(value) -> list[tuple] | None:
-    if not isinstance(value, (list, tuple)):
-        return None
-    out = []
-    for gap in value:
-        if not isinstance(gap, (list, tuple)) or len(gap) != 2 or not all(is_number(v) for v in gap):
-            return None
-        out.append((float(gap[0]), float(gap[1])))
-    return out
-
-
-def _judge_idle_gaps(idle_gaps: Callable) -> None:
-    """idle_gaps: (start, end) of every stretch of at least min_gap_us that no range covers, between the first and last."""
-    got = {i: call(idle_gaps, *case) for i, case in enumerate(_GAP_CASES)}
-    gaps = {i: _as_gaps(v) for i, v in got.items()}
-    for i, value in gaps.items():
-        if value is None:
-            fail(f"idle_gaps{_GAP_CASES[i]} returned {got[i]!r}; return a list of (start, end) tuples of numbers.")
-    if any(end < start for g in gaps.values() for start, end in g):
-        bad = next((start, end) for g in gaps.values() for start, end in g if end < start)
-        fail(f"idle_gaps returned the gap {bad}, which ends before it starts: two ranges overlapped and you reported "
-             "the overlap as a negative gap. Merge overlapping ranges first; a gap is time no range covers.")
-    if gaps[1] != [(10.0, 40.0), (50.0, 100.0)]:
-        fail(f"idle_gaps({_G_UNSORTED[0]}, 1) returned {got[1]!r}; expected [(10, 40), (50, 100)]. The ranges can "
-             "come in any order (here the last one first): sort them by start before looking for gaps.")
-    if gaps[3] != [(100.0, 130.0)]:
-        fail(f"idle_gaps({_G_NESTED[0]}, 1) returned {got[3]!r}; expected [(100, 130)]. (10, 20) and (50, 60) are "
-             "nested inside (0, 100): the device is busy until 100, so there is no gap at 20 or 60. Keep the latest "
-             "end seen so far, not the previous range's end.")
-    if gaps[2] != [(60.0, 80.0)]:
-        fail(f"idle_gaps({_G_OVERLAP[0]}, 1) returned {got[2]!r}; expected [(60, 80)]: (0, 50) and (40, 60) overlap, "
-             "so the first idle time starts at 60.")
-    if any(end == start for g in gaps.values() for start, end in g):
-        fail(f"idle_gaps({_G_TOUCH[0]}, 0) returned {got[7]!r}: a gap of length 0 where (0, 10) ends and (10, 20) "
-             "starts. Ranges that touch leave no idle time; a gap is a stretch that no range covers, so it must be "
-             "longer than 0 (and at least min_gap_us).")
-    if gaps[0] != [(30.0, 100.0)]:
-        fail(f"idle_gaps({_G_SIMPLE[0]}, 10) returned {got[0]!r}; expected [(30, 100)]: the 5 µs gap from 10 to 15 "
-             "is shorter than min_gap_us = 10 and is left out.")
-    if gaps[4] != [(10.0, 20.0)]:
-        fail(f"idle_gaps({_G_EDGE[0]}, 10) returned {got[4]!r}; a gap of exactly min_gap_us (10) counts: [(10, 20)].")
-    if gaps[7] != [(20.0, 25.0)]:
-        fail(f"idle_gaps({_G_TOUCH[0]}, 0) returned {got[7]!r}; expected [(20, 25)]: (0, 10) and (10, 20) touch, so "
-             "the device is busy from 0 to 20, idle until 25.")
-    if gaps[5] != [] or gaps[6] != []:
-        fail(f"idle_gaps returned {got[5]!r} for no ranges and {got[6]!r} for one; neither has a gap between ranges: [].")
+_I_OVERLAP = ([(0.0, 30.0), (60.0, 90.0)], [(20.0, 70.0)], 0.0, 100.0)  # (30, 10): 20-30 and 60-70 of the load overlap compute
+_I_MERGE = ([(0.0, 40.0), (30.0, 60.0)], [(50.0, 80.0)], 0.0, 100.0)  # (20, 20): compute 0-60, once
+_I_NESTED = ([(0.0, 50.0), (10.0, 20.0)], [(40.0, 45.0), (55.0, 70.0)], 0.0, 100.0)  # (15, 35): busy until 50
+_I_UNSORTED = ([(70.0, 80.0), (0.0, 10.0)], [(40.0, 60.0), (10.0, 30.0), (45.0, 55.0)], 0.0, 100.0)  # (40, 40)
+_I_SORTED = ([(0.0, 10.0), (70.0, 80.0)], [(10.0, 30.0), (40.0, 60.0), (45.0, 55.0)], 0.0, 100.0)  # the same, sorted
+_I_TOUCH = ([(0.0, 10.0), (10.0, 20.0)], [(20.0, 30.0)], 0.0, 40.0)  # (10, 10)
+_I_EDGES = ([(-20.0, 10.0), (90.0, 130.0)], [(-50.0, 0.0), (5.0, 30.0), (80.0, 120.0)], 0.0, 100.0)  # (30, 50)
+_I_NO_LOADING = ([(10.0, 20.0)], [], 0.0, 50.0)  # (0, 40): none of the idle time is the loader's
+_I_NO_COMPUTE = ([], [(2.0, 5.0)], 0.0, 10.0)  # (3, 7)
+_I_EMPTY = ([], [], 0.0, 10.0)  # (0, 10)
+_I_HIDDEN = ([(0.0, 10.0)], [(0.0, 10.0)], 0.0, 10.0)  # (0, 0): the load runs entirely under compute
+_IDLE = {  # name: (case, answer)
+    "overlap": (_I_OVERLAP, (30.0, 10.0)), "merge": (_I_MERGE, (20.0, 20.0)), "nested": (_I_NESTED, (15.0, 35.0)),
+    "unsorted": (_I_UNSORTED, (40.0, 40.0)), "sorted": (_I_SORTED, (40.0, 40.0)), "touch": (_I_TOUCH, (10.0, 10.0)),
+    "edges": (_I_EDGES, (30.0, 50.0)), "no_loading": (_I_NO_LOADING, (0.0, 40.0)),
+    "no_compute": (_I_NO_COMPUTE, (3.0, 7.0)), "empty": (_I_EMPTY, (0.0, 10.0)), "hidden": (_I_HIDDEN, (0.0, 0.0)),
+}
+_IDLE_CASES = [case for case, _ in _IDLE.values()]
 
 
-check_idle_gaps = recorded("idle_gaps", "idle_gaps", _GAP_CASES, _judge_idle_gaps)
+def _as_pair(value) -> tuple[float, float] | None:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(is_number(v) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _idle_call(case: tuple) -> str:
+    compute, load, start, end = case
+    return f"idle_by_cause({compute}, {load}, {start:g}, {end:g})"
+
+
+def _judge_idle_by_cause(idle_by_cause: Callable) -> None:
+    """idle_by_cause: (idle under a loading range, idle under none) within the window; idle = covered by no compute."""
+    raw = {name: call(idle_by_cause, *case) for name, (case, _) in _IDLE.items()}
+    got = {}
+    for name, value in raw.items():
+        got[name] = _as_pair(value)
+        if got[name] is None:
+            fail(f"{_idle_call(_IDLE[name][0])} returned {value!r}; return a tuple of two numbers: (idle time while the "
+                 "loop waited for data, idle time for other reasons).")
+
+    def gave(name: str, *answers: tuple) -> bool:
+        return any(all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got[name], a)) for a in answers)
+
+    wrong = {name for name, (_, want) in _IDLE.items() if not gave(name, want)}
+    if not wrong:
+        return
+    shown = {name: f"{_idle_call(_IDLE[name][0])} returned {raw[name]!r}" for name in _IDLE}
+    if gave("no_compute", (7.0, 3.0)) and gave("overlap", (10.0, 30.0)):
+        fail(f"{shown['no_compute']}: the two numbers are swapped. The first is the idle time under a loading range "
+             "(here 2 to 5: 3), the second the idle time under none (7).")
+    if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
+        fail(f"{shown['no_loading']}: you blamed all the idle time on the loader. Idle time outside every loading "
+             "range is not the loader's fault (Python between steps, the profiler, a log line): it is the second "
+             "number, here (0, 40).")
+    if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
+        fail(f"{shown['overlap']}; you counted loading time that overlaps compute as idle: the device was busy then. "
+             "The DataLoader's range runs from 20 to 70, but compute covers 20 to 30 and 60 to 70, so the device "
+             "waited for data only from 30 to 60 (30), and sat idle with no batch being fetched from 90 to 100 (10).")
+    if gave("overlap", (20.0, 20.0)) and gave("touch", (5.0, 15.0)):
+        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran "
+             "(40 idle × 50% = 20). Whose fault an idle moment is depends on when it happened: idle from 30 to 60, "
+             "under the DataLoader's range, is waiting for data (30); idle from 90 to 100, under none, is not (10).")
+    if gave("overlap", (30.0, 0.0)) and gave("no_loading", (0.0, 0.0)):
+        fail(f"{shown['overlap']} and {shown['no_loading']}: you counted only the gaps between compute ranges. Idle "
+             "time before the first compute range and after the last counts too: the window runs from start to end. "
+             "Expected (30, 10) and (0, 40).")
+    if "merge" in wrong and gave("merge", (10.0, 20.0), (20.0, 10.0), (10.0, 10.0)):
+        fail(f"{shown['merge']}: (0, 40) and (30, 60) overlap, and you counted 30 to 40 twice. The device is busy from "
+             "0 to 60, once: idle from 60 to 100 (40), waiting for data from 60 to 80: (20, 20).")
+    if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
+        fail(f"{shown['nested']}: (10, 20) sits inside (0, 50), and you took the device as idle from 20. It is busy "
+             "until 50: keep the latest end seen so far, not the previous range's end. Idle from 50 to 100, waiting "
+             "for data from 55 to 70: (15, 35).")
+    if "unsorted" in wrong and "sorted" not in wrong:
+        fail(f"{shown['unsorted']}, but the right answer, (40, 40), when the same ranges came sorted. A profile's "
+             "ranges come in any order: sort them yourself (by start) before walking through them.")
+    if wrong == {"edges"}:
+        fail(f"{shown['edges']}; only the part of each range between start and end counts. Clip the ranges to the "
+             "window: the device is idle from 10 to 90 (80), waiting for data from 10 to 30 and from 80 to 90: (30, 50).")
+    name = next(name for name in _IDLE if name in wrong)
+    fail(f"{shown[name]}; expected {_IDLE[name][1]}. The device is idle when no compute range covers the moment; idle "
+         "time under a loading range is the loop waiting for data (the first number), idle time under none is "
+         "something else's (the second). Loading while compute runs costs nothing: the device was busy.")
+
+
+check_idle_by_cause = recorded("idle_by_cause", "idle_by_cause", _IDLE_CASES, _judge_idle_by_cause)
 
 
 # --- fixed_loader ---------------------------------------------------------------------------------------------

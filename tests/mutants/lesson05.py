@@ -29,6 +29,32 @@ def fixed_loader(dataset, batch_size, device, step_seconds):
 
 _FIXED = ("persistent_workers=True, pin_memory=device.type == 'cuda', multiprocessing_context='fork'")
 
+_COVERED = """
+def covered(ranges, start, end):
+    total, reached = 0.0, start
+    for a, b in sorted(ranges):
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            total, reached = total + b - a, b
+    return total
+"""
+
+
+def _sweep(order: str = "sorted(compute)", reach: str = "max(reached, b)") -> str:
+    """A walk through the compute ranges that collects the idle gaps, with one line changed: each use is one mistake."""
+    return _COVERED + f"""
+def idle_by_cause(compute, loading, start, end):
+    gaps, reached = [], start
+    for a, b in {order}:
+        if a > reached:
+            gaps.append((reached, min(a, end)))
+        reached = {reach}
+    if reached < end:
+        gaps.append((reached, end))
+    waiting = sum(covered(loading, a, b) for a, b in gaps)
+    return waiting, sum(b - a for a, b in gaps) - waiting
+"""
+
 MUTANTS = {
     "diagnose_check": [
         ("nvidia-smi's memory used taken as the OOM signal", _diagnose(memory='r["smi_used_mib"] / r["total_mib"] >= 0.95'),
@@ -130,45 +156,60 @@ def top_ops(rows, n):
     return [r["name"] for r in rows if not r["is_label"]][:n]
 """, r"sorted by number of calls"),
     ],
-    "idle_gaps_check": [
-        ("input not sorted", """
-def idle_gaps(ranges, min_gap_us):
+    "idle_by_cause_check": [
+        ("loading that overlaps compute counted as idle", _COVERED + """
+def idle_by_cause(compute, loading, start, end):
+    idle = (end - start) - covered(compute, start, end)
+    waiting = covered(loading, start, end)
+    return waiting, idle - waiting
+""", r"you counted loading time that overlaps compute as idle"),
+        ("overlapping compute ranges summed, not merged", _COVERED + """
+def idle_by_cause(compute, loading, start, end):
+    busy = sum(max(0.0, min(b, end) - max(a, start)) for a, b in compute)
+    other = (end - start) - covered(compute + loading, start, end)
+    return (end - start) - busy - other, other
+""", r"you counted 30 to 40 twice"),
+        ("ranges not clipped to the window", """
+def idle_by_cause(compute, loading, start, end):
+    def covered(ranges):
+        total, reached = 0.0, float("-inf")
+        for a, b in sorted(ranges):
+            a = max(a, reached)
+            if b > a:
+                total, reached = total + b - a, b
+        return total
+    idle = (end - start) - covered(compute)
+    other = (end - start) - covered(compute + loading)
+    return idle - other, other
+""", r"Clip the ranges to the window"),
+        ("ranges walked in the order given", _sweep(order="compute"), r"sort them yourself"),
+        ("a nested range ends the busy stretch", _sweep(reach="b"), r"keep the latest end seen so far"),
+        ("every idle moment blamed on the loader", _COVERED + """
+def idle_by_cause(compute, loading, start, end):
+    return (end - start) - covered(compute, start, end), 0.0
+""", r"you blamed all the idle time on the loader"),
+        ("only the gaps between compute ranges (idle_gaps reused)", _COVERED + """
+def idle_by_cause(compute, loading, start, end):
+    ranges = sorted(compute)
     gaps, reached = [], None
-    for start, end in ranges:
-        if reached is not None and start - reached >= min_gap_us and start > reached:
-            gaps.append((reached, start))
-        reached = end if reached is None else max(reached, end)
-    return gaps
-""", r"sort them by start"),
-        ("an overlap reported as a negative gap", """
-def idle_gaps(ranges, min_gap_us):
-    ranges = sorted(ranges)
-    return [(a_end, b_start) for (_, a_end), (b_start, _) in zip(ranges, ranges[1:])
-            if b_start - a_end >= min_gap_us or b_start < a_end]
-""", r"negative gap"),
-        ("nested ranges taken as top-level", """
-def idle_gaps(ranges, min_gap_us):
-    ranges = sorted(ranges)
-    return [(a_end, b_start) for (_, a_end), (b_start, _) in zip(ranges, ranges[1:]) if b_start - a_end >= min_gap_us]
-""", r"nested inside"),
-        ("touching ranges reported as a zero-length gap", """
-def idle_gaps(ranges, min_gap_us):
-    gaps, reached = [], None
-    for start, end in sorted(ranges):
-        if reached is not None and start - reached >= min_gap_us:
-            gaps.append((reached, start))
-        reached = end if reached is None else max(reached, end)
-    return gaps
-""", r"Ranges that touch leave no idle time"),
-        ("strictly longer than min_gap_us", """
-def idle_gaps(ranges, min_gap_us):
-    gaps, reached = [], None
-    for start, end in sorted(ranges):
-        if reached is not None and start - reached > min_gap_us:
-            gaps.append((reached, start))
-        reached = end if reached is None else max(reached, end)
-    return gaps
-""", r"exactly min_gap_us"),
+    for a, b in ranges:
+        if reached is not None and a > reached:
+            gaps.append((reached, a))
+        reached = b if reached is None else max(reached, b)
+    waiting = sum(covered(loading, a, b) for a, b in gaps)
+    return waiting, sum(b - a for a, b in gaps) - waiting
+""", r"only the gaps between compute ranges"),
+        ("idle split in proportion to the loader's share (busy_fraction reused)", """
+def idle_by_cause(compute, loading, start, end):
+    idle = (1 - busy_fraction(compute, start, end)) * (end - start)
+    return idle * busy_fraction(loading, start, end), idle * (1 - busy_fraction(loading, start, end))
+""", r"in proportion to the share of the window the loader ran"),
+        ("the two numbers swapped", _COVERED + """
+def idle_by_cause(compute, loading, start, end):
+    idle = (end - start) - covered(compute, start, end)
+    other = (end - start) - covered(compute + loading, start, end)
+    return other, idle - other
+""", r"the two numbers are swapped"),
     ],
     "fixed_loader_check": [
         ("num_workers=0", _LOADER_HEAD + """
