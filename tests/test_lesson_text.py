@@ -53,3 +53,31 @@ def test_a_show_cell_calls_the_learners_function_before_it_starts_ranks(lesson):
         assert used and min(used) < first_start, (
             f"{lesson} cell {i}: starts ranks before it calls any of the learner's functions {exercises}: "
             "a blank exercise would run DDP for seconds before the cell says it skipped")
+
+
+# What a formula or a recipe looks like in a docstring (a slash alone is a unit there: FLOP/byte, bytes/s).
+_FORMULA = re.compile(
+    r"[\w)]\s*(\*\*|\*|//|·|\^)\s*[\w(]"  # a product or a power
+    r"|\)\s*/|/\s*\("  # a bracketed expression divided or dividing
+    r"|\d\(|\(\s*\w+\s*[-−+]\s*\d+\s*\)|\(\s*\d+\s*[-−+]\s*\w+\s*\)"  # 2(n-1), (p - 1), (1 - beta)
+    r"|\b\w+\s*=\s*\w"  # v_t = ...
+    r"|\b\d+ per\b"  # "16 per parameter": the figure the learner should derive
+    r"|\bthen\b|\bin order\b"  # a recipe's steps
+    r"|\b(sorted|reversed|ceil|floor|sum|max|min)\(|\bscaler\.\w+\(|\bautocast\("
+)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_stub_docstrings_state_the_contract_not_the_answer(lesson):
+    """The release's stubs: a signature, a docstring with no formula or recipe in it, and nbgrader's stub body."""
+    import ast
+
+    nb = read_notebook(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            continue
+        for node in ast.parse(cell.source).body:  # the functions and classes the learner writes
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                doc = ast.get_docstring(node) or ""
+                assert doc, f"{lesson}: {node.name} has no docstring stating its contract"
+                assert not _FORMULA.search(doc), f"{lesson}: {node.name}'s docstring gives a formula or recipe: {doc!r}"
