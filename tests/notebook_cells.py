@@ -70,3 +70,20 @@ def three_submissions(folder: Path, lesson: str, grade_id: str, mistake: str) ->
     (folder / "carol" / lesson).mkdir(parents=True)
     nbformat.write(carol, str(folder / "carol" / lesson / f"{lesson}.ipynb"))
     return folder
+
+
+def cell_index(lesson: str, predicate) -> int:
+    """Index of the one cell of the solution notebook for which `predicate(cell)` holds."""
+    found = [i for i, c in enumerate(_notebook(lesson, student=False).cells) if predicate(c)]
+    assert len(found) == 1, f"want one cell, found {len(found)}"
+    return found[0]
+
+
+def graded(grade_id: str):
+    """A cell predicate: the nbgrader cell named `grade_id`."""
+    return lambda c: _nbgrader(c).get("grade_id") == grade_id
+
+
+def shown_by(text: str):
+    """A cell predicate: a plain code cell (no nbgrader role) whose source contains `text`."""
+    return lambda c: c.cell_type == "code" and text in c.source and not _nbgrader(c)

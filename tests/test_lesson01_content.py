@@ -13,6 +13,7 @@ import torch
 from grader.pipeline.kernels import notebook_client
 
 from conftest import ROOT, read_notebook
+from notebook_cells import cell_index, graded, shown_by
 from grader import plots, specs, timing
 from grader.checks import lesson01
 from grader.pipeline.judging import plan_cell
@@ -301,28 +302,18 @@ def test_linear_forecast_judge_refuses_forged_observations():
 # --- every exercise makes the learner think (issue 20) ---------------------------------------------
 
 
-def _cell_index(predicate) -> int:
-    found = [i for i, c in enumerate(read_notebook(SOLUTION).cells) if predicate(c)]
-    assert len(found) == 1, f"want one cell, found {len(found)}"
-    return found[0]
+def _at(predicate) -> int:
+    return cell_index(LESSON, predicate)
 
 
-def _grade_id(gid: str):
-    return lambda c: c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid
-
-
-def _code_with(text: str):
-    return lambda c: c.cell_type == "code" and text in c.source and not c.get("metadata", {}).get("nbgrader")
-
-
-@pytest.mark.parametrize("prediction,shown_by", [
+@pytest.mark.parametrize("prediction,shown_in", [
     ("INTENSITY_PREDICTION", '"bf16 matmul FLOP/byte"'),
     ("COMPUTE_BOUND_N", "compute-bound from n (your functions)"),
     ("CROSSOVER_PREDICTION", "def matmul_rounds"),
     ("LINEAR_PREDICTION", "layer = torch.nn.Linear"),
 ])
-def test_each_prediction_is_written_before_the_cell_that_shows_the_answer(prediction, shown_by):
-    assert _cell_index(_grade_id(prediction)) < _cell_index(_code_with(shown_by))
+def test_each_prediction_is_written_before_the_cell_that_shows_the_answer(prediction, shown_in):
+    assert _at(graded(prediction)) < _at(shown_by(shown_in))
     check = next(c.source for c in read_notebook(SOLUTION).cells if prediction in c.source
                  and c.get("metadata", {}).get("nbgrader", {}).get("grade"))
     assert any(prediction in s.names for s in plan_cell(check) if not s.hidden), "the visible check judges it"

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import ROOT, read_notebook
+from notebook_cells import cell_index, graded, shown_by
 from grader import gpu
 from grader.checks import _plain, lesson02
 from grader.notebook import CheckFailed
@@ -159,31 +160,21 @@ def test_a_loop_that_calls_forward_directly_is_still_followed():
 # --- every exercise makes the learner think (issue 20) ---------------------------------------------
 
 
-def _index(predicate) -> int:
-    found = [i for i, c in enumerate(read_notebook(SOLUTION).cells) if predicate(c)]
-    assert len(found) == 1, f"want one cell, found {len(found)}"
-    return found[0]
-
-
-def _grade_id(gid: str):
-    return lambda c: c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid
-
-
-def _plain_code(text: str):
-    return lambda c: c.cell_type == "code" and text in c.source and not c.get("metadata", {}).get("nbgrader")
+def _at(predicate) -> int:
+    return cell_index("02_transfers", predicate)
 
 
 def test_the_probe_table_comes_after_the_quiz_and_leaves_some_lines_to_reason_out():
-    assert _index(_grade_id("SYNC_ANSWERS_check")) < _index(_plain_code("probes = {"))
+    assert _at(graded("SYNC_ANSWERS_check")) < _at(shown_by("probes = {"))
     probes = next(c.source for c in read_notebook(SOLUTION).cells if "probes = {" in c.source)
     unlisted = [label for label, line in lesson02.SYNC_SNIPPETS.items() if line.split("=")[-1].strip() not in probes]
     assert len(unlisted) >= 3, unlisted
 
 
 def test_the_counts_and_the_fix_come_after_the_exercises_they_would_answer():
-    assert _index(_grade_id("sync_points_check")) < _index(_plain_code("display(event_table(counter))"))
-    assert _index(_grade_id("train_fixed_check")) < _index(_plain_code("def train_read_once"))
-    assert _index(_grade_id("COPY_PREDICTION")) < _index(_plain_code("1000 * transfer_seconds(4096"))
+    assert _at(graded("sync_points_check")) < _at(shown_by("display(event_table(counter))"))
+    assert _at(graded("train_fixed_check")) < _at(shown_by("def train_read_once"))
+    assert _at(graded("COPY_PREDICTION")) < _at(shown_by("1000 * transfer_seconds(4096"))
 
 
 def test_sync_points_is_checked_with_fewer_steps_than_batches():

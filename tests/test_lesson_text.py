@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
 
 from conftest import ROOT, lesson_ids, read_notebook
+from notebook_cells import solution_cells
 
 LESSONS = lesson_ids()
 # A code block in the text wider than this scrolls sideways in a 1024-px window with the file browser
@@ -28,24 +30,16 @@ def test_code_in_the_text_fits_a_1024_px_window(lesson):
     assert not long, f"{lesson}: code lines in the text over {CODE_BLOCK_COLUMNS} characters: {long}"
 
 
-def _exercises(nb) -> list[str]:
-    """Names of the functions the learner writes."""
-    names = []
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            names += re.findall(r"^def (\w+)\(", cell.source, re.M)
-    return names
-
-
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_a_show_cell_calls_the_learners_function_before_it_starts_ranks(lesson):
     """An unfinished exercise skips the cell at once, not after seconds of DDP in forked ranks."""
-    nb = _solution(lesson)
-    exercises = _exercises(nb)
-    for i, cell in enumerate(nb.cells):
+    exercises = [name for source in solution_cells(lesson).values() for name in re.findall(r"^def (\w+)\(", source, re.M)]
+    for i, cell in enumerate(_solution(lesson).cells):
         source = cell.source
+        if cell.cell_type != "code" or "skip_if_not_done()" not in source:
+            continue
         starts = [source.index(call) for call in ("distributed.launch(", "distributed.bucket_trace(") if call in source]
-        if cell.cell_type != "code" or "skip_if_not_done()" not in source or not starts:
+        if not starts:
             continue
         body = source[source.index("skip_if_not_done()"):]
         used = [m.start() for name in exercises for m in re.finditer(rf"\b{name}\(", body)]
@@ -69,14 +63,9 @@ _FORMULA = re.compile(
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_stub_docstrings_state_the_contract_not_the_answer(lesson):
-    """The release's stubs: a signature, a docstring with no formula or recipe in it, and nbgrader's stub body."""
-    import ast
-
-    nb = read_notebook(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
-    for cell in nb.cells:
-        if cell.cell_type != "code" or not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            continue
-        for node in ast.parse(cell.source).body:  # the functions and classes the learner writes
+    """Every function and class of the release's stubs has a docstring, and none gives a formula or recipe."""
+    for source in solution_cells(lesson, student=True).values():
+        for node in ast.parse(source).body:  # the functions and classes the learner writes
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 doc = ast.get_docstring(node) or ""
                 assert doc, f"{lesson}: {node.name} has no docstring stating its contract"
