@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 _STYLE = {"measured": "-", "recorded": "--", "model": ":"}
 # Every label, note and legend entry is at least this big (points), so it reads on a projector.
 FONT = 9
+TITLE_COLUMNS = 70  # a title wraps here to stay inside a 6.4-in figure at 11 pt
 # Two series coincide when every shared point agrees within this fraction.
 COINCIDE_RTOL = 0.02
 
@@ -490,7 +491,7 @@ def timeline(lanes: Mapping[str, Sequence[tuple[str, float, float]]], title: str
     ax.invert_yaxis()
     ax.set_xlabel("time since the step started (ms)", fontsize=11)
     ax.tick_params(axis="x", labelsize=10)
-    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=11)
+    ax.set_title(textwrap.fill(title, TITLE_COLUMNS), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 
@@ -518,7 +519,7 @@ def smi_traces(traces: Mapping[str, Sequence[dict]], power_limit_w: float | None
         ax.tick_params(labelsize=10)
     handles, labels = util_ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=10)
-    fig.suptitle("\n".join(textwrap.wrap(title, 70)), fontsize=11)
+    fig.suptitle(textwrap.fill(title, TITLE_COLUMNS), fontsize=11)
     return fig
 
 
@@ -539,7 +540,7 @@ def loader_timelines(runs: Mapping[str, tuple[Sequence[tuple[float, float]], flo
     ax.invert_yaxis()
     ax.set_xlabel("time since the first request for a batch (ms)", fontsize=10)
     ax.tick_params(axis="x", labelsize=10)
-    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=11)
+    ax.set_title(textwrap.fill(title, TITLE_COLUMNS), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     fig.legend(loc="outside lower center", ncols=2, fontsize=10)
     return fig
@@ -598,7 +599,7 @@ def memory_per_rank(
         ax.tick_params(labelsize=10)
         ax.tick_params(axis="x", labelrotation=30)
     axes[0].set_ylabel("GiB per rank (2³⁰ bytes)", fontsize=10)
-    fig.suptitle("\n".join(textwrap.wrap(title, 70)), fontsize=11)
+    fig.suptitle(textwrap.fill(title, TITLE_COLUMNS), fontsize=11)
     fig.legend(loc="outside lower center", fontsize=10, ncols=2 if len(panels) >= 3 else 1, frameon=False)
     return fig
 
