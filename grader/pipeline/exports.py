@@ -31,12 +31,20 @@ MOODLE_HEAD = ["Username"]
 
 
 def lesson_totals(grades_csv: Path) -> tuple[list[str], dict[str, dict[str, float]], dict[str, float]]:
-    """(lessons in order, student -> lesson -> points, lesson -> points possible) from grades.csv."""
+    """(lessons in order, student -> lesson -> points, lesson -> points possible) from grades.csv.
+
+    A lesson's points are its checks' scores less the submission's late penalty
+    (on each of its rows, taken once), as nbgrader's own export counts them.
+    """
     scores: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     possible: dict[tuple[str, str], float] = defaultdict(float)
+    penalty: dict[tuple[str, str], float] = {}
     for row in read_csv(grades_csv):
         scores[row.student][row.lesson] += row.score
         possible[(row.student, row.lesson)] += row.max_score
+        penalty[(row.student, row.lesson)] = row.penalty
+    for (student, lesson), points in penalty.items():
+        scores[student][lesson] = max(0.0, scores[student][lesson] - points)
     lessons = sorted({lesson for _, lesson in possible})
     most = {lesson: max(p for (_, l), p in possible.items() if l == lesson) for lesson in lessons}
     return lessons, {s: dict(v) for s, v in sorted(scores.items())}, most
