@@ -116,6 +116,7 @@ MAX_SUBMISSION_BYTES = 64 * 1024**2  # all files of one submission
 MAX_ENTRIES = 256  # files, folders and anything else in one submission
 MAX_DEPTH = 8  # folders inside folders
 MAX_SUBMISSIONS = 50  # one student's submissions of one lesson taken in one collect (the latest by ctime)
+MAX_PAGE_BYTES = 64 * 1024**2  # a feedback page release_feedback copies
 RECORD = "collected.json"  # beside the counted submission: what collect found (deadlines.submission_facts reads it)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -363,7 +364,10 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
         from nbgrader.utils import notebook_hash
 
         exclude = set(self.coursedir.student_id_exclude.split(",")) if self.coursedir.student_id_exclude else set()
-        os.chmod(self.dest_path, 0o711)  # the instructor's folder: anyone may open a page by name, nobody may list
+        try:
+            os.chmod(self.dest_path, 0o711)  # the instructor's folder: anyone may open a page by name, nobody may list
+        except OSError:  # another instructor's: nbgrader made it 0711 too
+            pass
         pages: dict[str, list[tuple[str, Path]]] = {}
         for folder in map(Path, sorted(glob.glob(self.src_path))):
             student = folder.parent.name
@@ -381,9 +385,10 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
                                  "feedback not released to any of them")
                 continue
             student, page = found[0]
-            data = deadlines.read_small(page, 64 * 1024**2)
+            data = deadlines.read_small(page, MAX_PAGE_BYTES)
             if data is None:
-                self.log.warning(f"{_name(student)}: {_name(page.name)} is not a regular file: not released")
+                self.log.warning(f"{_name(student)}: {_name(page.name)} is not a regular file of at most "
+                                 f"{MAX_PAGE_BYTES} bytes: not released")
                 continue
             tmp = os.path.join(self.dest_path, f".{name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
