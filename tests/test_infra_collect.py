@@ -3,7 +3,7 @@
 Each attack on collect sits beside a correct student's submission: a folder
 named for another student, a notebook that is a symlink to the instructor's
 solutions, a file that is a symlink to an instructor-only file, folder names
-collect cannot take, and a FIFO in a submission. Then a class of four against
+collect cannot take, a FIFO and a file over the size limit in a submission. Then a class of four against
 a due date set the nbgrader way: an honest solution, a blank, a half-done one
 with a wrong answer (handed in late), and a late resubmission after an on-time
 partial one whose late folder carries a forged timestamp.txt and mtime.
@@ -112,6 +112,7 @@ def test_collect_takes_the_owner_never_a_symlink_and_goes_on(shared_machine):  #
                        str(inbound / made[linker] / f"{LESSON}.ipynb")])
     users.run(leaker, ["ln", "-s", str(secret), str(inbound / made[leaker] / "notes.txt")])
     users.run(piper, ["mkfifo", str(inbound / made[piper] / "pipe")])
+    users.run(piper, ["truncate", "-s", "21M", str(inbound / made[piper] / "big.bin")])  # over the 20 MB a file
     users.run(odd, ["mkdir", str(inbound / f"junk\nfake summary line {odd}")])  # no student+lesson+time at all
 
     users.run(teacher, [*nbgrader, "collect", LESSON], cwd=course, env=env, timeout=120)
@@ -122,11 +123,13 @@ def test_collect_takes_the_owner_never_a_symlink_and_goes_on(shared_machine):  #
     taken = _files(course / "course" / "submitted") + _files(course / "course" / "collected")
     assert not [p for p in taken if b"BEGIN HIDDEN TESTS" in p.read_bytes()], "hidden tests were collected"
     assert not [p for p in taken if f"instructor-only-{users.tag}".encode() in p.read_bytes()]
-    assert (submitted / piper / LESSON / f"{LESSON}.ipynb").is_file() and not (submitted / piper / LESSON / "pipe").exists()
+    assert (submitted / piper / LESSON / f"{LESSON}.ipynb").is_file()
+    assert not (submitted / piper / LESSON / "pipe").exists() and not (submitted / piper / LESSON / "big.bin").exists()
     assert (submitted / odd / LESSON / f"{LESSON}.ipynb").is_file(), "an odd folder name stopped its owner's collect"
     summary = (course / "course" / "collected" / f"summary-{LESSON}.txt").read_text()
     for words in (f"claims '{ann}' but {forger} made it", f"'{LESSON}.ipynb': a symlink, not followed",
                   "'notes.txt': a symlink, not followed", "'pipe': not a regular file or folder",
+                  "'big.bin': 22020096 bytes, over the limit",
                   "not a submission's name"):
         assert words in summary, f"{words!r} is not in the summary:\n{summary}"
     assert not [line for line in summary.splitlines() if line.startswith("fake summary line")], summary

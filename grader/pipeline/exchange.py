@@ -314,7 +314,12 @@ def collect_lesson(inbound: Path, lesson: str, submitted: Path, archive: Path, d
                              f"(at most {MAX_SUBMISSIONS} per collect: the latest are taken)")
                 entries = entries[-MAX_SUBMISSIONS:]
             folder = archive / student / lesson
-            lines += [why for _, name in entries if (why := _archive_one(inbound_fd, name, uid, folder))]
+            for _, name in entries:
+                try:
+                    why = _archive_one(inbound_fd, name, uid, folder)
+                except OSError as exc:  # the instructor's disk, say: this submission is left, the class goes on
+                    why = f"{_name(name)}: skipped: collect could not copy it ({exc.strerror})"
+                lines += [why] if why else []
             kept = _kept(folder)
             if not kept:
                 continue

@@ -16,7 +16,8 @@ GRADE_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status",
 # and the submission's dating, the same on each of its rows: its trusted time and the due date (UTC, '' if none),
 # late ('yes', 'no', '' without a time or a due date) and the late penalty (points off the lesson's total, once)
 CSV_FIELDS = GRADE_FIELDS + ["timestamp", "duedate", "late", "penalty"]
-TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message", "timestamp", "duedate", "late")  # the rest: numbers
+TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message")  # of every grades.csv, old ones too
+DATING_TEXT = ("timestamp", "duedate", "late")  # score, max_score and penalty are written as numbers
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's CSV-injection starts, and the escape itself
 
 
@@ -66,7 +67,7 @@ def write_csv(rows: Iterable[CellResult], path: Path) -> None:
         writer.writeheader()
         for r in rows:
             row = {k: getattr(r, k) for k in CSV_FIELDS}
-            writer.writerow({k: csv_text(str(v)) if k in TEXT_FIELDS else float(v) for k, v in row.items()})
+            writer.writerow({k: csv_text(str(v)) if k in TEXT_FIELDS + DATING_TEXT else float(v) for k, v in row.items()})
     os.replace(tmp, path)
 
 
