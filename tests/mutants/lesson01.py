@@ -20,6 +20,16 @@ _LINEAR_HEAD = """
 def linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):
 """
 
+def _crossover(power: int, fixed: float = 1.0, gpu: str = "specs.chip('T4').peak('fp32')") -> str:
+    """A CROSSOVER_PREDICTION solved with the work as 2n^power, the fixed cost times `fixed`, the GPU at `gpu`.
+
+    (fixed=2 gives the n of counting a multiply-add as 1 FLOP: both halve the work against the fixed cost.)
+    """
+    return ("import math\nfrom grader import specs\nfrom grader.checks import lesson01\n"
+            f"_f, _c, _g = lesson01.gpu_fixed_seconds() * {fixed}, lesson01.CROSSOVER_CPU_FLOPS, {gpu}\n"
+            f"CROSSOVER_PREDICTION = {{'n': (_f / (2 * (1 / _c - 1 / _g))) ** (1 / {power}), 'why': 'solved for n'}}")
+
+
 MUTANTS = {
     "matmul_flops_check": [
         ("one FLOP per multiply-add", "def matmul_flops(n): return n**3", r"multiply-add is two"),
@@ -175,10 +185,16 @@ def time_op(fn, sync, warmup, repeats):
             r"never called sync\(\)",
         ),
     ],
-    "crossover_size_check": [
-        ("predicts the GPU always wins", "CROSSOVER_PREDICTION = {'n': 32}", r"too small: a GPU that is faster"),
-        ("predicts with the work growing as n²", "CROSSOVER_PREDICTION = {'n': 1118}", r"far too large.*2n³ FLOPs"),
+    "CROSSOVER_PREDICTION_check": [
+        ("predicts the GPU always wins", "CROSSOVER_PREDICTION = {'n': 32, 'why': 'GPUs are fast'}",
+         r"outside the model's band"),
+        ("predicts with the work growing as n²", _crossover(2), r"n² outputs"),
+        ("predicts with the fixed cost in milliseconds", _crossover(3, fixed=1e3), r"in milliseconds"),
+        ("predicts with a multiply-add as one FLOP", _crossover(3, fixed=2.0), r"multiply-add as 1 FLOP"),
         ("prediction as a bare number", "CROSSOVER_PREDICTION = 108", r"should be a dict"),
+        ("prediction without a reason", "CROSSOVER_PREDICTION = {'n': 108}", r"needs exactly the keys"),
+    ],
+    "crossover_size_check": [
         (
             "first win, ignores a later flip back",
             """
