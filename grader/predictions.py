@@ -63,8 +63,9 @@ _SHOWN: set[tuple[str, str]] = set()  # (lesson, name) revealed in this kernel
 
 
 def path() -> Path:
-    """Where the record is: GRADER_PREDICTIONS, else predictions.json in the working folder (the notebook's)."""
-    return Path(os.environ.get(ENV_PATH) or FILE_NAME)
+    """Where the record is: predictions.json in the working folder (the notebook's); GRADER_PREDICTIONS elsewhere,
+    except while grading, when it is always the file handed in beside the notebook."""
+    return Path(FILE_NAME if grading() else os.environ.get(ENV_PATH) or FILE_NAME)
 
 
 def grading() -> bool:

@@ -110,3 +110,29 @@ def test_credit_is_a_plain_float_within_the_points():
         for fraction in (0.0, 0.5, 1.0, 7.0, -1.0):
             got = predictions.credit(2, commitment, fraction)
             assert type(got) is float and 0.0 <= got <= 2
+
+
+def _prediction_cells():
+    from conftest import lesson_ids
+    from notebook_cells import prediction_cells
+
+    for lesson in lesson_ids():
+        for grade_id, check in prediction_cells(lesson).items():
+            yield pytest.param(lesson, grade_id, check, id=f"{lesson}:{grade_id}")
+
+
+@pytest.mark.parametrize("lesson,grade_id,check", list(_prediction_cells()))
+def test_a_prediction_cell_scores_in_its_own_points_with_its_call_last(lesson, grade_id, check):
+    """nbgrader reads the last expression as points: the check's points are the cell's, and the call is its last line."""
+    import ast
+
+    import nbformat
+
+    from conftest import ROOT
+
+    nb = nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+    cell = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    assert float(cell.metadata["nbgrader"]["points"]) == check.points
+    assert check.lesson == lesson
+    last = ast.parse(cell.source).body[-1]
+    assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and "HIDDEN" not in cell.source
