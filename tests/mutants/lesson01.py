@@ -75,7 +75,7 @@ MUTANTS = {
         ("compute-bound n in elements", "COMPUTE_BOUND_N = {'fp32': 30, 'bf16': 443}", r"FLOPs per \*element\*"),
         ("bf16 elements taken as 4 bytes", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 1773}", r"counts 4 bytes per element"),
         ("tensor cores compute-bound sooner", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 60}",
-         r"no later than fp32.*balance point moves up"),
+         r"no later than an fp32.*balance point moves up"),
         ("the balance point taken as n", "COMPUTE_BOUND_N = {'fp32': 20, 'bf16': 295}", r"the balance point itself"),
     ],
     "time_op_check": [
@@ -239,7 +239,7 @@ def crossover_size(sizes, cpu, gpu):
         if c <= g: last = s
     return last
 """,
-            r"expected the size 256",
+            r"the first size of that run of GPU wins",
         ),
     ],
     "linear_forecast_check": [
@@ -260,7 +260,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
 """,
-            r"left out the weights",
+            r"leaves out the weights",
         ),
         (
             "weights read once per sample",
@@ -304,7 +304,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth)}
 """,
-            r"divide by the batch",
+            r"whole batch as the time per sample",
         ),
         (
             "compute and memory time added",
@@ -325,7 +325,7 @@ def crossover_size(sizes, cpu, gpu):
     x = intensity(flops, nbytes)
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth), "seconds_per_sample": flops / peak_flops / batch}
 """,
-            r"memory-bound: the time is set by reading the bytes",
+            r"but it is memory-bound: its time is set by moving its bytes",
         ),
         (
             "bound compared the wrong way",
@@ -336,7 +336,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": "compute" if x < peak_flops / bandwidth else "memory",
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
 """,
-            r"below the balance point is memory-bound",
+            r"below it is memory-bound",
         ),
         (
             "a tuple, not a dict",

@@ -57,7 +57,7 @@ MUTANTS = {
         ("milliseconds", "def transfer_seconds(nbytes, bandwidth, latency): return (latency + nbytes / bandwidth) * 1e3", r"milliseconds"),
         ("bits", "def transfer_seconds(nbytes, bandwidth, latency): return latency + 8 * nbytes / bandwidth", r"not bits"),
         ("bandwidth over bytes", "def transfer_seconds(nbytes, bandwidth, latency): return latency + bandwidth / nbytes if nbytes else latency",
-         r"bytes divided by bandwidth"),
+         r"combined the bytes and the bandwidth the wrong way"),
         ("GB/s twice", "def transfer_seconds(nbytes, bandwidth, latency): return latency + nbytes / (bandwidth * 1e9)", r"already in bytes per second"),
         ("the same bytes cost the same", _copies(values={"1000 copies of 4 KiB": 11e-6 + 4 * 2**20 / 12.8e9}),
          r"1000 copies pay it 1000 times"),
