@@ -83,6 +83,13 @@ def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None
             f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: C is written once, not read "
             "and written; count A, B and C once each."
         )
+    if got == 3 * n * n * 32:
+        fail(f"matmul_bytes({n}, torch.float32) counts bits: dtype.itemsize is the bytes of one element, and memory "
+             "traffic is counted in bytes.")
+    if got != 3 * n * n * torch.float32.itemsize:  # judged here, before a later cell blames matmul_flops for it
+        fail(f"matmul_bytes({n}, torch.float32) is not the bytes that cross memory when every matrix the product "
+             "reads or writes crosses exactly once: count the matrices, the elements of each, and the bytes of each "
+             "element.")
     half = call(matmul_bytes, n, torch.float16)
     if half == got:
         fail(

@@ -45,6 +45,9 @@ MUTANTS = {
         ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"C is written once"),
         ("a read for every use", "def matmul_bytes(n, dtype): return (2 * n**3 + n * n) * dtype.itemsize",
          r"used n times, but it only has to cross memory once"),
+        ("six matrices' worth (the audit's 6n²)", "def matmul_bytes(n, dtype): return 6 * n * n * dtype.itemsize",
+         r"crosses exactly once: count the matrices"),
+        ("bits instead of bytes", "def matmul_bytes(n, dtype): return 3 * n * n * dtype.itemsize * 8", r"counts bits"),
     ],
     "intensity_check": [
         ("bytes per FLOP", "def intensity(flops, nbytes): return nbytes / flops", r"bytes per FLOP"),
