@@ -136,3 +136,15 @@ def test_a_prediction_cell_scores_in_its_own_points_with_its_call_last(lesson, g
     assert check.lesson == lesson
     last = ast.parse(cell.source).body[-1]
     assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and "HIDDEN" not in cell.source
+
+
+def test_the_measured_context_is_frozen_with_the_first_guess(record, capsys):
+    """note_measured: what a show cell measured; a first guess keeps the values it was made with, for its band."""
+    predictions.note_measured("99_test", bandwidth=1e10)
+    first = predictions.commit("99_test", "P", {"x": 1.0, "why": "w"}, "w")
+    predictions.note_measured("99_test", bandwidth=2e10)  # a later run measures differently
+    again = predictions.commit("99_test", "P", {"x": 2.0, "why": "w"}, "w")
+    assert first["context"] == again["context"] == {"bandwidth": 1e10}
+    assert predictions.context("99_test") == {"bandwidth": 2e10}
+    with pytest.raises(ValueError):
+        predictions.note_measured("99_test", bandwidth=float("nan"))

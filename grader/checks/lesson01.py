@@ -392,20 +392,19 @@ def _judge_attainable_flops(attainable_flops: Callable[[float, float, float], fl
         )
     if close(float(low), _PEAK):
         fail(
-            "attainable_flops(10 FLOP/byte) returned the chip's full peak: at 10 FLOP/byte the memory can feed only "
-            "10 × 2 TB/s = 20 TFLOP/s. A memory-bound operation is capped by intensity × bandwidth."
+            "attainable_flops(10 FLOP/byte) returned the chip's full peak on a 100 TFLOP/s, 2 TB/s chip: at so few "
+            "FLOPs per byte, how many FLOPs per second can the memory feed?"
         )
     if close(float(low), 1 / (1 / _PEAK + 1 / (10.0 * _BW))) or close(float(high), 1 / (1 / _PEAK + 1 / (1000.0 * _BW))):
         fail(
             "attainable_flops added the time to move the bytes and the time to do the arithmetic (FLOPs / (FLOPs / "
             "peak + bytes / bandwidth)). The chip does both at once: while one block of data is being multiplied the "
-            "next one is already on its way, so the time is the longer of the two, not their sum. Then "
-            "attainable = FLOPs / time = min(peak, intensity × bandwidth)."
+            "next one is already on its way, so the time is the longer of the two, not their sum."
         )
     if not close(float(low), 10.0 * _BW) or not close(float(high), _PEAK):
         fail(
-            f"attainable_flops gave {low:.3g} and {high:.3g} FLOP/s at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s "
-            "chip; the roofline is min(peak, intensity × bandwidth)."
+            "attainable_flops is not the roofline at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s chip: work out the "
+            "best time of an operation of F FLOPs at that intensity, then its FLOPs per second."
         )
 
 

@@ -106,13 +106,11 @@ def _judge_copy_prediction(answers) -> None:
     if close(latency, t_small * 1e6, rel=0.05) or close(latency, _LINK_LATENCY * 1e6, rel=0.05):
         fail(f"COPY_PREDICTION['latency'] = {latency:.4g}: that is microseconds; write seconds.")
     if not close(bandwidth, _LINK_BANDWIDTH, rel=0.05):
-        fail(f"COPY_PREDICTION['bandwidth'] = {bandwidth:.4g} B/s. The big copy moved {big - small} more bytes than "
-             "the small one and took longer by their difference in time; both paid the same fixed cost, so the "
-             "bandwidth is the extra bytes over the extra time.")
+        fail("COPY_PREDICTION['bandwidth'] is not the link the two copies imply. Both copies paid the same fixed "
+             "cost: what does the difference between them say about the link?")
     if not close(latency, _LINK_LATENCY, rel=0.05):
-        fail(f"COPY_PREDICTION['latency'] = {latency:.4g} s. With the bandwidth known, the fixed cost is what is left "
-             f"of a copy's time once its bytes are paid for: the {small}-byte copy's time minus its bytes over the "
-             "bandwidth.")
+        fail("COPY_PREDICTION['latency'] is not the fixed cost the two copies imply: with the bandwidth known, "
+             "what part of a copy's time is not paid for its bytes?")
     many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
     want_many = 1000 * (_LINK_LATENCY + 4096 / _LINK_BANDWIDTH)
     want_one = _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH

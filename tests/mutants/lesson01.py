@@ -65,7 +65,7 @@ MUTANTS = {
     "attainable_flops_check": [
         ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"min, not max"),
         ("bandwidth term only", "def attainable_flops(i, p, b): return i * b", r"above the chip's peak"),
-        ("always peak", "def attainable_flops(i, p, b): return p", r"memory-bound operation is capped"),
+        ("always peak", "def attainable_flops(i, p, b): return p", r"how many FLOPs per second can the memory feed"),
         ("moving and computing one after the other", "def attainable_flops(i, p, b): return 1 / (1 / p + 1 / (i * b))",
          r"added the time to move the bytes and the time to do the arithmetic"),
     ],

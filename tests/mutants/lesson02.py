@@ -66,7 +66,7 @@ MUTANTS = {
         ("small copies pay only their fixed cost", _copies(values={"1000 copies of 4 KiB": 1000 * 11e-6}),
          r"each also moves its 4096 bytes"),
         ("bandwidth as bytes over the small copy's time", _copies(values={"bandwidth": 4096 / (11e-6 + 4096 / 12.8e9)}),
-         r"extra bytes over the extra time"),
+         r"Both copies paid the same fixed cost: what does the difference"),
         ("latency in microseconds", _copies(values={"latency": 11.0}), r"that is microseconds; write seconds"),
         ("4 MiB taken as 4,000,000 bytes", _copies(values={"1 copy of 4 MiB": 11e-6 + 4e6 / 12.8e9}), r"4,194,304 bytes"),
         ("a fixed cost per 4 KiB of the big copy", _copies(values={"1 copy of 4 MiB": 1000 * 11e-6 + 4 * 2**20 / 12.8e9}),
