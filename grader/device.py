@@ -111,6 +111,38 @@ def name(device: torch.device | str) -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
+_SIZE_UNITS = {"K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def last_level_cache_bytes(device: torch.device | str) -> int | None:
+    """The device's last-level cache in bytes: a CUDA GPU's L2, the CPU's largest cache (Linux sysfs); None if unknown.
+
+    A bandwidth measurement whose working set fits in it measures the cache, not the memory.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or None
+    if device.type != "cpu":
+        return None
+    sizes = []
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "size")) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        unit = _SIZE_UNITS.get(text[-1:].upper(), 1)
+        digits = text[:-1] if text[-1:].upper() in _SIZE_UNITS else text
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes) if sizes else None
+
+
 def describe(device: torch.device | str) -> str:
     """One line saying what the lesson will run on, for the top of every notebook."""
     device = torch.device(device)

@@ -14,6 +14,8 @@ from typing import Callable
 
 import torch
 
+from grader.shortcuts import course_only
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -47,6 +49,7 @@ class Timing:
         return float(self.median)
 
 
+@course_only("grader.timing.measure")
 def measure(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 2, repeats: int = 7) -> Timing:
     """Time `fn`: `warmup` untimed calls, then `repeats` calls each synchronized before the clock."""
     for _ in range(warmup):
@@ -61,6 +64,7 @@ def measure(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 2,
     return Timing(tuple(samples))
 
 
+@course_only("grader.timing.benchmark_median")
 def benchmark_median(fn: Callable[[], object], min_run_time: float = 0.2) -> float:
     """Median seconds per call of `fn` according to torch.utils.benchmark (it synchronizes CUDA itself)."""
     from torch.utils import benchmark
@@ -69,6 +73,7 @@ def benchmark_median(fn: Callable[[], object], min_run_time: float = 0.2) -> flo
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
+@course_only("grader.timing.unsynchronized")
 def unsynchronized(fn: Callable[[], object], repeats: int = 7) -> Timing:
     """The wrong way, kept for demonstration: the clock is read without waiting for the device."""
     samples = []

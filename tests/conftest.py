@@ -66,3 +66,17 @@ def process_tag(monkeypatch) -> str:
     value = uuid.uuid4().hex
     monkeypatch.setenv("GRADER_TEST_TAG", value)
     return f"GRADER_TEST_TAG={value}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_predictions(tmp_path, monkeypatch):
+    """Every test records predictions in a file of its own (grader.predictions): never beside a notebook in the repo."""
+    from grader import predictions
+
+    path = tmp_path / predictions.FILE_NAME
+    monkeypatch.setenv(predictions.ENV_PATH, str(path))
+    for name in ("NBGRADER_EXECUTION", predictions.ENV_GRADING):
+        monkeypatch.delenv(name, raising=False)
+    predictions._MEMORY.clear()
+    predictions._SHOWN.clear()
+    return path

@@ -45,10 +45,59 @@ def namespace(lesson: str, student: bool = False) -> dict:
     return ns
 
 
-def run_check(lesson: str, grade_id: str, ns: dict) -> None:
-    """Execute one check cell in `ns`, as nbgrader would after the learner's cells."""
+def run_check(lesson: str, grade_id: str, ns: dict):
+    """Execute one check cell in `ns`, as nbgrader would after the learner's cells; the value of its last expression.
+
+    A prediction's cell (grader.checks._common.Prediction) ends with its call: that value is its score in points.
+    """
+    import ast
+
     source = check_cells(lesson)[grade_id]
-    exec(compile(source, f"<{lesson} {grade_id}>", "exec"), ns)
+    tree = ast.parse(source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, f"<{lesson} {grade_id}>", "exec"), ns)
+    if last is not None:
+        return eval(compile(ast.Expression(last.value), f"<{lesson} {grade_id}>", "eval"), ns)
+    return None
+
+
+def prediction_cells(lesson: str) -> dict[str, object]:
+    """grade_id -> the Prediction check of every graded prediction cell of `lesson` (its one call)."""
+    from grader.checks._common import Prediction
+    from grader.pipeline.judging import plan_cell
+
+    found = {}
+    for grade_id, source in check_cells(lesson).items():
+        steps = plan_cell(source)
+        if any(isinstance(s.target(), Prediction) for s in steps):
+            assert len(steps) == 1, f"{lesson}:{grade_id}: a prediction's graded cell holds its one call, nothing else"
+            found[grade_id] = steps[0].target()
+    return found
+
+
+def honest_predictions(lesson: str, folder: Path) -> Path:
+    """Write `folder`/predictions.json as a learner's run of the reference solution would: each prediction's
+    reference answer recorded as its first guess (with the context its show cells would note: none here)."""
+    import os
+
+    from grader import predictions
+
+    ns = namespace(lesson)
+    path = folder / predictions.FILE_NAME
+    saved = os.environ.get(predictions.ENV_PATH)
+    os.environ[predictions.ENV_PATH] = str(path)
+    predictions._MEMORY.clear()
+    try:
+        for grade_id, check in prediction_cells(lesson).items():
+            answer = ns[check.name]
+            predictions.commit(check.lesson, check.name, check.valid(answer), answer["why"])
+    finally:
+        predictions._MEMORY.clear()
+        if saved is None:
+            os.environ.pop(predictions.ENV_PATH, None)
+        else:
+            os.environ[predictions.ENV_PATH] = saved
+    return path
 
 
 def with_exercise(source_nb: Path, grade_id: str, new_source: str) -> nbformat.NotebookNode:
@@ -66,6 +115,7 @@ def three_submissions(folder: Path, lesson: str, grade_id: str, mistake: str) ->
     for student, source in (("alice", "solutions"), ("bob", "notebooks")):
         (folder / student / lesson).mkdir(parents=True)
         shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", folder / student / lesson)
+    honest_predictions(lesson, folder / "alice" / lesson)  # alice ran her notebook: her first guesses are recorded
     carol = with_exercise(ROOT / "notebooks" / lesson / f"{lesson}.ipynb", grade_id, mistake)
     (folder / "carol" / lesson).mkdir(parents=True)
     nbformat.write(carol, str(folder / "carol" / lesson / f"{lesson}.ipynb"))

@@ -345,3 +345,42 @@ def test_the_compute_bound_prediction_is_the_roofline_of_the_h100():
     for fmt, size in (("fp32", 4), ("bf16", 2)):
         n = math.ceil(lesson01.compute_bound_from("H100", fmt, size))
         assert lesson01.matmul_intensity(n, size) >= h100.balance(fmt) > lesson01.matmul_intensity(n - 1, size)
+
+
+# --- third edition: the corrections the outside review asked for ------------------------------------
+
+
+def test_the_bandwidth_add_is_sized_from_the_last_level_cache():
+    """A 2048² fp32 add (48 MiB) fits in an H100/H200's 50 MB L2: the add is sized from the machine's cache instead."""
+    source = _cell_with("add_a = torch.randn(")
+    assert "last_level_cache_bytes" in source and "torch.randn(2048, 2048" not in source
+    ns = {"math": math, "dev": type("dev", (), {"last_level_cache_bytes": staticmethod(lambda d: 50 * 10**6)}),
+          "DEVICE": "cuda"}
+    head = source[:source.index("add_a = torch.randn(")]
+    exec(head, ns)  # the sizing lines alone, for a 50 MB L2
+    assert 3 * ns["add_n"] ** 2 * 4 >= 2 * 50 * 10**6, "the add's working set should be several times the L2"
+    assert "L2" in _markdown() and "48 MiB" in _markdown()
+
+
+def test_last_level_cache_is_read_from_sysfs_on_the_cpu():
+    from grader import device
+
+    found = device.last_level_cache_bytes("cpu")
+    assert found is None or found >= 1 << 16
+
+
+def test_compute_bound_from_n_is_said_to_be_the_byte_count_only():
+    source = _cell_with("compute-bound from n (your functions)")
+    assert "byte count only" in source and "load_sm()" in source and "occupancy" in source
+
+
+def test_matmul_bytes_visible_check_judges_its_own_value():
+    """The visible check passed 6n²·itemsize and bits (c·n²·itemsize, c not 2 or 4): the ✓ scored 0 and the roofline
+    then blamed matmul_flops."""
+    from grader.notebook import CheckFailed
+
+    for wrong in (lambda n, d: 6 * n * n * d.itemsize, lambda n, d: 3 * n * n * d.itemsize * 8,
+                  lambda n, d: 5 * n * n * d.itemsize):
+        wrong.__name__ = "matmul_bytes"
+        with pytest.raises(CheckFailed):
+            lesson01.check_matmul_bytes(wrong)

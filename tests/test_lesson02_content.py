@@ -188,3 +188,16 @@ def test_the_copy_prediction_is_judged_against_the_two_copies():
     lesson02.check_copy_prediction({"latency": latency, "bandwidth": bandwidth,
                                     "1000 copies of 4 KiB": 1000 * (latency + 4096 / bandwidth),
                                     "1 copy of 4 MiB": latency + 4 * 2**20 / bandwidth})
+
+
+def test_a_non_blocking_copy_from_pageable_memory_is_not_called_a_stream_sync():
+    """COURSE.md 02, third edition: memcpy_and_sync syncs the current stream; non_blocking=True from pageable memory
+    is a cudaMemcpyAsync that 'might be synchronous', blocks the host, and set_sync_debug_mode does not see it."""
+    import nbformat
+
+    from conftest import ROOT
+
+    nb = nbformat.read(str(ROOT / "solutions" / "02_transfers" / "02_transfers.ipynb"), as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "might be synchronous" in text and "cudaMemcpyAsync" in text
+    assert "does not see it" in text and "(not on every\nstream)" in text

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import ROOT, lesson_ids
-from notebook_cells import check_cells, namespace, run_check
+from notebook_cells import check_cells, namespace, prediction_cells, run_check
 
 MUTANT_MODULES = sorted(p.stem for p in (ROOT / "tests" / "mutants").glob("lesson*.py"))
 
@@ -31,8 +31,25 @@ def _all_checks():
             yield pytest.param(lesson, grade_id, id=f"{lesson}:{grade_id}")
 
 
+def _scored(lesson: str, grade_id: str, ns: dict) -> tuple[float, str]:
+    """A prediction's graded cell run as the learner's kernel runs it: (its value, the points, what it printed)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        got = run_check(lesson, grade_id, ns)
+    assert type(got) is float, f"{lesson}:{grade_id} ends with {got!r}, not a plain float in points"
+    return got, out.getvalue()
+
+
 @pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
 def test_reference_solution_passes(lesson, grade_id):
+    predicted = prediction_cells(lesson)
+    if grade_id in predicted:
+        got, said = _scored(lesson, grade_id, namespace(lesson))
+        assert got == predicted[grade_id].points, said
+        return
     run_check(lesson, grade_id, namespace(lesson))
 
 
@@ -69,6 +86,13 @@ def test_visible_check_alone_fails_each_mutant_with_its_message(lesson, grade_id
     exec(compile(source, "<mutant>", "exec"), ns)
     visible = visible_part(check_cells(lesson)[grade_id])
     assert "HIDDEN" not in visible
+    if grade_id in prediction_cells(lesson):  # a prediction: less than full credit, its feedback naming the mistake
+        try:
+            got, said = _scored(lesson, grade_id, ns)
+        except AssertionError as exc:
+            got, said = 0.0, str(exc)
+        assert got < prediction_cells(lesson)[grade_id].points and re.search(pattern, said), (got, said)
+        return
     try:
         exec(compile(visible, f"<{lesson} {grade_id}, visible part>", "exec"), ns)
     except AssertionError as exc:
@@ -81,6 +105,14 @@ def test_visible_check_alone_fails_each_mutant_with_its_message(lesson, grade_id
 def test_mutant_fails_with_its_message(lesson, grade_id, source, pattern):
     ns = namespace(lesson)
     exec(compile(source, "<mutant>", "exec"), ns)
+    if grade_id in prediction_cells(lesson):
+        try:
+            got, message = _scored(lesson, grade_id, ns)
+        except AssertionError as exc:
+            got, message = 0.0, str(exc)
+        assert got < prediction_cells(lesson)[grade_id].points, message
+        assert re.search(pattern, message), f"the prediction's feedback does not name the mistake:\n{message}"
+        return
     with pytest.raises(AssertionError) as caught:
         run_check(lesson, grade_id, ns)
     message = str(caught.value)
@@ -104,9 +136,12 @@ def _ask_in_process(ns: dict):
 
 
 def _judged(lesson: str, grade_id: str, ns: dict) -> dict:
+    """The class grader's reply; a prediction is judged with the record this test's kernel-side run wrote."""
+    from grader import predictions
     from grader.pipeline.judging import judge_cell
 
-    state, reply = judge_cell(check_cells(lesson)[grade_id], _ask_in_process(ns))
+    record = predictions.read()
+    state, reply = judge_cell(check_cells(lesson)[grade_id], _ask_in_process(ns), record=record)
     assert state == "ok"
     return reply
 
@@ -121,6 +156,10 @@ def test_every_check_cell_is_a_list_of_check_calls(lesson, grade_id):
 
 @pytest.mark.parametrize("lesson,grade_id", list(_all_checks()))
 def test_class_grader_passes_the_solution_and_fails_the_stub(lesson, grade_id):
+    predicted = prediction_cells(lesson)
+    if grade_id in predicted:  # recorded by the learner's own run first, then graded from that record
+        got, _ = _scored(lesson, grade_id, namespace(lesson))
+        assert _judged(lesson, grade_id, namespace(lesson)).get("score") == got == predicted[grade_id].points
     assert _judged(lesson, grade_id, namespace(lesson))["ok"] is True
     stub = _judged(lesson, grade_id, namespace(lesson, student=True))
     assert stub["ok"] is False and stub["ename"] in ("NotImplementedError", "CheckFailed"), stub
@@ -130,5 +169,13 @@ def test_class_grader_passes_the_solution_and_fails_the_stub(lesson, grade_id):
 def test_class_grader_fails_each_mutant_with_its_message(lesson, grade_id, source, pattern):
     ns = namespace(lesson)
     exec(compile(source, "<mutant>", "exec"), ns)
+    if grade_id in prediction_cells(lesson):  # the same score as the learner's kernel, from the same record
+        try:
+            got, _ = _scored(lesson, grade_id, ns)
+        except AssertionError:
+            got = 0.0
+        reply = _judged(lesson, grade_id, ns)
+        assert reply.get("score", 0.0) == got and (reply["ok"] is False or re.search(pattern, reply["stdout"])), reply
+        return
     reply = _judged(lesson, grade_id, ns)
     assert reply["ok"] is False and re.search(pattern, reply["evalue"]), reply

@@ -7,6 +7,7 @@ each blank release, carol each release with one typical mistake written in.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -150,3 +151,33 @@ def test_plain_nbgrader_grades_the_release_in_the_kernel(tmp_path):
     assert all(r.score == r.max_score for r in by["alice"].values()), by["alice"]
     assert len(by["bob"]) == GRADED_CELLS[lesson] and all(r.score == 0 for r in by["bob"].values())
     assert by["carol"][check].score == 0 and words in by["carol"][check].message, by["carol"][check]
+
+
+def test_both_graders_give_the_same_scores_partial_credit_included(tmp_path):
+    """alice (reference, first guesses recorded), bob (blank), dave (an honest half-right first guess, then the
+    right answer) and erin (the right answer, no predictions.json handed in): the class grader and plain
+    nbgrader give each graded cell of lesson 01 the same score."""
+    from grader import predictions
+    from grader.checks import lesson01
+    from grader.pipeline.nbgrader_plain import autograde_plain
+    from notebook_cells import honest_predictions, with_exercise
+
+    lesson = "01_crossover"
+    subs = tmp_path / "subs"
+    three_submissions(subs, lesson, "crossover_size", "def crossover_size(sizes, cpu_seconds, gpu_seconds):\n    return None\n")
+    right = lesson01._crossover_n(*lesson01._crossover_inputs())
+    for student in ("dave", "erin"):
+        (subs / student / lesson).mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / lesson / f"{lesson}.ipynb", subs / student / lesson)
+    honest_predictions(lesson, subs / "dave" / lesson)
+    record = json.loads((subs / "dave" / lesson / predictions.FILE_NAME).read_text())
+    entry = record["lessons"][lesson]["entries"]["CROSSOVER_PREDICTION"]
+    entry["first"] = {"n": right * 1.3, "why": "roughly where the fixed cost is paid back"}
+    (subs / "dave" / lesson / predictions.FILE_NAME).write_text(json.dumps(record))
+    ours = read_csv(grade_class(ROOT, subs, tmp_path / "ours", log=lambda line: None))
+    plain = read_csv(autograde_plain(ROOT, subs, tmp_path / "plain", log=lambda line: None))
+    by = lambda rows: {(r.student, r.grade_id): r.score for r in rows}  # noqa: E731
+    assert by(ours) == by(plain)
+    assert by(ours)["dave", "CROSSOVER_PREDICTION_check"] == 1.5  # the commitment and half the band
+    assert by(ours)["erin", "CROSSOVER_PREDICTION_check"] == 0.0  # nothing recorded: nothing to credit
+    assert by(ours)["alice", "CROSSOVER_PREDICTION_check"] == 2.0

@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, call, close, fail, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson01.expect
 from grader.notebook import NotDone
 
@@ -41,7 +41,7 @@ def _judge_matmul_flops(matmul_flops: Callable[[int], int]) -> None:
             "The course's convention counts every multiply-add as 2 FLOPs."
         )
     if isinstance(got, float) or not float(got).is_integer():
-        fail(f"matmul_flops({n}) returned {got!r}; FLOP counts are whole numbers, return an int.")
+        fail(f"matmul_flops({n}) returned a {type(got).__name__}; FLOP counts are whole numbers, return an int.")
     small, big = call(matmul_flops, 16), call(matmul_flops, 32)
     if not small or big / small != 8:
         fail(
@@ -83,10 +83,17 @@ def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None
             f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: C is written once, not read "
             "and written; count A, B and C once each."
         )
+    if got == 3 * n * n * 32:
+        fail(f"matmul_bytes({n}, torch.float32) counts bits: dtype.itemsize is the bytes of one element, and memory "
+             "traffic is counted in bytes.")
+    if got != 3 * n * n * torch.float32.itemsize:  # judged here, before a later cell blames matmul_flops for it
+        fail(f"matmul_bytes({n}, torch.float32) is not the bytes that cross memory when every matrix the product "
+             "reads or writes crosses exactly once: count the matrices, the elements of each, and the bytes of each "
+             "element.")
     half = call(matmul_bytes, n, torch.float16)
     if half == got:
         fail(
-            f"matmul_bytes gives {got} bytes for both float32 and float16: the dtype was ignored. "
+            "matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. "
             "float16 takes 2 bytes per element, float32 takes 4."
         )
     if got != 2 * half or call(matmul_bytes, n, torch.float64) != 2 * got:
@@ -234,13 +241,26 @@ def _expected(warmup: int, repeats: int, pattern: list[float] | None = None) -> 
 _TIMER_CASES = ((3, 5), (1, 8))
 
 
-def _observe_time_op(time_op: Callable) -> list[dict]:
+_COURSE_TIMERS = ("grader.timing.measure", "grader.timing.benchmark_median", "grader.timing.unsynchronized")
+
+
+def _observe_time_op(time_op: Callable) -> dict:
+    from grader import shortcuts
+
     require_callable(time_op, "time_op")
-    return [_run_timer(time_op, warmup, repeats) for warmup, repeats in _TIMER_CASES]
+    shortcuts.reset(*_COURSE_TIMERS)
+    runs = [_run_timer(time_op, warmup, repeats) for warmup, repeats in _TIMER_CASES]
+    return {"runs": runs, "shortcuts": shortcuts.used(*_COURSE_TIMERS)}
 
 
-def _judge_time_op(observation: list) -> None:
+def _judge_time_op(observation: dict) -> None:
     """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
+    called = observation.get("shortcuts") if isinstance(observation, dict) else None
+    if called:
+        fail(f"your time_op calls {', '.join(map(str, called[:3]))}: that is the course's own timer, the answer to "
+             "this exercise. Write the timer yourself: what must happen before the clock is read, and which of the "
+             "calls should count?")
+    observation = observation.get("runs", []) if isinstance(observation, dict) else []
     for (warmup, repeats), seen in zip(_TIMER_CASES, observation):
         got, calls, events = seen["got"], seen["calls"], seen["events"]
         median, mean = _expected(warmup, repeats)
@@ -281,10 +301,10 @@ def _judge_time_op(observation: list) -> None:
         if close(got, median * repeats, rel=0.05) or close(got, mean * repeats, rel=0.05):
             fail(f"time_op returned {got:.4f} s, the total over {repeats} calls; return seconds per call (the median).")
         if close(got, median * 1000, rel=0.05):
-            fail(f"time_op returned {got:.3f}, which is milliseconds; return seconds.")
+            fail("time_op returned a thousand times the time per call: milliseconds, not seconds. Return seconds.")
         if not close(got, median, rel=0.05):
             fail(
-                f"time_op returned {got * 1e3:.3f} ms; the median of the timed calls was {median * 1e3:.3f} ms. "
+                "time_op returned neither the median of the timed calls nor a known mistake of it. "
                 "Time each call on its own (clock, fn, sync, clock) and take the median of those."
             )
     if len(observation) != len(_TIMER_CASES):
@@ -325,20 +345,21 @@ def _judge_crossover_size(crossover_size: Callable) -> None:
     """crossover_size: the smallest size from which the GPU stays faster; None if it never does."""
     got = call(crossover_size, _SIZES, _CPU, _SIMPLE)
     if got == 2:
-        fail("crossover_size returned 2, an index into sizes; return the size itself (here 256).")
+        fail("crossover_size returned an index into sizes; return the size itself.")
     if got != 256:
         fail(
-            f"crossover_size returned {got!r} where the CPU is faster at 64 and 128 and the GPU at 256 and above; "
-            "expected the size 256."
+            f"crossover_size returned {got!r} on a sweep where the CPU wins the small sizes and the GPU every size "
+            "from some size on: the crossover is the first size of that run of GPU wins."
         )
     got = call(crossover_size, _SIZES, _CPU, _FLIP)
     if got == 128:
         fail(
-            "crossover_size returned 128, the first size where the GPU wins, but the CPU is faster again at 256. "
-            "The crossover is the smallest size where the GPU wins there and at every larger size (here 512)."
+            "crossover_size returned the first size where the GPU wins, but the CPU is faster again at a larger size. "
+            "The crossover is the smallest size where the GPU wins there and at every larger size."
         )
     if got != 512:
-        fail(f"crossover_size returned {got!r} when the GPU wins at 128, loses at 256 and wins from 512 on; expected 512.")
+        fail(f"crossover_size returned {got!r} when the GPU wins at 128, loses at 256 and wins at every size above: "
+             "the crossover is where the GPU starts to win for good.")
     got = call(crossover_size, _SIZES, _CPU, _NEVER)
     if got is not None:
         fail(f"crossover_size returned {got!r} when the GPU is never faster; return None.")
@@ -347,7 +368,7 @@ def _judge_crossover_size(crossover_size: Callable) -> None:
         fail(f"crossover_size returned {got!r} when the GPU only ties at 2048; a tie is not faster, return None.")
     got = call(crossover_size, _SIZES, _CPU, _ALWAYS)
     if got != 64:
-        fail(f"crossover_size returned {got!r} when the GPU is faster at every size; expected the smallest size, 64.")
+        fail(f"crossover_size returned {got!r} when the GPU is faster at every size: then every size qualifies, and the crossover is the first of them.")
 
 
 check_crossover_size = recorded("crossover_size", "crossover_size", _CROSSOVER_CASES, _judge_crossover_size)
@@ -371,20 +392,19 @@ def _judge_attainable_flops(attainable_flops: Callable[[float, float, float], fl
         )
     if close(float(low), _PEAK):
         fail(
-            "attainable_flops(10 FLOP/byte) returned the chip's full peak: at 10 FLOP/byte the memory can feed only "
-            "10 × 2 TB/s = 20 TFLOP/s. A memory-bound operation is capped by intensity × bandwidth."
+            "attainable_flops(10 FLOP/byte) returned the chip's full peak on a 100 TFLOP/s, 2 TB/s chip: at so few "
+            "FLOPs per byte, how many FLOPs per second can the memory feed?"
         )
     if close(float(low), 1 / (1 / _PEAK + 1 / (10.0 * _BW))) or close(float(high), 1 / (1 / _PEAK + 1 / (1000.0 * _BW))):
         fail(
             "attainable_flops added the time to move the bytes and the time to do the arithmetic (FLOPs / (FLOPs / "
             "peak + bytes / bandwidth)). The chip does both at once: while one block of data is being multiplied the "
-            "next one is already on its way, so the time is the longer of the two, not their sum. Then "
-            "attainable = FLOPs / time = min(peak, intensity × bandwidth)."
+            "next one is already on its way, so the time is the longer of the two, not their sum."
         )
     if not close(float(low), 10.0 * _BW) or not close(float(high), _PEAK):
         fail(
-            f"attainable_flops gave {low:.3g} and {high:.3g} FLOP/s at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s "
-            "chip; the roofline is min(peak, intensity × bandwidth)."
+            "attainable_flops is not the roofline at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s chip: work out the "
+            "best time of an operation of F FLOPs at that intensity, then its FLOPs per second."
         )
 
 
@@ -467,26 +487,25 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
         flops, weights, acts = 2 * batch * _D * _D, _D * _D * size, batch * 2 * _D * size
         if not close(float(x), want["intensity"], rel=1e-6):
             if close(float(x), flops / acts, rel=1e-6):
-                fail(f"{shown} gave intensity {x:.4g} FLOP/byte: you left out the weights. Every call reads the whole "
+                fail(f"{shown} gave an intensity that leaves out the weights. Every call reads the whole "
                      f"{_D}×{_D} weight matrix ({weights / 2**20:.0f} MiB); at small batch it is almost all the bytes.")
             if close(float(x), flops / (batch * (_D * _D + 2 * _D) * size), rel=1e-6):
-                fail(f"{shown} gave intensity {x:.4g} FLOP/byte, the same as at batch 1: you counted the weights once "
+                fail(f"{shown} gave the intensity of batch 1: you counted the weights once "
                      "per sample. One batched matmul reads W once for the whole batch; that reuse is why batching helps.")
             if dtype != torch.float32 and close(float(x), linear_model(batch, _D, _D, 4, _PEAK, _BW)["intensity"], rel=1e-6):
-                fail(f"{shown} gave the float32 intensity {x:.4g}: the dtype was ignored. bfloat16 takes 2 bytes per "
+                fail(f"{shown} gave the float32 intensity: the dtype was ignored. bfloat16 takes 2 bytes per "
                      "element (dtype.itemsize), so the same layer moves half the bytes.")
             if close(float(x), want["intensity"] / 2, rel=1e-6):
-                fail(f"{shown} gave intensity {x:.4g}, half the model's {want['intensity']:.4g}: a multiply-add is two "
-                     "FLOPs, so the layer does 2·batch·d_in·d_out.")
-            fail(f"{shown} gave intensity {x!r}; the model says {want['intensity']:.4g} FLOP/byte: 2·batch·d_in·d_out "
-                 "FLOPs over (d_in·d_out + batch·d_in + batch·d_out) × itemsize bytes.")
+                fail(f"{shown} gave half the model's intensity: a multiply-add is two FLOPs, and every output of "
+                     "every sample is a dot product of length d_in.")
+            fail(f"{shown} gave an intensity the model does not: count the FLOPs of the whole batch, and the bytes one "
+                 "call moves (everything it reads and writes, once each, at the dtype's size).")
         verdict = answer["bound"]
         if verdict not in ("memory", "compute"):
             fail(f"{shown} gave bound {verdict!r}; use exactly 'memory' or 'compute'.")
         if verdict != want["bound"]:
-            fail(f"{shown} called intensity {x:.4g} FLOP/byte {verdict}-bound on a chip that balances at "
-                 f"{_PEAK / _BW:.0f} FLOP/byte (100 TFLOP/s, 2 TB/s): below the balance point is memory-bound, above "
-                 "it compute-bound.")
+            fail(f"{shown} called the layer {verdict}-bound on a chip of 100 TFLOP/s and 2 TB/s: compare its "
+                 "intensity with the chip's balance point; below it is memory-bound, above it compute-bound.")
         seconds = answer["seconds_per_sample"]
         if not is_number(seconds):
             fail(f"{shown} gave seconds_per_sample {seconds!r}; return seconds as a float.")
@@ -496,15 +515,15 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
             continue
         nbytes = weights + acts
         if batch > 1 and close(seconds, per * batch, rel=1e-6):
-            fail(f"{shown} gave {seconds:.3g} s per sample, the time of the whole batch of {batch}; divide by the batch.")
+            fail(f"{shown} gave the time of the whole batch as the time per sample.")
         if close(seconds * batch, flops / _PEAK + nbytes / _BW, rel=1e-6):
             fail(f"{shown} added the compute time and the memory time. The roofline overlaps them: the time is "
                  "FLOPs / attainable_flops, the larger of FLOPs / peak and bytes / bandwidth.")
         if want["bound"] == "memory" and close(seconds * batch, flops / _PEAK, rel=1e-6):
-            fail(f"{shown} forecast the layer at the chip's peak FLOP/s, but at {x:.3g} FLOP/byte it is memory-bound: "
-                 "the time is set by reading the bytes (bytes / bandwidth).")
-        fail(f"{shown} gave {seconds:.4g} s per sample; the roofline says {per:.4g} s: FLOPs / attainable_flops(...) "
-             "for the whole batch, divided by the batch.")
+            fail(f"{shown} forecast the layer at the chip's peak FLOP/s, but it is memory-bound: its time is set by "
+                 "moving its bytes.")
+        fail(f"{shown} gave seconds per sample the roofline does not: the time of one call at the rate the roofline "
+             "allows for its intensity, shared among the samples of the batch.")
 
 
 check_linear_forecast = recorded("linear_forecast", "linear_forecast",
@@ -559,13 +578,13 @@ def _judge_intensity_prediction(answers) -> None:
     got = _prediction(answers, "INTENSITY_PREDICTION", _INTENSITY_KEYS)
     add = got["add float32"]
     if close(add, 1 / 8, rel=0.01):
-        fail("You predicted 1/8 FLOP/byte for the float32 add: that counts reading a and b but not writing c. "
-             "The result has to go to memory too: 1 FLOP per element over 3 elements × 4 bytes = 1/12.")
+        fail("Your prediction for the float32 add counts reading a and b but not writing c: the result has to go "
+             "to memory too.")
     if close(add, 1 / 3, rel=0.01) or close(add, 1 / 2, rel=0.01):
-        fail(f"You predicted {add:.3g} FLOP/byte for the float32 add: that counts elements, not bytes. Each element "
-             "is 4 bytes in float32: 1 FLOP per 3 elements × 4 bytes = 1/12.")
+        fail("Your prediction for the float32 add counts elements, not bytes: an element of float32 is several "
+             "bytes.")
     if close(add, 12, rel=0.01) or close(add, 8, rel=0.01):
-        fail(f"You predicted {add:.3g} for the add: that is bytes per FLOP. Intensity is FLOPs per byte: 1/12.")
+        fail("Your prediction for the add is bytes per FLOP. Intensity is FLOPs per byte.")
     if not close(add, 1 / 12, rel=0.01):
         fail(f"You predicted {add:.4g} FLOP/byte for the float32 add c = a + b; count its FLOPs (one per output "
              "element) and the bytes that cross memory (a and b read, c written, 4 bytes each).")
@@ -578,8 +597,8 @@ def _judge_intensity_prediction(answers) -> None:
         fail(f"You predicted {fp32:.4g} for the 1024² float32 matmul: that divides by elements, not bytes "
              "(4 bytes each in float32).")
     if not close(fp32, want32, rel=0.01):
-        fail(f"You predicted {fp32:.4g} FLOP/byte for the 1024² float32 matmul; the model says {want32:.4g}: "
-             "matmul_flops(1024) / matmul_bytes(1024, torch.float32).")
+        fail("Your prediction for the 1024² float32 matmul is not the model's: its FLOPs over the bytes that cross "
+             "memory, each matrix once.")
     if close(bf16, fp32, rel=0.01):
         fail("You predicted the same intensity for the bfloat16 matmul as for float32: the FLOPs are the same but "
              "each element is 2 bytes, not 4, so the same matmul moves half the bytes and does twice the FLOPs per "
@@ -588,7 +607,8 @@ def _judge_intensity_prediction(answers) -> None:
         fail("You predicted half the float32 intensity for bfloat16: the other way round. Fewer bytes per element "
              "means fewer bytes for the same FLOPs: the intensity doubles.")
     if not close(bf16, want16, rel=0.01):
-        fail(f"You predicted {bf16:.4g} FLOP/byte for the 1024² bfloat16 matmul; the model says {want16:.4g}.")
+        fail("Your prediction for the 1024² bfloat16 matmul is not the model's: the same FLOPs as float32, over "
+             "bytes at bfloat16's size.")
 
 
 check_intensity_prediction = Check("INTENSITY_PREDICTION", _observe_prediction("INTENSITY_PREDICTION"),
@@ -632,16 +652,15 @@ def _judge_compute_bound_n(answers) -> None:
             fail(f"COMPUTE_BOUND_N[{fmt!r}] = {n:g} is the balance point itself ({balance[fmt]:.1f} FLOP/byte), not "
                  "a matrix size: find the n whose intensity (matmul_flops / matmul_bytes) reaches it.")
     if got["bf16"] <= got["fp32"]:
-        fail(f"You predicted a bf16 matmul turns compute-bound at n = {got['bf16']:g}, no later than fp32 "
-             f"(n = {got['fp32']:g}). The tensor cores raise the peak ({chip.peak('bf16') / 1e12:.0f} against "
+        fail(f"You predicted a bf16 matmul turns compute-bound no later than an fp32 one. The tensor cores raise the peak ({chip.peak('bf16') / 1e12:.0f} against "
              f"{chip.peak('fp32') / 1e12:.0f} TFLOP/s) on the same memory, so the balance point moves up "
              f"({balance['bf16']:.0f} against {balance['fp32']:.0f} FLOP/byte) and a matmul needs more reuse, a larger "
              "n, to keep them busy.")
     for fmt, size in (("fp32", 4), ("bf16", 2)):
         if not near(got[fmt], want[fmt]):
-            fail(f"COMPUTE_BOUND_N[{fmt!r}] = {got[fmt]:g}: on the {chip.name} in {fmt} the balance point is "
-                 f"{balance[fmt]:.1f} FLOP/byte. An n×n matmul does 2n³ FLOPs over 3n² elements of {size} bytes, so its "
-                 "intensity grows in proportion to n: find the smallest n at which it reaches the balance point.")
+            fail(f"COMPUTE_BOUND_N[{fmt!r}] is not the model's: on the {chip.name} in {fmt} the balance point is "
+                 f"{balance[fmt]:.1f} FLOP/byte; work out how an n×n matmul's intensity grows with n (your "
+                 "matmul_flops and matmul_bytes say it) and find the smallest n at which it reaches that point.")
 
 
 check_compute_bound_n = Check("COMPUTE_BOUND_N", _observe_prediction("COMPUTE_BOUND_N"), _judge_compute_bound_n)
@@ -657,36 +676,61 @@ def gpu_fixed_seconds() -> float:
 
 CROSSOVER_CPU_FLOPS = 100e9  # the made-up CPU of the crossover prediction: 100 GFLOP/s, no fixed cost
 CROSSOVER_CHIP = "T4"
+LESSON = "01_crossover"  # the lesson's name in the predictions record (grader.predictions)
 
 
-def crossover_model(fixed: float, cpu_flops: float, gpu_flops: float) -> float:
-    """The n at which fixed + 2n³/gpu_flops = 2n³/cpu_flops: where the GPU's fixed cost is paid back."""
-    return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / 3)
+def _crossover_n(fixed: float, cpu_flops: float, gpu_flops: float, work_power: int = 3) -> float:
+    """The n at which fixed + 2n^p/gpu_flops = 2n^p/cpu_flops (p = 3: a matmul's work; p = 2: the outputs only)."""
+    return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / work_power)
 
 
-def _judge_crossover_prediction(prediction) -> None:
-    """CROSSOVER_PREDICTION {"n": ...}: the n where a GPU call's fixed cost is paid back by its faster arithmetic."""
+def _crossover_inputs() -> tuple[float, float, float]:
     from grader import specs
 
-    n = _prediction(prediction, "CROSSOVER_PREDICTION", {"n": "number"})["n"]
-    fixed, gpu = gpu_fixed_seconds(), specs.chip(CROSSOVER_CHIP).peak("fp32")
-    want = crossover_model(fixed, CROSSOVER_CPU_FLOPS, gpu)
-    if n < want / 2:
-        fail(f"CROSSOVER_PREDICTION['n'] = {n:g} is too small: a GPU that is faster at arithmetic still pays "
-             f"{fixed * 1e6:.0f} µs for every call before any of it starts. A small matmul is over on the CPU before "
-             "that; the GPU wins only once the arithmetic it saves is worth more than that fixed cost.")
-    if n > 3 * want:
-        fail(f"CROSSOVER_PREDICTION['n'] = {n:g} is far too large. Did you count a matmul's work as growing with n² "
-             "(the outputs)? Each of the n² outputs is a dot product of length n: 2n³ FLOPs. And the fixed cost is "
-             f"{fixed * 1e6:.0f} µs, microseconds (1e-6 s).")
-    if abs(n - want) > 0.1 * want:
-        fail(f"CROSSOVER_PREDICTION['n'] = {n:g}. The two calls take the same time where the CPU's arithmetic "
-             f"(2n³ / {CROSSOVER_CPU_FLOPS / 1e9:.0f} GFLOP/s) equals the GPU's fixed cost plus its arithmetic "
-             f"({fixed * 1e6:.0f} µs + 2n³ / {gpu / 1e12:.1f} TFLOP/s); solve for n (a cube root).")
+    return gpu_fixed_seconds(), CROSSOVER_CPU_FLOPS, specs.chip(CROSSOVER_CHIP).peak("fp32")
 
 
-check_crossover_prediction = Check("CROSSOVER_PREDICTION", _observe_prediction("CROSSOVER_PREDICTION"),
-                                   _judge_crossover_prediction)
+def _crossover_mistake(n: float) -> str | None:
+    """The known mistake an answer matches (to 3%), in words with no value in them; None if it matches none."""
+    fixed, cpu, gpu = _crossover_inputs()
+    known = [
+        (_crossover_n(fixed, cpu, gpu, 2), "it is where the two times meet if a matmul's work grew with its n² outputs; "
+                                            "each output is a dot product of length n"),
+        (_crossover_n(fixed * 1e3, cpu, gpu), "it reads the fixed cost in milliseconds; it is in microseconds"),
+        (_crossover_n(fixed * 2, cpu, gpu), "it counts a multiply-add as 1 FLOP where the rates count 2"),
+    ]
+    for value, words in known:
+        if abs(n - value) <= 0.03 * value:
+            return words
+    return None
+
+
+def _crossover_band(first: dict, context: dict) -> tuple[float, str]:
+    """CROSSOVER_PREDICTION's first guess against the model: full within 10%, half within a factor 1.5."""
+    from grader import predictions
+
+    want = _crossover_n(*_crossover_inputs())
+    fraction = predictions.band(first["n"], want, tight=0.10, loose=0.5)
+    if fraction == 1.0:
+        return fraction, "your first guess is where the model puts it"
+    mistake = _crossover_mistake(first["n"])
+    if mistake:
+        return fraction, f"your first guess: {mistake}"
+    return fraction, ("your first guess is outside the model's band: the two calls take the same time where the "
+                      "CPU's arithmetic alone equals the GPU's fixed cost plus the GPU's arithmetic")
+
+
+def _crossover_final(answer: dict, context: dict) -> str | None:
+    mistake = _crossover_mistake(answer["n"])
+    return mistake
+
+
+def _crossover_said(context: dict) -> str:
+    return f"the model puts the crossover at n ≈ {_crossover_n(*_crossover_inputs()):.0f}"
+
+
+check_crossover_prediction = Prediction(LESSON, "CROSSOVER_PREDICTION", {"n": "number"}, points=2,
+                                        band=_crossover_band, mistakes=_crossover_final, model=_crossover_said)
 
 
 _LINEAR_PREDICTION_KEYS = {"batch 1": ("memory", "compute"), "batch 512": ("memory", "compute"),

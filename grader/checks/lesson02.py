@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson02.expect
 from grader.notebook import NotDone
+from grader.shortcuts import course_only
 from grader.syncs import SyncCounter
 
 # --- transfer_seconds -----------------------------------------------------------------------
@@ -42,18 +43,19 @@ def _judge_transfer_seconds(transfer_seconds: Callable[[float, float, float], fl
             "Every copy pays a fixed cost (setting it up, crossing the bus) before the first byte arrives."
         )
     if close(got, latency * 1e3 + nbytes / bandwidth * 1e3) or close(got, (latency + nbytes / bandwidth) * 1e3):
-        fail(f"transfer_seconds returned {got:.4g}: that is milliseconds. Return seconds.")
+        fail("transfer_seconds returned a thousand times the time: milliseconds. Return seconds.")
     if close(got, latency + 8 * nbytes / bandwidth):
         fail("transfer_seconds multiplied the bytes by 8: bandwidth here is in bytes per second, not bits.")
     if close(got, latency + bandwidth / nbytes) or close(got, latency + nbytes * bandwidth):
         fail(
-            f"transfer_seconds returned {got:.4g} s for 2 GB over 25 GB/s: the time is bytes divided by "
-            "bandwidth (2e9 / 25e9 = 0.08 s), plus the latency."
+            "transfer_seconds combined the bytes and the bandwidth the wrong way: check the units, bytes over "
+            "bytes per second is seconds."
         )
     if close(got, nbytes / (bandwidth * 1e9) + latency):
         fail("transfer_seconds divided the bandwidth by 1e9 once more: it is already in bytes per second.")
     if not close(got, latency + nbytes / bandwidth, rel=1e-6):
-        fail(f"transfer_seconds(2e9, 25e9, 1e-5) returned {got:.6g}; a copy costs latency + nbytes / bandwidth.")
+        fail(f"transfer_seconds(2e9, 25e9, 1e-5) returned {got:.6g}, which no copy of 2 GB over that link takes: what does "
+             "a copy pay before its first byte moves, and what for each byte?")
     empty = call(transfer_seconds, 0, bandwidth, latency)
     if not is_number(empty) or not close(float(empty), latency):
         fail(f"transfer_seconds(0 bytes) returned {empty!r}; even an empty copy pays the latency ({latency} s).")
@@ -104,18 +106,16 @@ def _judge_copy_prediction(answers) -> None:
     if close(latency, t_small * 1e6, rel=0.05) or close(latency, _LINK_LATENCY * 1e6, rel=0.05):
         fail(f"COPY_PREDICTION['latency'] = {latency:.4g}: that is microseconds; write seconds.")
     if not close(bandwidth, _LINK_BANDWIDTH, rel=0.05):
-        fail(f"COPY_PREDICTION['bandwidth'] = {bandwidth:.4g} B/s. The big copy moved {big - small} more bytes than "
-             "the small one and took longer by their difference in time; both paid the same fixed cost, so the "
-             "bandwidth is the extra bytes over the extra time.")
+        fail("COPY_PREDICTION['bandwidth'] is not the link the two copies imply. Both copies paid the same fixed "
+             "cost: what does the difference between them say about the link?")
     if not close(latency, _LINK_LATENCY, rel=0.05):
-        fail(f"COPY_PREDICTION['latency'] = {latency:.4g} s. With the bandwidth known, the fixed cost is what is left "
-             f"of a copy's time once its bytes are paid for: the {small}-byte copy's time minus its bytes over the "
-             "bandwidth.")
+        fail("COPY_PREDICTION['latency'] is not the fixed cost the two copies imply: with the bandwidth known, "
+             "what part of a copy's time is not paid for its bytes?")
     many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
     want_many = 1000 * (_LINK_LATENCY + 4096 / _LINK_BANDWIDTH)
     want_one = _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH
     if close(many, _LINK_LATENCY + 1000 * 4096 / _LINK_BANDWIDTH, rel=0.05) or close(many, want_one, rel=0.05):
-        fail(f"You predicted {many * 1e6:.0f} µs for 1000 copies of 4 KiB, about what one copy of the same bytes costs. "
+        fail("Your 1000 copies of 4 KiB cost about what one copy of the same bytes costs. "
              "Every copy pays the fixed cost before its bytes move: 1000 copies pay it 1000 times.")
     if close(one, 1000 * _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH, rel=0.05):
         fail("You charged the one 4 MiB copy a fixed cost per 4 KiB: the fixed cost is per copy, not per block of bytes.")
@@ -127,8 +127,8 @@ def _judge_copy_prediction(answers) -> None:
         fail("4 MiB is 4 × 2²⁰ = 4,194,304 bytes (a KiB is 1024 bytes, a MiB 1024 KiB), not 4,000,000.")
     for key, want in (("1000 copies of 4 KiB", want_many), ("1 copy of 4 MiB", want_one)):
         if not close(got[key], want, rel=0.05):
-            fail(f"COPY_PREDICTION[{key!r}] = {got[key]:.4g} s. Each copy costs the link's fixed cost plus its bytes "
-                 "over the bandwidth; add up the copies.")
+            fail(f"COPY_PREDICTION[{key!r}] is not what your link predicts: cost each copy on the link you "
+                 "inferred, then add up the copies.")
 
 
 check_copy_prediction = Check("COPY_PREDICTION", _observe_copy_prediction, _judge_copy_prediction)
@@ -189,6 +189,7 @@ _CONCEPT_OF = {"a": "number", "b": "queued", "c": "text", "d": "on device", "e":
                "m": "pageable", "n": "pinned", "o": "compare", "p": "shape", "q": "shape"}
 
 
+@course_only("grader.checks.lesson02.snippet_reads")
 def snippet_reads(label: str) -> SyncCounter:
     """Run one quiz line under a SyncCounter (a CUDA device, or a pretend one) and return the counter."""
     with SyncCounter("cuda") as counter, contextlib.redirect_stdout(io.StringIO()):
@@ -199,20 +200,31 @@ def snippet_reads(label: str) -> SyncCounter:
     return counter
 
 
+@course_only("grader.checks.lesson02.snippet_waits")  # outside the cache: a cached call is counted too
 @functools.lru_cache(maxsize=None)
 def snippet_waits(label: str) -> bool:
     """True when the counter sees the quiz line make the host wait: a read, or a blocking copy."""
     return snippet_reads(label).sync_points > 0
 
 
+_QUIZ_SHORTCUTS = ("grader.checks.lesson02.snippet_reads", "grader.checks.lesson02.snippet_waits")
+
+
 def _observe_answers(answers) -> object:
+    from grader import shortcuts
+
     if isinstance(answers, dict) and not answers:
         raise NotDone("SYNC_ANSWERS")
-    return answers
+    return {"answers": answers, "shortcuts": shortcuts.used(*_QUIZ_SHORTCUTS)}
 
 
-def _judge_sync_answers(answers) -> None:
+def _judge_sync_answers(observation) -> None:
     """SYNC_ANSWERS: a dict from every snippet label to a bool, checked against what the counter sees."""
+    called = observation.get("shortcuts") if isinstance(observation, dict) else None
+    if called:
+        fail(f"this notebook called {', '.join(map(str, called[:2]))}: the check's own answer key. Decide each line "
+             "from the principle (does Python need a value, or a size, that only the device has?).")
+    answers = observation.get("answers") if isinstance(observation, dict) else observation
     if not isinstance(answers, dict):
         fail(f"SYNC_ANSWERS should be a dict from label to True/False; it is {type(answers).__name__}.")
     missing = sorted(set(SYNC_SNIPPETS) - set(answers))
@@ -243,7 +255,8 @@ def _judge_sync_answers(answers) -> None:
 check_sync_answers = Check("SYNC_ANSWERS", _observe_answers, _judge_sync_answers)
 
 
-def _judge_answers_are(answers, want: dict, why: str) -> None:
+def _judge_answers_are(observation, want: dict, why: str) -> None:
+    answers = observation.get("answers") if isinstance(observation, dict) else observation
     if not same(answers, want):
         fail(why)
 
@@ -323,42 +336,42 @@ def _judge_sync_points(sync_points: Callable[[str, int, int], int]) -> None:
         got = call(sync_points, version, steps, n_batches)
         shown = f"sync_points({version!r}, steps={steps}, n_batches={n_batches})"
         if not is_number(got) or isinstance(got, float):
-            fail(f"{shown} returned {got!r} ({type(got).__name__}); return a whole number of sync points (an int).")
+            fail(f"{shown} returned a {type(got).__name__}; return a whole number of sync points (an int).")
         want = _sync_points_model(version, steps, n_batches)
         if got == want:
             continue
         if (version, got) in (("buggy", steps), ("read once", 1), ("resident", 1)):
             fail(
-                f"{shown} = {got} counts only the reads. A copy to the device from ordinary (pageable) host memory "
+                f"{shown} counts only the reads. A copy to the device from ordinary (pageable) host memory "
                 "is a sync point too: PyTorch waits for the stream to drain before x.to(device) returns."
             )
         if (version, got) in (("buggy", 2 * steps), ("read once", steps + 1), ("resident", n_batches + 1)):
             fail(
-                f"{shown} = {got}: each batch is two tensors, x and y, and each .to(device) is its own copy "
+                f"{shown}: each batch is two tensors, x and y, and each .to(device) is its own copy "
                 "(and its own sync point when the memory is pageable)."
             )
         if version == "read once" and got == 2 * steps:
-            fail(f"{shown} = {got} leaves out the one read after the loop: .tolist() waits for the device too.")
+            fail(f"{shown} leaves out the one read after the loop: .tolist() waits for the device too.")
         if version == "buggy" and got == 3 * steps + 1:
-            fail(f"{shown} = {got}: the buggy loop reads each loss with .item() inside the loop and returns the "
+            fail(f"{shown}: the buggy loop reads each loss with .item() inside the loop and returns the "
                  "list as it is; there is no extra read after the loop.")
         if version == "resident" and steps < n_batches and got == 2 * steps + 1:
             fail(
-                f"{shown} = {got} copies only the batches the loop reaches. The resident loop moves the whole data "
+                f"{shown} copies only the batches the loop reaches. The resident loop moves the whole data "
                 "set to the device before the first step, without knowing how many steps will use it: every one of "
                 "the n_batches batches is copied (x and y), even with fewer steps than batches."
             )
         if version == "resident" and got in (2 * steps + 1, 2 * steps):
             fail(
-                f"{shown} = {got} grows with the steps, but the resident loop copies the data set once, before the "
+                f"{shown} grows with the steps, but the resident loop copies the data set once, before the "
                 "loop: its copies grow with n_batches, not with steps."
             )
         if version == "pinned" and got in (2 * steps + 1, 2 * steps, 2 * n_batches + 1):
             fail(
-                f"{shown} = {got}: a copy from pinned memory with non_blocking=True does not make the host wait "
+                f"{shown}: a copy from pinned memory with non_blocking=True does not make the host wait "
                 "(and pin_memory() itself reads nothing from the device); only the read after the loop does."
             )
-        fail(f"{shown} returned {got}, which is not what the counter measures for that loop. Count, for that "
+        fail(f"{shown} is not what the counter measures for that loop. Count, for that "
              "version, the copies from pageable memory (x and y, per step or once per batch) and the reads.")
 
 
@@ -541,7 +554,7 @@ def _judge_train_fixed(observation: dict) -> None:
     for step, (mine, theirs) in enumerate(zip(long["got"], reference)):
         if not close(float(mine), float(theirs), rel=1e-4):
             fail(
-                f"your losses differ from the buggy loop's at step {step}: {float(mine):.6g} vs {float(theirs):.6g}. "
+                f"your losses differ from the buggy loop's from step {step} on. "
                 "Keep the same computation (same model, optimizer, batches and order); change only where the "
                 "batches are copied and when the losses are read."
             )

@@ -20,6 +20,16 @@ _LINEAR_HEAD = """
 def linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):
 """
 
+def _crossover(power: int, fixed: float = 1.0, gpu: str = "specs.chip('T4').peak('fp32')") -> str:
+    """A CROSSOVER_PREDICTION solved with the work as 2n^power, the fixed cost times `fixed`, the GPU at `gpu`.
+
+    (fixed=2 gives the n of counting a multiply-add as 1 FLOP: both halve the work against the fixed cost.)
+    """
+    return ("import math\nfrom grader import specs\nfrom grader.checks import lesson01\n"
+            f"_f, _c, _g = lesson01.gpu_fixed_seconds() * {fixed}, lesson01.CROSSOVER_CPU_FLOPS, {gpu}\n"
+            f"CROSSOVER_PREDICTION = {{'n': (_f / (2 * (1 / _c - 1 / _g))) ** (1 / {power}), 'why': 'solved for n'}}")
+
+
 MUTANTS = {
     "matmul_flops_check": [
         ("one FLOP per multiply-add", "def matmul_flops(n): return n**3", r"multiply-add is two"),
@@ -35,6 +45,9 @@ MUTANTS = {
         ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"C is written once"),
         ("a read for every use", "def matmul_bytes(n, dtype): return (2 * n**3 + n * n) * dtype.itemsize",
          r"used n times, but it only has to cross memory once"),
+        ("six matrices' worth (the audit's 6n²)", "def matmul_bytes(n, dtype): return 6 * n * n * dtype.itemsize",
+         r"crosses exactly once: count the matrices"),
+        ("bits instead of bytes", "def matmul_bytes(n, dtype): return 3 * n * n * dtype.itemsize * 8", r"counts bits"),
     ],
     "intensity_check": [
         ("bytes per FLOP", "def intensity(flops, nbytes): return nbytes / flops", r"bytes per FLOP"),
@@ -52,7 +65,7 @@ MUTANTS = {
     "attainable_flops_check": [
         ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"min, not max"),
         ("bandwidth term only", "def attainable_flops(i, p, b): return i * b", r"above the chip's peak"),
-        ("always peak", "def attainable_flops(i, p, b): return p", r"memory-bound operation is capped"),
+        ("always peak", "def attainable_flops(i, p, b): return p", r"how many FLOPs per second can the memory feed"),
         ("moving and computing one after the other", "def attainable_flops(i, p, b): return 1 / (1 / p + 1 / (i * b))",
          r"added the time to move the bytes and the time to do the arithmetic"),
     ],
@@ -65,7 +78,7 @@ MUTANTS = {
         ("compute-bound n in elements", "COMPUTE_BOUND_N = {'fp32': 30, 'bf16': 443}", r"FLOPs per \*element\*"),
         ("bf16 elements taken as 4 bytes", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 1773}", r"counts 4 bytes per element"),
         ("tensor cores compute-bound sooner", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 60}",
-         r"no later than fp32.*balance point moves up"),
+         r"no later than an fp32.*balance point moves up"),
         ("the balance point taken as n", "COMPUTE_BOUND_N = {'fp32': 20, 'bf16': 295}", r"the balance point itself"),
     ],
     "time_op_check": [
@@ -175,10 +188,16 @@ def time_op(fn, sync, warmup, repeats):
             r"never called sync\(\)",
         ),
     ],
-    "crossover_size_check": [
-        ("predicts the GPU always wins", "CROSSOVER_PREDICTION = {'n': 32}", r"too small: a GPU that is faster"),
-        ("predicts with the work growing as n²", "CROSSOVER_PREDICTION = {'n': 1118}", r"far too large.*2n³ FLOPs"),
+    "CROSSOVER_PREDICTION_check": [
+        ("predicts the GPU always wins", "CROSSOVER_PREDICTION = {'n': 32, 'why': 'GPUs are fast'}",
+         r"outside the model's band"),
+        ("predicts with the work growing as n²", _crossover(2), r"n² outputs"),
+        ("predicts with the fixed cost in milliseconds", _crossover(3, fixed=1e3), r"in milliseconds"),
+        ("predicts with a multiply-add as one FLOP", _crossover(3, fixed=2.0), r"multiply-add as 1 FLOP"),
         ("prediction as a bare number", "CROSSOVER_PREDICTION = 108", r"should be a dict"),
+        ("prediction without a reason", "CROSSOVER_PREDICTION = {'n': 108}", r"needs exactly the keys"),
+    ],
+    "crossover_size_check": [
         (
             "first win, ignores a later flip back",
             """
@@ -223,7 +242,7 @@ def crossover_size(sizes, cpu, gpu):
         if c <= g: last = s
     return last
 """,
-            r"expected the size 256",
+            r"the first size of that run of GPU wins",
         ),
     ],
     "linear_forecast_check": [
@@ -244,7 +263,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
 """,
-            r"left out the weights",
+            r"leaves out the weights",
         ),
         (
             "weights read once per sample",
@@ -288,7 +307,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth)}
 """,
-            r"divide by the batch",
+            r"whole batch as the time per sample",
         ),
         (
             "compute and memory time added",
@@ -309,7 +328,7 @@ def crossover_size(sizes, cpu, gpu):
     x = intensity(flops, nbytes)
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth), "seconds_per_sample": flops / peak_flops / batch}
 """,
-            r"memory-bound: the time is set by reading the bytes",
+            r"but it is memory-bound: its time is set by moving its bytes",
         ),
         (
             "bound compared the wrong way",
@@ -320,7 +339,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": "compute" if x < peak_flops / bandwidth else "memory",
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
 """,
-            r"below the balance point is memory-bound",
+            r"below it is memory-bound",
         ),
         (
             "a tuple, not a dict",

@@ -1,0 +1,217 @@
+"""Messages teach without telling, and the course's own code is no shortcut (COURSE.md, third edition).
+
+Two tests, parametrized per lesson: add a lesson to MESSAGE_LESSONS and its
+shortcuts to SHORTCUTS when it follows the rules.
+
+- The message test runs every mutant against every step of its check cell
+  (the visible check and each hidden test, one at a time, as the class
+  grader's feedback would show it) and fails if a message holds an expected
+  value in a form a learner would copy: the integer, the float at 2-6
+  significant figures (in seconds, ms or µs), or a fraction. The expected
+  values are what the reference solution gives on the check's own cases and
+  each hidden test's `want`.
+- The shortcut test writes each exercise with a call of the course's package
+  that returns its answer and requires the check to say so (or the shortcut
+  to be gone: calling it fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+from fractions import Fraction
+
+import pytest
+
+from grader import predictions
+from grader.checks import _plain
+from grader.checks._common import Prediction, Raised
+from grader.notebook import CheckFailed
+from grader.pipeline.judging import plan_cell
+from notebook_cells import check_cells, namespace
+
+MESSAGE_LESSONS = ["01_crossover", "02_transfers"]
+SMALL = 16  # whole numbers up to this are the words of a message (2 FLOPs, 4 bytes), not an answer to copy
+
+
+def _numbers(value, out: set) -> set:
+    """Every real number inside a plain value (recorded calls: their answers, not their arguments)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return out
+    if isinstance(value, (int, float)):
+        if math.isfinite(value):
+            out.add(float(value))
+        return out
+    if isinstance(value, dict):
+        if isinstance(value.get("calls"), list) and "name" in value:  # a recording: [key, outcome] pairs
+            for entry in value["calls"]:
+                _numbers(entry[1].get("value") if isinstance(entry, list) and len(entry) == 2 else None, out)
+            return out
+        if "got" in value or "runs" in value:  # a check's own record of a run: only what the code returned
+            for key in ("got", "runs"):
+                _numbers(value.get(key), out)
+            return out
+        for v in value.values():
+            _numbers(v, out)
+        return out
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _numbers(v, out)
+        return out
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor) and value.numel() <= 64:
+            _numbers(value.double().reshape(-1).tolist(), out)
+    except ImportError:
+        pass
+    return out
+
+
+def forms(value: float) -> set[str]:
+    """The ways a learner would copy `value` out of a message."""
+    found = set()
+    if value == int(value) and abs(value) <= SMALL:
+        return found
+    if value == int(value):
+        n = int(value)
+        found |= {str(n), f"{n:,}", f"{n:_}"}
+    scales = [1.0] + ([1e3, 1e6, 1e9] if abs(value) < 1 else [1e-3, 1e-6, 1e-9, 1e-12] if abs(value) >= 1e4 else [])
+    for scale in scales:
+        v = value * scale
+        for digits in range(2, 7):
+            text = f"{v:.{digits}g}"
+            if "e" not in text and abs(float(text)) <= SMALL and float(text) == int(float(text)):
+                continue  # rounds to a small whole number: the words of a message
+            found.add(text)
+            if "e" not in text and abs(float(text)) >= 1000:
+                found.add(f"{float(text):,.{max(0, digits - len(str(int(abs(float(text))))))}f}")
+    frac = Fraction(value).limit_denominator(64)
+    if frac.denominator > 1 and abs(float(frac) - value) <= 1e-9 * abs(value):
+        found |= {f"{frac.numerator}/{frac.denominator}", f"{frac.numerator} / {frac.denominator}"}
+    return {f for f in found if len(f.strip("-0.,")) >= 2 or "/" in f}
+
+
+def holds(message: str, form: str) -> bool:
+    return re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d])", message) is not None
+
+
+def _expected(lesson: str, grade_id: str) -> set[float]:
+    """The values the check's cases and hidden tests expect: the reference's answers and each hidden `want`."""
+    ns = namespace(lesson)
+    values: set = set()
+    for step in plan_cell(check_cells(lesson)[grade_id]):
+        check = step.target()
+        if "want" in step.kwargs:
+            _numbers(step.kwargs["want"], values)
+        if not step.hidden:
+            with contextlib.redirect_stdout(io.StringIO()):
+                _numbers(_plain.roundtrip(check.observe(*[ns[n] for n in step.names], **check.observed(step.kwargs))),
+                         values)
+    return values
+
+
+def _messages(lesson: str, grade_id: str, ns: dict) -> list[str]:
+    """What each step of the check cell says about the learner's code in `ns`, each step judged on its own."""
+    said = []
+    for step in plan_cell(check_cells(lesson)[grade_id]):
+        check = step.target()
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                observation = _plain.roundtrip(check.observe(*[ns[n] for n in step.names],
+                                                             **check.observed(step.kwargs)))
+                if isinstance(check, Prediction):
+                    value = check.valid(observation)
+                    predictions.commit(check.lesson, check.name, value, value["why"])
+                    said.append(check.score(observation, predictions.read())[1])
+                else:
+                    check.judge(observation, **step.kwargs)
+        except (CheckFailed, Raised, AssertionError) as exc:
+            said.append(str(exc))
+        except NotImplementedError:
+            pass
+        said.append(out.getvalue())
+    return said
+
+
+def _mutant_cases():
+    import importlib
+
+    for lesson in MESSAGE_LESSONS:
+        mod = importlib.import_module(f"mutants.lesson{lesson[:2]}")
+        for grade_id, mutants in mod.MUTANTS.items():
+            for name, source, _ in mutants:
+                yield pytest.param(lesson, grade_id, source, id=f"{lesson}:{grade_id}:{name}")
+
+
+@pytest.mark.parametrize("lesson,grade_id,source", list(_mutant_cases()))
+def test_no_message_hands_over_an_expected_value(lesson, grade_id, source):
+    ns = namespace(lesson)
+    exec(compile(source, "<mutant>", "exec"), ns)
+    expected = _expected(lesson, grade_id)
+    for message in _messages(lesson, grade_id, ns):
+        leaked = sorted({f for v in expected for f in forms(v) if holds(message, f)})
+        assert not leaked, f"a message of {grade_id} holds the expected value as {leaked}:\n{message}"
+
+
+def test_forms_are_what_a_learner_copies():
+    assert {"1/12", "0.083", "0.08333"} <= forms(1 / 12)
+    assert {"12582912", "12,582,912", "1.258e+07"} <= forms(12_582_912)
+    assert "1.005" in forms(0.001005)  # in ms
+    assert not forms(4) and not forms(2.0)
+    assert holds("here 256.", "256") and not holds("2560", "256") and not holds("0.256", "256")
+
+
+# --- shortcuts: the course's own code answering an exercise -----------------------------------------
+
+_MEASURE = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
+            "    return timing.measure(fn, sync, warmup, repeats).median\n")
+_MEASURE_BOUND = ("from grader.timing import measure\n\ndef time_op(fn, sync, warmup, repeats):\n"
+                  "    return measure(fn, sync, warmup=warmup, repeats=repeats).median\n")
+_BENCH = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
+          "    for _ in range(warmup):\n        fn()\n    return timing.benchmark_median(fn)\n")
+SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, what the check must say)
+    "01_crossover": [
+        ("time_op_check", _MEASURE, r"calls grader\.timing\.measure.*yourself"),
+        ("time_op_check", _MEASURE_BOUND, r"calls grader\.timing\.measure"),
+        ("time_op_check", _BENCH, r"calls grader\.timing\.benchmark_median"),
+        ("CROSSOVER_PREDICTION_check",
+         "from grader import specs\nfrom grader.checks import lesson01\nCROSSOVER_PREDICTION = {'n': lesson01.crossover_model("
+         "lesson01.gpu_fixed_seconds(), lesson01.CROSSOVER_CPU_FLOPS, specs.chip('T4').peak('fp32')), 'why': 'x'}\n",
+         "gone"),
+    ],
+    "02_transfers": [
+        ("SYNC_ANSWERS_check",
+         "from grader.checks import lesson02\nSYNC_ANSWERS = {l: lesson02.snippet_waits(l) for l in lesson02.SYNC_SNIPPETS}\n",
+         r"called grader\.checks\.lesson02\.snippet_waits"),
+        ("SYNC_ANSWERS_check",
+         "from grader.checks import lesson02\n"
+         "SYNC_ANSWERS = {l: lesson02.snippet_reads(l).sync_points > 0 for l in lesson02.SYNC_SNIPPETS}\n",
+         r"called grader\.checks\.lesson02\.snippet_reads"),
+    ],
+}
+
+
+def _shortcut_cases():
+    for lesson, cases in SHORTCUTS.items():
+        for grade_id, source, pattern in cases:
+            yield pytest.param(lesson, grade_id, source, pattern, id=f"{lesson}:{grade_id}:{source.splitlines()[-1][:40]}")
+
+
+@pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_shortcut_cases()))
+def test_a_shortcut_through_the_course_package_is_noticed(lesson, grade_id, source, pattern):
+    from grader import shortcuts
+
+    shortcuts.reset()
+    ns = namespace(lesson)
+    if pattern == "gone":
+        with pytest.raises((AttributeError, ImportError)):
+            exec(compile(source, "<shortcut>", "exec"), ns)
+        return
+    exec(compile(source, "<shortcut>", "exec"), ns)
+    said = " ".join(_messages(lesson, grade_id, ns))
+    shortcuts.reset()
+    assert re.search(pattern, said), f"{grade_id} does not notice the shortcut:\n{said}"
