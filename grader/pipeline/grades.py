@@ -17,6 +17,7 @@ TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message")  # score an
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's CSV-injection starts, and the escape itself
 
 
+UNGRADED = "ungraded"  # a row the grader could not decide (the sandbox, the host, the grader failed): no grade
 FIELD_CHARS = 10_000  # the longest text field grades.csv holds (csv's own reader refuses fields over 131,072)
 
 
@@ -42,7 +43,7 @@ class CellResult:
     grade_id: str
     score: float
     max_score: float
-    status: str  # "passed", "failed", "error" (submission-level problem)
+    status: str  # "passed", "failed", "timeout", "crashed", "error" (the submission's problem), UNGRADED (not the student's)
     message: str
 
     def row(self) -> dict:
