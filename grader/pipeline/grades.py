@@ -129,7 +129,7 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for res in results:
             student, lesson = res["student"], res["lesson"]
-            gb.update_or_create_student(student)
+            _add_student(gb, student)
             try:
                 gb.find_submission(lesson, student)
             except MissingEntry:
@@ -139,5 +139,37 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
                     grade = gb.find_grade(row["grade_id"], lesson, lesson, student)
                 except MissingEntry:
                     continue
-                grade.auto_score = float(row["score"])
+                # as nbgrader's own autograde (SaveAutoGrades): a decided score needs no manual grading;
+                # a row the grader could not decide (UNGRADED) has no score and waits for a grade
+                decided = row["status"] != UNGRADED
+                grade.auto_score = float(row["score"]) if decided else None
+                grade.needs_manual_grade = not decided or grade.manual_score is not None
             gb.db.commit()
+
+
+def _add_student(gb, student: str) -> None:
+    """The student in the gradebook with a name the formgrader shows (it prints "None, None" for none).
+
+    A name the instructor set (`nbgrader db student add --first-name ...`) is
+    kept; else the full name of the Unix account of that login, if any; else
+    the id as last name, the way nbgrader's own lists fall back to the id.
+    """
+    from nbgrader.api import MissingEntry
+
+    try:
+        known = gb.find_student(student)
+        if known.first_name is not None and known.last_name is not None:
+            return
+    except MissingEntry:
+        pass
+    first, last = "", student
+    try:
+        import pwd
+
+        full = pwd.getpwnam(student).pw_gecos.split(",")[0].strip()
+        if full:
+            first, _, last = full.rpartition(" ")
+            first, last = (first, last) if first else ("", last)
+    except (KeyError, ImportError):
+        pass
+    gb.update_or_create_student(student, first_name=first, last_name=last)
