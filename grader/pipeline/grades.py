@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from grader.pipeline.tools import lessons as course_lessons
-from grader.pipeline.tools import nbgrader
+from grader.pipeline.tools import nbgrader, tool_env
 
 
 CSV_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]
@@ -126,6 +126,9 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission, harmless
+    # a new gradebook (an empty shard's: no generate_assignment made it) runs `alembic` from PATH, in this process:
+    # under Slurm or cron PATH lacks the venv's bin
+    os.environ["PATH"] = tool_env()["PATH"]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for res in results:
             student, lesson = res["student"], res["lesson"]
