@@ -111,15 +111,7 @@ def hub():
         shipped = (ROOT / "lab-config" / "class" / "nbgrader_config.py").read_text()
         (config / "nbgrader_config.py").write_text(shipped + f"\nc.Exchange.root = {str(exchange)!r}\n")
         made.config = config
-        course = scratch / "course"
-        course.mkdir()
-        shutil.copy(ROOT / "nbgrader_config.py", course)
-        for part in ("solutions", "notebooks"):
-            shutil.copytree(ROOT / part / LESSON, course / part / LESSON)
         env = {**os.environ, "JUPYTER_CONFIG_PATH": str(config), "GRADER_TEST_TAG": tag}
-        released = subprocess.run([sys.executable, "-m", "nbgrader", "release_assignment", LESSON], cwd=course, env=env,
-                                  capture_output=True, text=True)
-        assert released.returncode == 0, released.stderr[-2000:]
         # README, "Once, as root": the course's commands on every login shell's PATH (the venv is the test's)
         profile.write_text((ROOT / "lab-config" / "class" / "gpu-course-path.sh").read_text()
                            .replace("/opt/gpu-course/.venv/bin", str(python.parent)))
@@ -127,6 +119,14 @@ def hub():
         made.ann, made.teach = users.add("ann"), users.add("teach")
         subprocess.run(["usermod", "-aG", group, made.teach], check=True, capture_output=True)
         subprocess.run(["chpasswd"], input=f"{made.ann}:Pw-{tag}\n{made.teach}:Pw-{tag}\n", text=True, check=True)
+        # the instructor's clone (README: git clone ... ~/gpu-course; here the parts nbgrader reads), released by them
+        made.course = course = users.home(made.teach) / "gpu-course"
+        users.run(made.teach, ["mkdir", "-p", str(course / "solutions"), str(course / "notebooks")])
+        users.run(made.teach, ["cp", "-r", str(ROOT / "solutions" / LESSON), str(course / "solutions")])
+        users.run(made.teach, ["cp", "-r", str(ROOT / "notebooks" / LESSON), str(course / "notebooks")])
+        users.run(made.teach, ["cp", str(ROOT / "nbgrader_config.py"), str(course)])
+        users.run(made.teach, [str(python), "-m", "nbgrader", "release_assignment", LESSON], cwd=course,
+                  env={"JUPYTER_CONFIG_PATH": str(config)})
         state = scratch / "hub"
         state.mkdir()
         port = _port()
@@ -229,10 +229,7 @@ def test_the_instructors_hub_server_formgrader_shows_the_graded_class(hub):
     nbgrader = [str(users.python), "-m", "nbgrader"]
     users.run(ann, [*nbgrader, "fetch_assignment", LESSON], env=env, check=False)  # fetched already by the API test
     users.run(ann, [*nbgrader, "submit", LESSON], env=env)
-    course = users.home(teach) / "gpu-course"
-    users.run(teach, ["mkdir", str(course)])
-    users.run(teach, ["cp", "-r", str(ROOT / "solutions"), str(ROOT / "notebooks"), str(ROOT / "nbgrader_config.py"),
-                      str(course)])
+    course = hub.course
     users.run(teach, [*nbgrader, "collect", LESSON], cwd=course, env=env)
     users.run(teach, [str(users.python), "-m", "grader", "autograde", "course/submitted", "--out", "grades",
                       "--lesson", LESSON], cwd=course, env=env)
