@@ -42,6 +42,7 @@ from typing import Callable, Iterable
 
 import nbformat
 
+from grader.pipeline import deadlines
 from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.grades import UNGRADED, CellResult, write_csv, write_gradebook
 from grader.pipeline.cgroups import make_groups
@@ -70,19 +71,23 @@ def result_path(out_dir: Path, student: str, lesson: str) -> Path:
 
 
 def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson: str,
-              box: sandboxes.Sandbox, settings: Settings, groups=None, verdict=None) -> dict:
+              box: sandboxes.Sandbox, settings: Settings, groups=None, verdict=None, term=None) -> dict:
     """Grade one submission and write its result, executed notebook and feedback; returns the result.
 
     Whatever the submission holds, this writes a result: a submission that
     cannot be graded gets status "error" on every check with the reason, and
     an exception in the grader itself becomes that reason too, so one
-    submission never stops the class.
+    submission never stops the class. `term` is (the course's nbgrader config,
+    the lesson's due date): the submission is dated by the timestamp.txt the
+    course's collect wrote, and a late one gets the configured penalty.
     """
     start = time.perf_counter()
+    config, due = term or (None, None)
     source_nb = nbformat.read(str(root / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
     folder = submissions / student / lesson
     path = folder / f"{lesson}.ipynb"
-    digest = notebook_digest(path)
+    digest = _digest(submissions, student, lesson, due)
+    facts, dated = deadlines.submission_facts(folder, due)
     notes: list[str] = []
     outside = False  # a row failed for a reason outside the submission: graded again on the next run
     try:
@@ -100,6 +105,10 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         outside = any(r.get("outside") for r in replies)
         notes += sorted({n for cell, r in zip(cells, replies) if cell.kind == "student" for n in r.get("notes", [])})
         rows = score(student, lesson, cells, replies, notes)
+        got = sum(r.score for r in rows)
+        if config is not None and facts["seconds_late"] > 0:
+            facts["penalty"] = deadlines.late_penalty(config, student, got, facts["seconds_late"])
+        notes += dated + ([f"late penalty: {facts['penalty']:g} of your {got:g} points"] if facts["penalty"] else [])
         if not all(r.status == UNGRADED for r in rows):  # nothing decided: no feedback page to release
             executed = executed_notebook(cells, replies, rows, notes)
             _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
@@ -112,14 +121,22 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
                           clean_text(f"the grader failed on this submission: {type(exc).__name__}: {exc}")[:2000], UNGRADED)
         outside = True
     result = {"student": student, "lesson": lesson, "sha256": digest, "seconds": time.perf_counter() - start,
-              "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows]}
+              "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows],
+              "submission": clean(facts)}
     if outside:
         result["regrade"] = True
     _atomic_write(result_path(out_dir, student, lesson), json.dumps(result, indent=1))
     return result
 
 
-EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # what `nbgrader collect` puts beside a notebook
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt", "collected.json")  # what collect puts beside a notebook
+
+
+def _digest(submissions: Path, student: str, lesson: str, due) -> str:
+    """What a result was graded from: the notebook's bytes, and its dating (timestamp.txt, collect's record, due date)."""
+    folder = submissions / student / lesson
+    dating = deadlines.record_digest(folder, due) if not folder.is_symlink() else ""
+    return notebook_digest(folder / f"{lesson}.ipynb") + (f"+{dating}" if dating else "")
 
 
 def _exchange_files(submitted: Path, feedback: Path) -> None:
@@ -139,11 +156,11 @@ def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
     return nbformat.read(str(path), as_version=4) if path.is_file() else None
 
 
-def _done(out_dir: Path, submissions: Path, student: str, lesson: str) -> bool:
-    """True when this submission already has a result for the same notebook bytes."""
+def _done(out_dir: Path, submissions: Path, student: str, lesson: str, due=None) -> bool:
+    """True when this submission already has a result for the same notebook bytes and dating."""
     saved = _load(result_path(out_dir, student, lesson))
     return (saved is not None and saved.get("regrade") is not True
-            and saved.get("sha256") == notebook_digest(submissions / student / lesson / f"{lesson}.ipynb"))
+            and saved.get("sha256") == _digest(submissions, student, lesson, due))
 
 
 def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings | None = None,
@@ -161,7 +178,9 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     for line in skipped:
         log(line)
-    todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p)]
+    config = deadlines.course_config(root)  # due dates and the late penalty, as the instructor's nbgrader reads them
+    dues = {lesson: deadlines.due_date(lesson, config, root) for lesson in {p[1] for p in pairs}}
+    todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p, dues[p[1]])]
     if len(todo) < len(pairs):
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
     package = Path(__file__).resolve().parents[1]  # the grader that runs now: an editable install may live elsewhere
@@ -193,7 +212,7 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
         """Grade one submission and print its line."""
         if stop.is_set():
             return None
-        result = grade_one(root, submissions, out_dir, *pair, box, settings, groups, verdict)
+        result = grade_one(root, submissions, out_dir, *pair, box, settings, groups, verdict, (config, dues[pair[1]]))
         got = sum(r["score"] for r in result["rows"])
         best = sum(r["max_score"] for r in result["rows"])
         with lock:
@@ -288,6 +307,10 @@ def _load(path: Path) -> dict | None:
             return None
         if (row["student"], row["lesson"]) != (result["student"], result["lesson"]):
             return None
+    facts = result.get("submission")
+    if facts is not None and (not isinstance(facts, dict) or set(facts) != set(_FACT_TYPES) or any(
+            not isinstance(facts[k], t) or isinstance(facts[k], bool) for k, t in _FACT_TYPES.items())):
+        result.pop("submission")  # not a dating this grader wrote: the rows stand, undated
     return result
 
 
@@ -295,7 +318,7 @@ def finish(root: Path, out_dir: Path, log: Callable[[str], None] = print) -> Pat
     """From out_dir/results/: grades.csv, nbgrader's gradebook in out_dir/course/, and the summary."""
     results = load_results(out_dir)
     skipped = _load_skipped(out_dir)
-    rows = [CellResult(**{**r, "score": float(r["score"]), "max_score": float(r["max_score"])})
+    rows = [CellResult(**{**r, "score": float(r["score"]), "max_score": float(r["max_score"])}, **_dating(res))
             for res in results for r in res["rows"]]
     path = out_dir / "grades.csv"
     write_csv(rows, path)
@@ -305,6 +328,17 @@ def finish(root: Path, out_dir: Path, log: Callable[[str], None] = print) -> Pat
     for line in lines:
         log(line)
     return path
+
+
+def _dating(result: dict) -> dict:
+    """A result's submission time, due date, late flag and penalty as grades.csv's columns ('' where unknown)."""
+    facts = result.get("submission") or {}
+    late = "" if not facts.get("timestamp") or not facts.get("duedate") else "yes" if facts["seconds_late"] > 0 else "no"
+    return {"timestamp": facts.get("timestamp", ""), "duedate": facts.get("duedate", ""), "late": late,
+            "penalty": float(facts.get("penalty", 0.0))}
+
+
+_FACT_TYPES = {"timestamp": str, "duedate": str, "seconds_late": (int, float), "penalty": (int, float)}
 
 
 def _load_skipped(out_dir: Path) -> list[str]:

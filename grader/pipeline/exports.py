@@ -33,20 +33,26 @@ MOODLE_HEAD = ["Username"]
 def lesson_totals(grades_csv: Path) -> tuple[list[str], dict[str, dict[str, float]], dict[str, float]]:
     """(lessons in order, student -> lesson -> points, lesson -> points possible) from grades.csv.
 
-    A lesson with any check the grader could not decide (status UNGRADED: the
+    A lesson's points are its checks' scores less the submission's late penalty
+    (on each of its rows, taken once), as nbgrader's own export counts them. A
+    lesson with any check the grader could not decide (status UNGRADED: the
     sandbox, the host or the grader failed, not the student) has no total: its
     grade is left blank, never a zero or a part score (see ungraded()).
     """
     scores: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     possible: dict[tuple[str, str], float] = defaultdict(float)
+    penalty: dict[tuple[str, str], float] = {}
     rows = read_csv(grades_csv)
     undecided = {(row.student, row.lesson) for row in rows if row.status == UNGRADED}
     for row in rows:
         possible[(row.student, row.lesson)] += row.max_score
-        if (row.student, row.lesson) not in undecided:
-            scores[row.student][row.lesson] += row.score
-        else:
+        if (row.student, row.lesson) in undecided:
             scores[row.student]  # the student keeps a row, blank for this lesson
+            continue
+        scores[row.student][row.lesson] += row.score
+        penalty[(row.student, row.lesson)] = row.penalty
+    for (student, lesson), points in penalty.items():
+        scores[student][lesson] = max(0.0, scores[student][lesson] - points)
     lessons = sorted({lesson for _, lesson in possible})
     most = {lesson: max(p for (_, l), p in possible.items() if l == lesson) for lesson in lessons}
     return lessons, {s: dict(v) for s, v in sorted(scores.items())}, most

@@ -12,8 +12,12 @@ from grader.pipeline.tools import lessons as course_lessons
 from grader.pipeline.tools import nbgrader, tool_env
 
 
-CSV_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]
-TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message")  # score and max_score are written as numbers
+GRADE_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]  # a result file's row
+# and the submission's dating, the same on each of its rows: its trusted time and the due date (UTC, '' if none),
+# late ('yes', 'no', '' without a time or a due date) and the late penalty (points off the lesson's total, once)
+CSV_FIELDS = GRADE_FIELDS + ["timestamp", "duedate", "late", "penalty"]
+TEXT_FIELDS = ("student", "lesson", "grade_id", "status", "message")  # of every grades.csv, old ones too
+DATING_TEXT = ("timestamp", "duedate", "late")  # score, max_score and penalty are written as numbers
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's CSV-injection starts, and the escape itself
 
 
@@ -45,9 +49,14 @@ class CellResult:
     max_score: float
     status: str  # "passed", "failed", "timeout", "crashed", "error" (the submission's problem), UNGRADED (not the student's)
     message: str
+    timestamp: str = ""  # when the exchange got the submission (UTC), from collect's timestamp.txt
+    duedate: str = ""
+    late: str = ""
+    penalty: float = 0.0  # the submission's late penalty in points (the same on each of its rows)
 
     def row(self) -> dict:
-        return {k: getattr(self, k) for k in CSV_FIELDS}
+        """The grade fields, as a result file holds them (the dating is the result's own)."""
+        return {k: getattr(self, k) for k in GRADE_FIELDS}
 
 
 def write_csv(rows: Iterable[CellResult], path: Path) -> None:
@@ -58,8 +67,8 @@ def write_csv(rows: Iterable[CellResult], path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for r in rows:
-            row = r.row()
-            writer.writerow({k: csv_text(str(v)) if k in TEXT_FIELDS else float(v) for k, v in row.items()})
+            row = {k: getattr(r, k) for k in CSV_FIELDS}
+            writer.writerow({k: csv_text(str(v)) if k in TEXT_FIELDS + DATING_TEXT else float(v) for k, v in row.items()})
     os.replace(tmp, path)
 
 
@@ -69,7 +78,9 @@ def read_csv(path: Path) -> list[CellResult]:
     with open(path, newline="", encoding="utf-8") as f:
         return [
             CellResult(*(csv_untext(r[k]) for k in ("student", "lesson", "grade_id")), float(r["score"]),
-                       float(r["max_score"]), csv_untext(r["status"]), csv_untext(r["message"]))
+                       float(r["max_score"]), csv_untext(r["status"]), csv_untext(r["message"]),
+                       *(csv_untext(r.get(k) or "") for k in ("timestamp", "duedate", "late")),
+                       float(r.get("penalty") or 0))
             for r in csv.DictReader(f)
         ]
 
@@ -107,7 +118,14 @@ def write_course_config(course: Path, source: Path) -> Path:
 
 
 def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
-    """nbgrader's gradebook.db in course/, with every result's scores as autograde scores."""
+    """nbgrader's gradebook.db in course/: every result's scores as autograde scores, and its dating.
+
+    nbgrader's own fields: Assignment.duedate, SubmittedAssignment.timestamp
+    and SubmittedNotebook.late_submission_penalty, so `nbgrader export` and
+    the formgrader show the due date, the time, the penalty and the score less it.
+    """
+    from nbgrader.utils import parse_utc
+
     from nbgrader.api import Gradebook, MissingEntry
 
     course.mkdir(parents=True, exist_ok=True)
@@ -132,11 +150,20 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for res in results:
             student, lesson = res["student"], res["lesson"]
+            facts = res.get("submission") or {}
             _add_student(gb, student)
+            if facts.get("duedate"):
+                gb.update_or_create_assignment(lesson, duedate=parse_utc(facts["duedate"]))
             try:
-                gb.find_submission(lesson, student)
+                submission = gb.find_submission(lesson, student)
             except MissingEntry:
-                gb.add_submission(lesson, student)
+                submission = gb.add_submission(lesson, student)
+            submission.timestamp = parse_utc(facts["timestamp"]) if facts.get("timestamp") else None
+            try:
+                notebook = gb.find_submission_notebook(lesson, lesson, student)
+                notebook.late_submission_penalty = float(facts.get("penalty", 0.0)) or None
+            except MissingEntry:
+                pass
             for row in res["rows"]:
                 try:
                     grade = gb.find_grade(row["grade_id"], lesson, lesson, student)
