@@ -235,3 +235,38 @@ def test_the_instructors_hub_server_formgrader_shows_the_graded_class(hub):
                       "--lesson", LESSON], cwd=course, env=env)
     api, server = hub.login(teach)
     formgrader_shows(lambda path: api.get(f"{server}{path}", timeout=60).json(), LESSON, {ann: 0.0})
+
+
+def test_a_student_fetches_and_submits_in_the_assignments_panel_in_chromium(hub):
+    """README's first route for a student: log in to the hub in a browser, Nbgrader > Assignment List, Fetch, Submit."""
+    from test_browser import CHROMIUM
+
+    if not CHROMIUM:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    shutil.rmtree(hub.users.home(hub.ann) / LESSON, ignore_errors=True)  # fetched by the other tests: fetch it again
+    inbound = hub.scratch / "exchange" / COURSE / "inbound"
+    before = len(list(inbound.iterdir()))
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+        try:
+            page = chromium.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{hub.base}/hub/login")
+            page.fill("#username_input", hub.ann)
+            page.fill("#password_input", f"Pw-{hub.tag}")
+            page.click("#login_submit")
+            page.wait_for_url(f"**/user/{hub.ann}/**", timeout=120_000)
+            page.goto(f"{hub.base}/user/{hub.ann}/lab")
+            page.get_by_text("Nbgrader", exact=True).click(timeout=120_000)
+            page.get_by_text("Assignment List", exact=True).click()
+            page.get_by_role("button", name="Fetch", exact=True).click(timeout=60_000)
+            wait_for(lambda: (hub.users.home(hub.ann) / LESSON / f"{LESSON}.ipynb").is_file(), 60, "the fetched lesson")
+            page.get_by_role("button", name="Submit", exact=True).first.click(timeout=60_000)
+            wait_for(lambda: len(list(inbound.iterdir())) > before, 60, "the submission in the exchange")
+        except Exception:
+            (ROOT / "test-artifacts" / "browser").mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ROOT / "test-artifacts" / "browser" / "hub-assignments.png"))
+            raise
+        finally:
+            chromium.close()
