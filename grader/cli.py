@@ -119,12 +119,16 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from grader.pipeline.exports import WRITERS
+    from grader.pipeline.exports import WRITERS, ungraded
 
     grades = Path(args.grades)
     grades = grades / "grades.csv" if grades.is_dir() else grades
     out = Path(args.out) if args.out else grades.with_name(f"{args.to}.csv")
     print(f"{args.to}: {WRITERS[args.to](grades, out)}")
+    left = ungraded(grades)
+    if left:
+        print(f"left blank: {len(left)} submissions the grader could not grade ({', '.join(left[:5])}"
+              f"{', ...' if len(left) > 5 else ''}): run the same autograde again, then export again")
     return 0
 
 

@@ -279,3 +279,17 @@ def _alive(pid: int) -> bool:
         return False
     return "Z" not in state
 
+
+
+def formgrader_shows(get, lesson: str, scores: dict[str, float]) -> None:
+    """The formgrader's API (`get(path)` -> JSON) lists `lesson` and each student's score, with a name and no
+    "needs manual grading" (every check of the course is autograded); AssertionError naming what is wrong."""
+    lessons = [a["name"] for a in get("/formgrader/api/assignments")]
+    assert lesson in lessons, f"the formgrader lists no {lesson}: {lessons}"
+    rows = {s["student"]: s for s in get(f"/formgrader/api/submissions/{lesson}")}
+    assert set(rows) == set(scores), f"the formgrader's submissions: {sorted(rows)}, not {sorted(scores)}"
+    for student, want in scores.items():
+        row = rows[student]
+        assert row["score"] == want, f"{student}: the formgrader shows {row['score']}, the grader gave {want}"
+        assert not row["needs_manual_grade"], f"{student}: marked 'needs manual grading', though all is autograded"
+        assert row["last_name"] not in (None, "None") and row["first_name"] is not None, f"{student}: no name: {row}"

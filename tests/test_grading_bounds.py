@@ -191,6 +191,8 @@ def test_a_result_that_failed_outside_the_submission_is_graded_again(tmp_path, m
     monkeypatch.setattr(classroom, "run_cells", fake_run_cells)
     monkeypatch.setattr(classroom, "finish", lambda root, out, log=print: out / "grades.csv")
     settings = Settings(sandbox="none", workers=1, cgroups=False)
-    for _ in range(3):
+    with pytest.raises(classroom.NotGraded, match="outside the students"):  # nothing decided: no grade written
+        classroom.grade_class(ROOT, subs, tmp_path / "out", settings, log=lambda line: None)
+    for _ in range(2):
         classroom.grade_class(ROOT, subs, tmp_path / "out", settings, log=lambda line: None)
     assert len(calls) == 2  # graded again once, then kept

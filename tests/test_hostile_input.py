@@ -204,7 +204,7 @@ def test_any_grader_failure_on_one_submission_becomes_its_error_rows(tmp_path, m
 
     monkeypatch.setattr(classroom, "run_cells", boom)
     result = classroom.grade_one(ROOT, subs, tmp_path / "out", "ann", LESSON, sandbox.Sandbox("none"), Settings())
-    assert len(result["rows"]) == len(check_cells(LESSON)) and {r["status"] for r in result["rows"]} == {"error"}
+    assert len(result["rows"]) == len(check_cells(LESSON)) and {r["status"] for r in result["rows"]} == {"ungraded"}
     assert result["rows"][0]["message"].startswith("the grader failed on this submission: KeyError:")
     assert classroom.load_results(tmp_path / "out")[0]["rows"] == result["rows"]
 

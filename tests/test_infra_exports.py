@@ -37,3 +37,19 @@ def test_moodle_has_a_username_column_and_a_column_per_lesson(tmp_path):
     head, *students = _read(tmp_path / "m.csv")
     assert head == ["Username", "01_crossover", "02_transfers"]
     assert {row[0]: row[1:] for row in students} == {"ann": ["2", "1"], "'=cmd": ["5", ""]}
+
+
+def test_a_lesson_the_grader_could_not_decide_is_left_blank_in_both_exports(tmp_path, capsys):
+    rows = [CellResult("ann", "01_crossover", "a", 2, 2, "passed", ""),
+            CellResult("ann", "01_crossover", "b", 0, 3, "ungraded", "not run: the grader's Python did not start"),
+            CellResult("ann", "02_transfers", "c", 1, 1, "passed", ""),
+            CellResult("ben", "01_crossover", "a", 0, 2, "ungraded", "the grader failed on this submission"),
+            CellResult("ben", "01_crossover", "b", 0, 3, "ungraded", "the grader failed on this submission")]
+    write_csv(rows, tmp_path / "grades.csv")
+    assert main(["export", str(tmp_path), "--to", "canvas"]) == 0
+    assert "left blank: 2 submissions" in capsys.readouterr().out
+    head, points, *students = _read(tmp_path / "canvas.csv")
+    assert points[5:] == ["5", "1"]
+    assert {row[3]: row[5:] for row in students} == {"ann": ["", "1"], "ben": ["", ""]}
+    assert main(["export", str(tmp_path), "--to", "moodle"]) == 0
+    assert {row[0]: row[1:] for row in _read(tmp_path / "moodle.csv")[1:]} == {"ann": ["", "1"], "ben": ["", ""]}

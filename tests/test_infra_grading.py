@@ -48,3 +48,33 @@ def test_a_checkout_under_tmp_is_visible_to_a_runner_started_as_root(tmp_path):
         import shutil
 
         shutil.rmtree(Path("/tmp") / tmp_path.name, ignore_errors=True)
+
+
+def test_a_run_where_no_submission_could_be_graded_stops_and_writes_no_grade(tmp_path):
+    """README's autograde, with a limit no Python can start under (outside every student): rc 2, one line, no grade."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    from infra_machine import ROOT
+
+    lesson = "01_crossover"
+    for student in ("ann", "ben"):
+        (tmp_path / "subs" / student / lesson).mkdir(parents=True)
+        nbformat.write(nbformat.read(str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"), 4),
+                       str(tmp_path / "subs" / student / lesson / f"{lesson}.ipynb"))
+    extra = [] if sandbox.bwrap_works() else ["--sandbox", "none"]
+    proc = subprocess.run([sys.executable, "-m", "grader", "autograde", str(tmp_path / "subs"), "--out",
+                           str(tmp_path / "grades"), "--memory-gib", "0.1", "--workers", "2", *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    said = proc.stderr.strip().splitlines()
+    assert len(said) == 1 and "outside the students" in said[0] and "--memory-gib" in said[0], proc.stderr
+    grades = tmp_path / "grades"
+    assert not (grades / "grades.csv").exists() and not (grades / "course").exists(), sorted(grades.rglob("*"))
+    import json
+
+    for path in (grades / "results").glob("*/*.json"):  # kept only to be graded again, every row marked
+        result = json.loads(path.read_text())
+        assert result["regrade"] is True and {r["status"] for r in result["rows"]} == {"ungraded"}, result["rows"]

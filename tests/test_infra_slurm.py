@@ -72,11 +72,15 @@ def test_the_grading_array_runs_as_written_and_merges(slurm, tmp_path):
               .replace("/shared/grades", str(grades)))
     (tmp_path / "grade.sbatch").write_text(script)
     start = time.perf_counter()
+    # from an instructor's login shell: the system's PATH, no venv on it (sbatch hands the job this environment)
+    plain = {**slurm.env, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
     job = subprocess.run(["sbatch", "--wait", "-o", str(tmp_path / "slurm-%A_%a.out"), str(tmp_path / "grade.sbatch")],
-                         env=slurm.env, capture_output=True, text=True, timeout=600)
+                         env=plain, capture_output=True, text=True, timeout=600)
     outs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("slurm-*.out")))
     assert job.returncode == 0, f"{job.stdout}{job.stderr}\n{outs[-3000:]}\n{slurm.log()[-2000:]}"
     array_seconds = time.perf_counter() - start
+    shards = sorted(grades.glob("shard-*"))
+    assert len(shards) == 4 and any(not list((s / "results").glob("*/*.json")) for s in shards), shards  # empty ones too
     merge = re.search(r"afterwards, once: (.*)", script).group(1)
     start = time.perf_counter()
     merged = subprocess.run(merge, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300)

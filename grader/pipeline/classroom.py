@@ -45,7 +45,7 @@ import nbformat
 from grader import predictions
 from grader.pipeline import deadlines
 from grader.pipeline import sandbox as sandboxes
-from grader.pipeline.grades import CellResult, write_csv, write_gradebook
+from grader.pipeline.grades import UNGRADED, CellResult, write_csv, write_gradebook
 from grader.pipeline.cgroups import make_groups
 from grader.pipeline.judging import Isolated
 from grader.pipeline.runner import _memory_bytes, run_cells
@@ -112,15 +112,16 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         if config is not None and facts["seconds_late"] > 0:
             facts["penalty"] = deadlines.late_penalty(config, student, got, facts["seconds_late"])
         notes += dated + ([f"late penalty: {facts['penalty']:g} of your {got:g} points"] if facts["penalty"] else [])
-        executed = executed_notebook(cells, replies, rows, notes)
-        _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
-        _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed))
-        _exchange_files(folder, out_dir / "course" / "feedback" / student / lesson)
+        if not all(r.status == UNGRADED for r in rows):  # nothing decided: no feedback page to release
+            executed = executed_notebook(cells, replies, rows, notes)
+            _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
+            _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed))
+            _exchange_files(folder, out_dir / "course" / "feedback" / student / lesson)
     except SubmissionError as exc:
         rows = error_rows(student, lesson, source_nb, clean_text(str(exc)))
     except Exception as exc:  # noqa: BLE001  the grader's own failure on this submission: said, and the class goes on
         rows = error_rows(student, lesson, source_nb,
-                          clean_text(f"the grader failed on this submission: {type(exc).__name__}: {exc}")[:2000])
+                          clean_text(f"the grader failed on this submission: {type(exc).__name__}: {exc}")[:2000], UNGRADED)
         outside = True
     result = {"student": student, "lesson": lesson, "sha256": digest, "seconds": time.perf_counter() - start,
               "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows],
@@ -207,16 +208,27 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
             f"of address space), so one submission can hold up to {settings.max_processes} x that, and its processes "
             "compete for CPU one by one; see README, 'Grading a real class'")
     verdict = Isolated(settings.judge_seconds, int(settings.judge_memory_gib * 1024**3))
-    lock, done = threading.Lock(), [0]
+    lock, done, decided, undecided = threading.Lock(), [0], [0], []
+    stop = threading.Event()  # the first submissions all failed outside the students: the rest would too
 
     def one(pair):
         """Grade one submission and print its line."""
+        if stop.is_set():
+            return None
         result = grade_one(root, submissions, out_dir, *pair, box, settings, groups, verdict, (config, dues[pair[1]]))
         got = sum(r["score"] for r in result["rows"])
         best = sum(r["max_score"] for r in result["rows"])
         with lock:
             done[0] += 1
-            log(f"[{done[0]}/{len(todo)}] {pair[0]}/{pair[1]}: {got:g}/{best:g} ({result['seconds']:.1f} s)")
+            nothing = bool(result["rows"]) and all(r["status"] == UNGRADED for r in result["rows"])
+            if nothing:
+                undecided.append(result)
+                if not decided[0] and len(undecided) >= min(len(todo), STOP_AFTER):
+                    stop.set()
+            else:
+                decided[0] += 1
+            got_text = "not graded" if nothing else f"{got:g}/{best:g}"
+            log(f"[{done[0]}/{len(todo)}] {pair[0]}/{pair[1]}: {got_text} ({result['seconds']:.1f} s)")
         return result
 
     start = time.perf_counter()
@@ -226,9 +238,38 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     finally:
         if groups is not None:
             groups.remove()
+    if todo and not decided[0]:
+        raise NotGraded(not_graded_line(undecided, len(todo)))
     if todo:
         log(f"graded {len(todo)} submissions in {time.perf_counter() - start:.1f} s with {settings.workers} workers ({kind} sandbox)")
     return finish(root, out_dir, log=log)
+
+
+STOP_AFTER = 3  # this many submissions failing outside the students, and none graded: stop the run
+
+
+class NotGraded(RuntimeError):
+    """Every submission of a run failed for a reason outside the students: no grade is written."""
+
+
+WHAT_TO_DO = [  # words in the reason, and what the instructor can do about it
+    ("No module named", "the sandbox cannot see the course's package or its Python: keep the checkout and its venv "
+                        "where every user can read them and outside any --hide folder (README, 'Running a class')"),
+    ("MemoryError", "the memory limit is too small for Python and torch: raise --memory-gib"),
+    ("failed to map segment", "the memory limit is too small for Python and torch: raise --memory-gib"),
+    ("Cannot allocate memory", "the host is out of memory: grade with fewer --workers or free memory"),
+    ("overloaded", "the machine was too busy: grade with fewer --workers or on a quieter machine"),
+]
+
+
+def not_graded_line(undecided: list[dict], submissions: int) -> str:
+    """One line: why no submission could be graded, and what to do (the reason is the grader's, never a student's)."""
+    reasons = [r["message"] for res in undecided for r in res["rows"] if r["status"] == UNGRADED and r["message"]]
+    reason = max(set(reasons), key=reasons.count) if reasons else "no reason given"
+    reason = re.sub(r"^not run: |; graded again on the next run$", "", reason)
+    todo = next((hint for words, hint in WHAT_TO_DO if words in reason), "fix that")
+    return (f"stopped: {len(undecided)} of {submissions} submissions failed for a reason outside the students and none "
+            f"was graded ({reason}); no grade was written: {todo}, then run the same command again")
 
 
 def load_results(out_dir: Path) -> list[dict]:
@@ -326,7 +367,7 @@ def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
     odd = []
     for res in results:
         odd_rows = [r for r in res["rows"] if r["status"] not in NORMAL]
-        if odd_rows and all(r["status"] == "error" for r in res["rows"]) and len({r["message"] for r in odd_rows}) == 1:
+        if odd_rows and all(r["status"] in ("error", UNGRADED) for r in res["rows"]) and len({r["message"] for r in odd_rows}) == 1:
             reasons = [f"not graded: {odd_rows[0]['message']}"]
         else:
             reasons = sorted({f"{r['grade_id']}: {r['status']}: {r['message']}" for r in odd_rows})
@@ -338,6 +379,10 @@ def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
             odd.append(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6]))
     skipped = list(skipped or [])
     head = f"summary: {len(results)} submissions graded; {len(odd)} without a normal grade"
+    ungraded = sum(any(r["status"] == UNGRADED for r in res["rows"]) for res in results)
+    if ungraded:
+        head += (f"; {ungraded} with checks not graded for a reason outside the student (status {UNGRADED}: no grade "
+                 "exported; the same command grades them again)")
     if skipped:
         head += f"; {len(skipped)} entries in the submissions folder skipped"
     return [head] + odd + [f"- {line}" for line in skipped]

@@ -24,7 +24,7 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from grader.pipeline.grades import csv_text, read_csv
+from grader.pipeline.grades import UNGRADED, csv_text, read_csv
 
 CANVAS_HEAD = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_HEAD = ["Username"]
@@ -34,20 +34,33 @@ def lesson_totals(grades_csv: Path) -> tuple[list[str], dict[str, dict[str, floa
     """(lessons in order, student -> lesson -> points, lesson -> points possible) from grades.csv.
 
     A lesson's points are its checks' scores less the submission's late penalty
-    (on each of its rows, taken once), as nbgrader's own export counts them.
+    (on each of its rows, taken once), as nbgrader's own export counts them. A
+    lesson with any check the grader could not decide (status UNGRADED: the
+    sandbox, the host or the grader failed, not the student) has no total: its
+    grade is left blank, never a zero or a part score (see ungraded()).
     """
     scores: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     possible: dict[tuple[str, str], float] = defaultdict(float)
     penalty: dict[tuple[str, str], float] = {}
-    for row in read_csv(grades_csv):
-        scores[row.student][row.lesson] += row.score
+    rows = read_csv(grades_csv)
+    undecided = {(row.student, row.lesson) for row in rows if row.status == UNGRADED}
+    for row in rows:
         possible[(row.student, row.lesson)] += row.max_score
+        if (row.student, row.lesson) in undecided:
+            scores[row.student]  # the student keeps a row, blank for this lesson
+            continue
+        scores[row.student][row.lesson] += row.score
         penalty[(row.student, row.lesson)] = row.penalty
     for (student, lesson), points in penalty.items():
         scores[student][lesson] = max(0.0, scores[student][lesson] - points)
     lessons = sorted({lesson for _, lesson in possible})
     most = {lesson: max(p for (_, l), p in possible.items() if l == lesson) for lesson in lessons}
     return lessons, {s: dict(v) for s, v in sorted(scores.items())}, most
+
+
+def ungraded(grades_csv: Path) -> list[str]:
+    """'student/lesson' of every submission with a check the grader could not decide (left blank in the exports)."""
+    return sorted({f"{row.student}/{row.lesson}" for row in read_csv(grades_csv) if row.status == UNGRADED})
 
 
 def _number(value: float) -> str:

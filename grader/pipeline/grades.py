@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from grader.pipeline.tools import lessons as course_lessons
-from grader.pipeline.tools import nbgrader
+from grader.pipeline.tools import nbgrader, tool_env
 
 
 GRADE_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]  # a result file's row
@@ -21,6 +21,7 @@ DATING_TEXT = ("timestamp", "duedate", "late")  # score, max_score and penalty a
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")  # OWASP's CSV-injection starts, and the escape itself
 
 
+UNGRADED = "ungraded"  # a row the grader could not decide (the sandbox, the host, the grader failed): no grade
 FIELD_CHARS = 10_000  # the longest text field grades.csv holds (csv's own reader refuses fields over 131,072)
 
 
@@ -46,7 +47,7 @@ class CellResult:
     grade_id: str
     score: float
     max_score: float
-    status: str  # "passed", "failed", "error" (submission-level problem)
+    status: str  # "passed", "failed", "timeout", "crashed", "error" (the submission's problem), UNGRADED (not the student's)
     message: str
     timestamp: str = ""  # when the exchange got the submission (UTC), from collect's timestamp.txt
     duedate: str = ""
@@ -143,11 +144,14 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission, harmless
+    # a new gradebook (an empty shard's: no generate_assignment made it) runs `alembic` from PATH, in this process:
+    # under Slurm or cron PATH lacks the venv's bin
+    os.environ["PATH"] = tool_env()["PATH"]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for res in results:
             student, lesson = res["student"], res["lesson"]
             facts = res.get("submission") or {}
-            gb.update_or_create_student(student)
+            _add_student(gb, student)
             if facts.get("duedate"):
                 gb.update_or_create_assignment(lesson, duedate=parse_utc(facts["duedate"]))
             try:
@@ -165,5 +169,37 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
                     grade = gb.find_grade(row["grade_id"], lesson, lesson, student)
                 except MissingEntry:
                     continue
-                grade.auto_score = float(row["score"])
+                # as nbgrader's own autograde (SaveAutoGrades): a decided score needs no manual grading;
+                # a row the grader could not decide (UNGRADED) has no score and waits for a grade
+                decided = row["status"] != UNGRADED
+                grade.auto_score = float(row["score"]) if decided else None
+                grade.needs_manual_grade = not decided or grade.manual_score is not None
             gb.db.commit()
+
+
+def _add_student(gb, student: str) -> None:
+    """The student in the gradebook with a name the formgrader shows (it prints "None, None" for none).
+
+    A name the instructor set (`nbgrader db student add --first-name ...`) is
+    kept; else the full name of the Unix account of that login, if any; else
+    the id as last name, the way nbgrader's own lists fall back to the id.
+    """
+    from nbgrader.api import MissingEntry
+
+    try:
+        known = gb.find_student(student)
+        if known.first_name is not None and known.last_name is not None:
+            return
+    except MissingEntry:
+        pass
+    first, last = "", student
+    try:
+        import pwd
+
+        full = pwd.getpwnam(student).pw_gecos.split(",")[0].strip()
+        if full:
+            first, _, last = full.rpartition(" ")
+            first, last = (first, last) if first else ("", last)
+    except (KeyError, ImportError):
+        pass
+    gb.update_or_create_student(student, first_name=first, last_name=last)

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import webbrowser
@@ -258,6 +259,17 @@ def set_up_decks(root: Path, folder: Path, base: str, token: str, decks: list[st
         out(f"[{i}/{len(chosen)}] {lesson}: {status}, set up in its kernel ({time.monotonic() - started:.1f} s)")
 
 
+def _interrupt(signum, frame):
+    """SIGTERM as Ctrl-C: the launcher's `finally` stops the server (in a session of its own) with its kernels."""
+    raise KeyboardInterrupt
+
+
+def _graded_course(root: Path) -> Path | None:
+    """grades/course/ when `python -m grader autograde ... --out grades` has written its gradebook there."""
+    course = root / "grades" / "course"
+    return course if (course / "nbgrader_config.py").is_file() and (course / "gradebook.db").is_file() else None
+
+
 def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = None,
         open_browser: bool = True, out=print, presenter: bool = False, decks: list[str] | None = None) -> int:
     """Prepare the workspace, start JupyterLab in the background, print the URL, wait until Ctrl-C.
@@ -290,11 +302,18 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
         return 1
     token = secrets.token_hex(16)
     chosen, port = port, port or free_port()
+    if threading.current_thread() is threading.main_thread():  # `kill` or Ctrl-C: stop the server and its kernels
+        for stop_signal in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop_signal, _interrupt)
+    formgrader = _graded_course(root) if instructor else None
+    if formgrader is not None:
+        out(f"The formgrader shows the gradebook in {formgrader} (the course's autograde wrote it).")
     for attempt in range(3):
         base = f"http://127.0.0.1:{port}"
         with open(log, "w") as log_file:
             # Its own session: Ctrl-C reaches this launcher only, which then stops the server cleanly.
-            server = subprocess.Popen(server_command(folder.resolve(), port, token, instructor, presenter), cwd=folder,
+            server = subprocess.Popen(server_command(folder.resolve(), port, token, instructor, presenter),
+                                      cwd=formgrader or folder,  # nbgrader reads nbgrader_config.py from here
                                       env=server_env(root, instructor, presenter), stdout=log_file,
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:

@@ -340,12 +340,14 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     runner: _Runner | None = None
     charged = 0.0  # the submission's own seconds, over all its cells and restarts (see Clock)
     restarts = 0
+    failed_starts = 0  # runners that did not start: the sandbox or the host, never the submission
     try:
         for cell in cells:
             left = settings.notebook_timeout - charged
             if left <= 0 or restarts > 8:
                 replies.append(_not_run(f"not run: the whole-notebook limit of {settings.notebook_timeout:g} s was used up"
-                                        if left <= 0 else "not run: the process died too many times"))
+                                        if left <= 0 else "not run: the process died too many times",
+                                        outside=left > 0 and failed_starts > 0))
                 continue
             if runner is None:
                 runner = _Runner(box, workspace, modules, settings, uid, group)
@@ -356,7 +358,7 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                     why = _death(code, scratch / "runner.log", runner.log_start)
                     replies.append(_not_run(f"not run: the grader's Python did not start ({why}); graded again on "
                                             "the next run", outside=True))
-                    runner, restarts = None, restarts + 1
+                    runner, restarts, failed_starts = None, restarts + 1, failed_starts + 1
                     continue
                 for earlier in ran_ok:  # put back the definitions the dead process held
                     state, _, used = runner.ask(earlier, min(settings.cell_timeout, max(left, 1)), verdict, record)

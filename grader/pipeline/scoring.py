@@ -8,7 +8,7 @@ import re
 import nbformat
 
 from grader.checks._common import short
-from grader.pipeline.grades import CellResult
+from grader.pipeline.grades import UNGRADED, CellResult
 
 MESSAGE_CHARS = 6000  # a row's message: the check's (at most 4,000 characters) and the grader's notes
 from grader.pipeline.submissions import Cell, _nbg
@@ -37,6 +37,8 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
             status = {"error": "failed", "timeout": "timeout", "died": "crashed"}.get(reply["status"], "error")
             if reply.get("ename") == "CourseError":  # the course's fault: not graded, and the summary says so
                 status = "error"
+            if reply.get("outside"):  # the sandbox, the host or the grader failed, not the student: no grade
+                status = UNGRADED
             message = _reason(reply)
             if reply.get("ename") == "NameError" and failed_before:
                 message += " (" + "; ".join(failed_before[-2:]) + ")"
@@ -84,9 +86,12 @@ def md_code(text) -> str:
     return f"{fence} {text} {fence}"
 
 
-def error_rows(student: str, lesson: str, source_nb, reason: str) -> list[CellResult]:
-    """Zero on every check of a submission that could not be graded, each row giving the reason."""
-    return [CellResult(student, lesson, _nbg(c)["grade_id"], 0.0, float(_nbg(c).get("points", 0) or 0), "error", reason)
+def error_rows(student: str, lesson: str, source_nb, reason: str, status: str = "error") -> list[CellResult]:
+    """Zero on every check of a submission that could not be graded, each row giving the reason.
+
+    status "error": the submission's own fault (unreadable, malformed); UNGRADED: the grader's, no grade at all.
+    """
+    return [CellResult(student, lesson, _nbg(c)["grade_id"], 0.0, float(_nbg(c).get("points", 0) or 0), status, reason)
             for c in source_nb.cells if c.cell_type == "code" and _nbg(c).get("grade")]
 
 

@@ -13,7 +13,12 @@ spawner), with JUPYTER_CONFIG_PATH set to
   Assignment and the course list off, and /formgrader not served; idle kernels
   culled after 30 minutes;
 - lab-config/hub/instructor + lab-config/class for members of the Unix group
-  named by GPU_COURSE_INSTRUCTORS (default gpu-course-instructors): all of nbgrader's UI.
+  named by GPU_COURSE_INSTRUCTORS (default gpu-course-instructors): all of nbgrader's UI,
+  the formgrader on the gradebook the course's autograde wrote
+  (~/gpu-course/grades/course, or GPU_COURSE_GRADES; lab-config/hub/instructor/nbgrader_config.py).
+
+Every server gets PATH = the course venv's bin, then /usr/local/bin:/usr/bin:/bin,
+so `nbgrader` works in a JupyterLab terminal and from a notebook.
 
 lab-config/class/nbgrader_config.py names the course and its exchange for
 both; GPU_COURSE_CLASS_CONFIG names another folder holding one.
@@ -45,10 +50,17 @@ def instructors() -> set[str]:
         return set()
 
 
+VENV_BIN = str(Path(sys.executable).parent)
+# What a terminal, a kernel's `!nbgrader ...` and nbgrader itself (it runs `alembic`) find: the course venv first,
+# then the system's; never the PATH of the root shell that started the hub (JupyterHub passes it on otherwise).
+USER_PATH = os.pathsep.join([VENV_BIN, "/usr/local/bin", "/usr/bin", "/bin"])
+
+
 def choose_config(spawner):
-    """Start each user's server with the student or the instructor configuration."""
+    """Start each user's server with the student or the instructor configuration, and the course venv on PATH."""
     role = "instructor" if spawner.user.name in instructors() else "student"
     spawner.environment["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(HERE / role), str(CLASS)])
+    spawner.environment["PATH"] = USER_PATH
 
 
 c.Spawner.pre_spawn_hook = choose_config
