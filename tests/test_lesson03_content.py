@@ -301,3 +301,29 @@ def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
 
 def test_zero_share_reference_is_the_measured_cast():
     assert abs(lesson03.zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03.zero_share(torch.bfloat16) == 0.0
+
+
+# --- third edition (issue 29): tf32 has no IEEE cast; fp16 overflows from 65,520 -------------------------------------
+
+
+def test_tf32_ties_to_even_is_called_the_courses_convention_and_the_hardware_rules_come_from_data():
+    text = _text()
+    assert "to nearest like every cast" not in text, "tf32 rounding taught as a fact of every cast"
+    assert "convention" in text and "no IEEE cast" in text
+    table = (ROOT / "data" / "tf32_conversions.csv").read_text()
+    assert "cvt.rna.tf32.f32" in table and "SM_80" in table and "cvt.rn.tf32.f32" in table and "SM_90" in table
+    assert "tf32_conversions.csv" in _code_cell("tf32_conversions.csv")
+
+
+def test_round_to_ties_away_is_what_sm80s_conversion_does_on_a_tie():
+    ns = namespace(LESSON)
+    tie = torch.tensor([1.0 + 2.0**-11, -(1.0 + 2.0**-11)])  # halfway between 1 and 1 + 2^-10 in tf32
+    assert ns["round_to"](tie, "tf32").tolist() == [1.0, -1.0]
+    assert ns["round_to"](tie, "tf32", ties="away").tolist() == [1.0 + 2.0**-10, -(1.0 + 2.0**-10)]
+
+
+def test_fp16_overflow_is_measured_from_65520_not_said_past_65504():
+    text = _text()
+    assert "past 65,504" not in text and "overflows above 65,504" not in text
+    assert torch.tensor([65519.0]).half().item() == 65504.0 and math.isinf(torch.tensor([65520.0]).half().item())
+    assert "65520.0" in _code_cell("top16 =")

@@ -248,58 +248,87 @@ def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:
 
 
 def _round_input() -> torch.Tensor:
-    """The edge values and 200 random ones spread over 14 decades (the same every time)."""
+    """The edge values, exact ties of tf32 and bf16 either side of zero, and 200 random values over 14 decades (fixed)."""
     g = torch.Generator().manual_seed(3)
-    return torch.cat([torch.tensor(_EDGE, dtype=torch.float32),
+    ties = [1.0 + 2.0**-11, 3.0 + 2.0**-10, 1.0 + 2.0**-8, 3.0 + 2.0**-7, 3.4028234663852886e38]
+    return torch.cat([torch.tensor(_EDGE + ties + [-t for t in ties], dtype=torch.float32),
                       torch.randn(200, generator=g) * 10.0 ** torch.randint(-9, 5, (200,), generator=g)])
 
 
-_ROUND_FORMATS = ("fp16", "bf16", "fp32", "tf32")
+# (format, tie rule): every cast the check asks for; ties away only where the format is fp32's top bits
+_ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "even"), ("tf32", "away"), ("bf16", "away"))
+_DROPPED = {"tf32": 13, "bf16": 16}  # the low fp32 bits the format does not keep
 
 
-def _judge_round_to(round_to: Callable[[torch.Tensor, str], torch.Tensor]) -> None:
-    """round_to(x, fmt): float32 tensor of x rounded to nearest even in fmt."""
+def _nearest(x: torch.Tensor, drop: int, ties: str) -> torch.Tensor:
+    """x with its low `drop` fp32 bits rounded off to nearest, a tie to even or away from zero (on magnitudes, in ints)."""
+    out = []
+    for v in x.tolist():
+        if not math.isfinite(v):
+            out.append(v)
+            continue
+        bits = _fp32_bits(v)
+        magnitude, low = bits & 0x7FFFFFFF, bits & ((1 << drop) - 1)
+        down, half = magnitude - low, 1 << (drop - 1)
+        up = low > half or (low == half and (ties == "away" or (down >> drop) & 1))
+        out.append(struct.unpack("<f", struct.pack("<I", (bits & 0x80000000) | (down + (1 << drop) if up else down)))[0])
+    return torch.tensor(out, dtype=torch.float32)
+
+
+def _round_label(fmt: str, ties: str) -> str:
+    return f"round_to(x, {fmt!r})" if ties == "even" else f"round_to(x, {fmt!r}, ties={ties!r})"
+
+
+def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
+    """round_to(x, fmt, ties): float32 tensor of x rounded to nearest in fmt, ties to even or away from zero."""
     x = _round_input()
-    for fmt in _ROUND_FORMATS:
-        got = call(round_to, x, fmt, label=f"round_to(x, {fmt!r})")
+    nan = torch.isnan(x)
+    for fmt, ties in _ROUND_CASES:
+        label = _round_label(fmt, ties)
+        got = call(round_to, *((x, fmt) if ties == "even" else (x, fmt, ties)), label=label)
         if not isinstance(got, torch.Tensor):
-            fail(f"round_to(x, {fmt!r}) returned {type(got).__name__}; return a torch.Tensor.")
+            fail(f"{label} returned {type(got).__name__}; return a torch.Tensor.")
         if got.dtype != torch.float32:
-            fail(f"round_to(x, {fmt!r}) returned a {got.dtype} tensor; return float32 holding the rounded values (cast back with .float()).")
+            fail(f"{label} returned a {got.dtype} tensor; return float32 holding the rounded values (cast back with .float()).")
         if got.shape != x.shape:
-            fail(f"round_to(x, {fmt!r}) returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
-        nan = torch.isnan(x)
+            fail(f"{label} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
         if not torch.equal(torch.isnan(got), nan):
-            fail(f"round_to(x, {fmt!r}): nan must stay nan and nothing else may become nan.")
-        if fmt in ("fp16", "bf16", "fp32"):
-            want = x.to(FORMATS[fmt].dtype).float()
-            if torch.equal(got[~nan], want[~nan]):
-                continue
-            if fmt == "bf16" and torch.equal(got[~nan], _truncated(x, 16)[~nan]):
-                fail("round_to(x, 'bf16') chopped off the low 16 bits (truncation). Casts round to nearest, ties to even: "
-                     "truncation always rounds toward zero and biases every result.")
-            bad = int((got != want).logical_and(~nan).nonzero()[0])
-            fail(f"round_to(x, {fmt!r}) gave {got[bad].item()!r} for {x[bad].item()!r}; "
-                 f"torch's own cast to {FORMATS[fmt].dtype} gives {want[bad].item()!r}.")
-        else:
-            if torch.equal(got[~nan], _truncated(x, 13)[~nan]):
-                fail("round_to(x, 'tf32') chopped off the low 13 mantissa bits (truncation): "
-                     f"1 + 3·2⁻¹² became {_truncated(torch.tensor([1 + 3 * 2.0**-12]), 13).item()!r}, "
-                     "but 1 + 2⁻¹⁰ is nearer. Round to nearest, ties to even.")
-            bits = got[~nan].view(torch.int32)
-            if (bits & 0x1FFF).any():
-                fail("round_to(x, 'tf32') left nonzero bits below tf32's 10 mantissa bits; the low 13 bits of each fp32 result must be 0.")
-            for xi, gi in zip(x.tolist(), got.tolist()):
-                problem = _tf32_problem(xi, gi, (_fp32_bits(gi) >> 13) & 0x3FF if math.isfinite(gi) else 0)
-                if problem == "a tie that went to the odd mantissa":
-                    fail(f"round_to(x, 'tf32') sent {xi!r}, exactly halfway between two tf32 values, to {gi!r}: "
-                         "a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always up.")
-                if problem:
-                    fail(f"round_to(x, 'tf32') gave {gi!r} for {xi!r}: {problem}.")
+            fail(f"{label}: nan must stay nan and nothing else may become nan.")
+        want = x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
+        if torch.equal(got[~nan], want[~nan]):
+            continue
+        if fmt in _DROPPED and torch.equal(got[~nan], _truncated(x, _DROPPED[fmt])[~nan]):
+            fail(f"{label} chopped off the low {_DROPPED[fmt]} bits (truncation): that always rounds toward zero, so a "
+                 "value just below the next number up lands a whole step short of it. Round to the nearest.")
+        if fmt in _DROPPED and (got[~nan].view(torch.int32) & ((1 << _DROPPED[fmt]) - 1)).any():
+            fail(f"{label} left nonzero bits below {fmt}'s {FORMATS[fmt].mantissa_bits} mantissa bits; each result must "
+                 f"be a {fmt} number, its low {_DROPPED[fmt]} fp32 bits 0.")
+        bad = [i for i in range(len(x)) if not nan[i] and float(got[i]) != float(want[i])]
+        i = bad[0]
+        xi, gi = float(x[i]), float(got[i])
+        if fmt in _DROPPED:
+            low = _fp32_bits(xi) & ((1 << _DROPPED[fmt]) - 1)
+            tie = math.isfinite(xi) and low == 1 << (_DROPPED[fmt] - 1)
+            if tie and ties == "away" and abs(gi) < abs(xi):
+                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, toward zero. Ties away from "
+                     "zero means the neighbour of larger magnitude, whatever the sign and whatever its last bit.")
+            if tie and ties == "even":
+                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, to {gi!r}, whose last mantissa "
+                     "bit is 1: a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always one way.")
+            if tie and ties == "away":
+                fail(f"{label} sent {xi!r}, exactly halfway, to {gi!r}: with ties='away' a tie goes to the neighbour of "
+                     "larger magnitude, even where that neighbour's last bit is 1.")
+        if xi < 0 and all(float(got[j]) == float(want[j]) for j in range(len(x)) if not nan[j] and float(x[j]) > 0):
+            fail(f"{label} is right for positive values and wrong for negative ones (it gave {gi!r} for {xi!r}): "
+                 "rounding to nearest works on the magnitude; the sign is kept as it is.")
+        fail(f"{label} gave {gi!r} for {xi!r}, which is not the {fmt} number nearest to it"
+             + (" (ties: look at the bits that are dropped)." if fmt in _DROPPED else f": compare with torch's own cast."))
 
 
-check_round_to = _recorded_with_copies("round_to", "round_to", lambda: [(_round_input(), fmt) for fmt in _ROUND_FORMATS],
-                                       _judge_round_to)
+check_round_to = _recorded_with_copies(
+    "round_to", "round_to",
+    lambda: [(_round_input(), fmt) if ties == "even" else (_round_input(), fmt, ties) for fmt, ties in _ROUND_CASES],
+    _judge_round_to)
 
 
 _ROUNDED = {"1 + 2**-8 in bf16": (1 + 2.0**-8, torch.bfloat16), "1 + 3 * 2**-8 in bf16": (1 + 3 * 2.0**-8, torch.bfloat16),

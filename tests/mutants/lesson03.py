@@ -113,7 +113,7 @@ def decode(x, fmt):
             "rounding by truncation",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     drop = {"fp32": 0, "tf32": 13, "bf16": 16}.get(fmt)
     if drop is None:
         return x.half().float()
@@ -125,7 +125,7 @@ def round_to(x, fmt):
             "tf32 by truncation",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     if fmt == "tf32":
         return (x.float().view(torch.int32) & ~0x1FFF).view(torch.float32)
     return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
@@ -136,7 +136,7 @@ def round_to(x, fmt):
             "ties round up, not to even",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     if fmt == "tf32":
         return torch.where(torch.isnan(x), x, ((x.float().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32))
     return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
@@ -147,10 +147,44 @@ def round_to(x, fmt):
             "returns the low-precision dtype",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[fmt])
 """,
             r"return float32",
+        ),
+        (
+            "ties='away' ignored: every tie to even",
+            """
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "tf32":
+        bits = x.view(torch.int32)
+        return torch.where(torch.isnan(x), x, ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32))
+    return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+""",
+            r"neighbour of larger magnitude|toward zero",
+        ),
+        (
+            "ties away done on the value: half a step added, so negative ties go toward zero",
+            """
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "fp32" or fmt == "fp16" or (fmt == "bf16" and ties == "even"):
+        return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+    drop = 13 if fmt == "tf32" else 16
+    bits = x.view(torch.int32)
+    if ties == "even":
+        bits = bits + (1 << (drop - 1)) - 1 + ((bits >> drop) & 1)
+        return torch.where(torch.isnan(x), x, (bits & ~((1 << drop) - 1)).view(torch.float32))
+    mantissa_bits = 10 if fmt == "tf32" else 7
+    step = torch.ldexp(torch.ones_like(x), torch.frexp(x)[1] - 1 - mantissa_bits)  # one kept step at x
+    rounded = torch.floor(x / step + 0.5) * step  # half a step up, on the value: ties go toward +inf
+    even = x.to(torch.bfloat16).float() if fmt == "bf16" else round_to(x, fmt)
+    return torch.where(torch.isfinite(x) & (x.abs() >= 2.0**-126), rounded, even)  # normal numbers only
+""",
+            r"toward zero|positive values and wrong for negative",
         ),
     ],
     "predict_vanishing_check": [
