@@ -157,3 +157,27 @@ def test_max_batch_works_from_peaks_measured_at_two_batch_sizes():
     assert "def max_batch(memory_bytes: int, peaks: dict[int, int]) -> int:" in source
     shown = next(c.source for c in cells if "largest = max_batch(budget, tried)" in c.source)
     assert "peak_at(b) for b in (largest, largest + 1)" in shown  # the answer is measured after it is given
+
+
+# --- third edition (issue 29) -------------------------------------------------------------------------------------
+
+
+def test_peak_allocated_is_not_called_the_only_thing_that_decides_an_out_of_memory_error():
+    text = _markdown()
+    assert "which is what decides an out-of-memory crash" not in text
+    assert "**peak** allocated decides the crash" not in text
+    for named in ("fragmentation", "CUDA context", "cuBLAS", "inactive_split_bytes"):
+        assert named in text, named
+    assert 'memory_stats(DEVICE).get("inactive_split_bytes.all.current"' in _code()
+
+
+def test_activations_depend_on_the_shape_and_a_cell_measures_two_shapes():
+    text = _markdown()
+    assert "which has nothing to do with the parameter count" not in text
+    assert "depth × width" in text
+    assert '"deep and narrow"' in _code() and '"shallow and wide"' in _code()
+
+
+def test_the_opening_does_not_give_bytes_per_param_away():
+    opening = _cells()[0].source
+    assert "eight times" not in opening and "8×" not in opening and "16" not in opening
