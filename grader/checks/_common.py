@@ -245,3 +245,130 @@ def quote(value: Any, cap: int = 200) -> str:
     except Exception:  # noqa: BLE001  a value whose repr raises
         text = f"<{type(value).__name__}>"
     return text if len(text) <= cap else text[:cap - 3] + "..."
+
+
+# --- predictions: a graded cell of its own, credit in points ---------------------------------------
+
+SCORED = "Scored"  # judge_here's name for a prediction's verdict: (SCORED, json {"points": ..., "feedback": ...})
+
+
+class Prediction(Check):
+    """A prediction's graded cell: validates the dict, records the first guess, returns credit in points.
+
+    `lessonNN.check_x = Prediction(lesson, name, keys, points, band, mistakes, model)`:
+
+    - `keys`: {key: "number" or a tuple of allowed words}; "why" (one line of
+      reasoning) is added to every prediction and required.
+    - `band(first, context) -> (fraction, message)`: the first guess (a dict
+      of `keys`, numbers as floats) against the lesson's model fed with
+      `context` (what the run measured when the guess was recorded,
+      grader.predictions.note_measured); fraction 1.0, 0.5 or 0.0; the message
+      names a kind of mistake, never the model's value nor its distance.
+    - `mistakes(answer, context) -> str | None`: feedback on the final answer
+      that names a known mistake; it gives no credit and no distance.
+    - `model(context) -> str`: the answer in words, for the deliberate reveal.
+
+    Called in a notebook (`check(PREDICTION)` as the cell's last line) it
+    returns the score, a plain float in points (nbgrader's partial credit),
+    and prints its feedback; a malformed dict fails (0 in both graders).  The
+    class grader calls `judge(observation, record=<handed-in predictions.json,
+    parsed>)` in its own process and gets (points, feedback): the same score.
+    """
+
+    def __init__(self, lesson: str, name: str, keys: dict, points: float, band: Callable, mistakes: Callable | None = None,
+                 model: Callable | None = None, share: float = 0.5):
+        super().__init__(name, self._observe, self._judge)
+        self.lesson, self.name, self.points, self.share = lesson, name, float(points), share
+        self.keys = {**keys, "why": "reason"}
+        self.band, self.mistakes, self.model = band, mistakes, model
+
+    def _observe(self, answer: Any) -> Any:
+        if isinstance(answer, dict) and not answer:
+            raise NotDone(self.name)
+        return answer
+
+    def valid(self, answer: Any) -> dict:
+        """The prediction dict with exactly its keys, numbers as floats; a failure naming what is off."""
+        if not isinstance(answer, dict):
+            fail(f"{self.name} should be a dict with the keys {list(self.keys)}; it is {type(answer).__name__}.")
+        missing = [k for k in self.keys if k not in answer]
+        extra = sorted(map(quote, set(answer) - set(self.keys)))
+        if missing or extra:
+            fail(f"{self.name} needs exactly the keys {list(self.keys)}; missing {missing}, unexpected [{', '.join(extra)}].")
+        out = {}
+        for key, kind in self.keys.items():
+            value = answer[key]
+            if kind == "reason":
+                if not isinstance(value, str) or not value.strip() or "\n" in value.strip() or len(value) > 300:
+                    fail(f"{self.name}['why'] is your reason in one line of words (at most 300 characters): what "
+                         "principle your number comes from. A prediction without one earns no commitment credit.")
+                out[key] = value.strip()
+            elif kind == "number":
+                if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
+                    fail(f"{self.name}[{key!r}] is {quote(value)}; write a positive number.")
+                out[key] = float(value)
+            else:
+                if value not in kind:
+                    fail(f"{self.name}[{key!r}] is {quote(value)}; write one of {', '.join(map(repr, kind))}.")
+                out[key] = value
+        return out
+
+    def score(self, answer: Any, record: dict) -> tuple[float, str]:
+        """(points, feedback) for `answer` given the parsed record of first guesses (grader.predictions.parse)."""
+        from grader import predictions
+
+        final = self.valid(answer)
+        found = predictions.entry(self.lesson, self.name, record if isinstance(record, dict) else {})
+        lines = []
+        if not found or not found.get("first"):
+            why = ("it was revealed on purpose before any guess" if found and found.get("revealed") else
+                   "no first guess is recorded (predictions.json, written beside the notebook when its check first "
+                   "runs, was not handed in, or the check never ran before grading)")
+            return 0.0, f"{self.name}: 0 / {self.points:g}: {why}."
+        try:
+            first = self.valid(found["first"])
+        except CheckFailed:
+            return 0.0, f"{self.name}: 0 / {self.points:g}: the recorded first guess is not a valid prediction."
+        commitment = predictions.committed(found)
+        context = found.get("context") if isinstance(found.get("context"), dict) else {}
+        fraction, message = self.band(first, context)
+        if not commitment:
+            fraction = 0.0
+            lines.append("your first guess came after you asked for the answer: no credit for it")
+        elif message:
+            lines.append(message)
+        if self.mistakes is not None and final != first:
+            about = self.mistakes(final, context)
+            if about:
+                lines.append(f"your answer now: {about}")
+        got = predictions.credit(self.points, commitment, fraction, self.share)
+        head = f"{self.name}: {got:g} / {self.points:g} (first guess {predictions.describe(first)}, recorded {found['at']})"
+        return got, "; ".join([head, *lines])
+
+    def _judge(self, observation: Any, record: dict | None = None) -> tuple[float, str]:
+        return self.score(observation, record if record is not None else {})
+
+    def __call__(self, answer: Any, **kwargs: Any) -> float:
+        from grader import predictions
+
+        observation = _plain.roundtrip(self.observe(answer))
+        value = self.valid(observation)
+        if not predictions.grading():
+            predictions.commit(self.lesson, self.name, value, value["why"])
+        points, feedback = self.score(observation, predictions._load())
+        print(feedback)
+        return points
+
+    def revealed(self, shown: str = ""):
+        """`with check.revealed():` around the cell that shows the answer: skips with one line until recorded."""
+        from grader import predictions
+
+        return predictions.revealed(self.lesson, self.name, shown)
+
+    def reveal(self) -> None:
+        """The deliberate reveal: prints the model's answer and records that it was asked for."""
+        from grader import predictions
+
+        predictions.mark(self.lesson, self.name, "revealed")
+        said = self.model(predictions.context(self.lesson)) if self.model else "run the cell that shows it"
+        print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): {said}")

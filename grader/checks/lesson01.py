@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, call, close, fail, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson01.expect
 from grader.notebook import NotDone
 
@@ -657,36 +657,63 @@ def gpu_fixed_seconds() -> float:
 
 CROSSOVER_CPU_FLOPS = 100e9  # the made-up CPU of the crossover prediction: 100 GFLOP/s, no fixed cost
 CROSSOVER_CHIP = "T4"
+LESSON = "01_crossover"  # the lesson's name in the predictions record (grader.predictions)
 
 
-def crossover_model(fixed: float, cpu_flops: float, gpu_flops: float) -> float:
-    """The n at which fixed + 2n³/gpu_flops = 2n³/cpu_flops: where the GPU's fixed cost is paid back."""
-    return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / 3)
+def _crossover_n(fixed: float, cpu_flops: float, gpu_flops: float, work_power: int = 3) -> float:
+    """The n at which fixed + 2n^p/gpu_flops = 2n^p/cpu_flops (p = 3: a matmul's work; p = 2: the outputs only)."""
+    return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / work_power)
 
 
-def _judge_crossover_prediction(prediction) -> None:
-    """CROSSOVER_PREDICTION {"n": ...}: the n where a GPU call's fixed cost is paid back by its faster arithmetic."""
+def _crossover_inputs() -> tuple[float, float, float]:
     from grader import specs
 
-    n = _prediction(prediction, "CROSSOVER_PREDICTION", {"n": "number"})["n"]
-    fixed, gpu = gpu_fixed_seconds(), specs.chip(CROSSOVER_CHIP).peak("fp32")
-    want = crossover_model(fixed, CROSSOVER_CPU_FLOPS, gpu)
-    if n < want / 2:
-        fail(f"CROSSOVER_PREDICTION['n'] = {n:g} is too small: a GPU that is faster at arithmetic still pays "
-             f"{fixed * 1e6:.0f} µs for every call before any of it starts. A small matmul is over on the CPU before "
-             "that; the GPU wins only once the arithmetic it saves is worth more than that fixed cost.")
-    if n > 3 * want:
-        fail(f"CROSSOVER_PREDICTION['n'] = {n:g} is far too large. Did you count a matmul's work as growing with n² "
-             "(the outputs)? Each of the n² outputs is a dot product of length n: 2n³ FLOPs. And the fixed cost is "
-             f"{fixed * 1e6:.0f} µs, microseconds (1e-6 s).")
-    if abs(n - want) > 0.1 * want:
-        fail(f"CROSSOVER_PREDICTION['n'] = {n:g}. The two calls take the same time where the CPU's arithmetic "
-             f"(2n³ / {CROSSOVER_CPU_FLOPS / 1e9:.0f} GFLOP/s) equals the GPU's fixed cost plus its arithmetic "
-             f"({fixed * 1e6:.0f} µs + 2n³ / {gpu / 1e12:.1f} TFLOP/s); solve for n (a cube root).")
+    return gpu_fixed_seconds(), CROSSOVER_CPU_FLOPS, specs.chip(CROSSOVER_CHIP).peak("fp32")
 
 
-check_crossover_prediction = Check("CROSSOVER_PREDICTION", _observe_prediction("CROSSOVER_PREDICTION"),
-                                   _judge_crossover_prediction)
+def _crossover_mistake(n: float) -> str | None:
+    """The known mistake an answer matches (to 3%), in words with no value in them; None if it matches none."""
+    fixed, cpu, gpu = _crossover_inputs()
+    known = [
+        (_crossover_n(fixed, cpu, gpu, 2), "it is where the two times meet if a matmul's work grew with its n² outputs; "
+                                            "each output is a dot product of length n"),
+        (_crossover_n(fixed * 1e3, cpu, gpu), "it reads the fixed cost in milliseconds; it is in microseconds"),
+        (_crossover_n(fixed / 2, cpu, gpu), "it counts a multiply-add as 1 FLOP where the rates count 2"),
+        (_crossover_n(fixed, cpu, math.inf), "it leaves out the GPU's own arithmetic time: the GPU pays its fixed cost "
+                                              "and then does the work too, only faster"),
+    ]
+    for value, words in known:
+        if abs(n - value) <= 0.03 * value:
+            return words
+    return None
+
+
+def _crossover_band(first: dict, context: dict) -> tuple[float, str]:
+    """CROSSOVER_PREDICTION's first guess against the model: full within 10%, half within a factor 1.5."""
+    from grader import predictions
+
+    want = _crossover_n(*_crossover_inputs())
+    fraction = predictions.band(first["n"], want, tight=0.10, loose=0.5)
+    if fraction == 1.0:
+        return fraction, "your first guess is where the model puts it"
+    mistake = _crossover_mistake(first["n"])
+    if mistake:
+        return fraction, f"your first guess: {mistake}"
+    return fraction, ("your first guess is outside the model's band: the two calls take the same time where the "
+                      "CPU's arithmetic alone equals the GPU's fixed cost plus the GPU's arithmetic")
+
+
+def _crossover_final(answer: dict, context: dict) -> str | None:
+    mistake = _crossover_mistake(answer["n"])
+    return mistake
+
+
+def _crossover_said(context: dict) -> str:
+    return f"the model puts the crossover at n ≈ {_crossover_n(*_crossover_inputs()):.0f}"
+
+
+check_crossover_prediction = Prediction(LESSON, "CROSSOVER_PREDICTION", {"n": "number"}, points=2,
+                                        band=_crossover_band, mistakes=_crossover_final, model=_crossover_said)
 
 
 _LINEAR_PREDICTION_KEYS = {"batch 1": ("memory", "compute"), "batch 512": ("memory", "compute"),

@@ -42,6 +42,7 @@ from typing import Callable, Iterable
 
 import nbformat
 
+from grader import predictions
 from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.grades import CellResult, write_csv, write_gradebook
 from grader.pipeline.cgroups import make_groups
@@ -90,13 +91,15 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
             raise SubmissionError(f"the student folder {shown(student)} is a symlink, not followed")
         if folder.is_symlink():
             raise SubmissionError(f"the lesson folder {shown(lesson)} is a symlink, not followed")
-        extras = sorted(shown(p.name) for p in folder.iterdir() if p.name not in (path.name, *EXCHANGE_FILES))
+        extras = sorted(shown(p.name) for p in folder.iterdir()
+                        if p.name not in (path.name, predictions.FILE_NAME, *EXCHANGE_FILES))
         if extras:
             notes.append(f"extra files in the submission were not given to the grader: {', '.join(extras[:10])}")
         student_nb = read_submission(path)
         cells, plan_notes = plan(source_nb, student_nb, _release(root, lesson))
         notes += plan_notes
-        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings, groups, verdict)]
+        record = predictions.read(folder / predictions.FILE_NAME)  # the first guesses handed in, read here
+        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings, groups, verdict, record)]
         outside = any(r.get("outside") for r in replies)
         notes += sorted({n for cell, r in zip(cells, replies) if cell.kind == "student" for n in r.get("notes", [])})
         rows = score(student, lesson, cells, replies, notes)

@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import math
 import os
 import re
 import statistics
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from grader.checks import _plain
-from grader.checks._common import Check, Raised, short
+from grader.checks._common import SCORED, Check, Prediction, Raised, short
 from grader.notebook import CheckFailed
 
 _HIDDEN_START = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS", re.M)
@@ -112,7 +113,7 @@ def _text(value, cap: int = TEXT_CAP) -> str:
     return value[:cap] if isinstance(value, str) else ""
 
 
-def judge_cell(source: str, ask: Ask, verdict: Verdict | None = None) -> tuple[str, dict]:
+def judge_cell(source: str, ask: Ask, verdict: Verdict | None = None, record: dict | None = None) -> tuple[str, dict]:
     """Run a check cell: observations from the sandbox through `ask`, verdicts here.
 
     Returns (state, reply) as the runner does for any cell: state 'ok' with a
@@ -124,8 +125,11 @@ def judge_cell(source: str, ask: Ask, verdict: Verdict | None = None) -> tuple[s
     """
     verdict = verdict or (lambda source, index, step, reply: judge_here(step, reply))
     out, err, notes = [], [], []
+    score = None
     for index, step in enumerate(plan_cell(source)):
         check = step.target()
+        if isinstance(check, Prediction):
+            step = replace(step, kwargs={**step.kwargs, "record": record or {}})
         request = {"kind": "observe", "module": step.module, "check": step.check, "names": step.names,
                    "inputs": _plain.encode(check.observed(step.kwargs))}
         state, reply = ask(request)
@@ -135,13 +139,25 @@ def judge_cell(source: str, ask: Ask, verdict: Verdict | None = None) -> tuple[s
             out.append(_text(reply.get("stdout")))
             err.append(_text(reply.get("stderr")))
         failure = verdict(source, index, step, reply) if reply.get("ok") is True else judge_here(step, reply)
+        if failure is not None and failure[0] == SCORED:
+            try:
+                scored = json.loads(failure[1])
+                score, feedback = float(scored["points"]), str(scored["feedback"])
+            except (ValueError, KeyError, TypeError):
+                failure = ("CheckFailed", "the check's score could not be read")
+            else:
+                out.append(short(feedback, TEXT_CAP) + "\n")
+                continue
         if failure is not None:
             ename, evalue = failure
             return "ok", {"ok": False, "ename": ename, "evalue": short(evalue, TEXT_CAP), "stdout": "".join(out),
                           "stderr": "".join(err), "notes": notes}
         if check.announce:
             out.append(f"✓ {check.what}: all checks passed\n")
-    return "ok", {"ok": True, "ename": "", "evalue": "", "stdout": "".join(out), "stderr": "".join(err), "notes": notes}
+    done = {"ok": True, "ename": "", "evalue": "", "stdout": "".join(out), "stderr": "".join(err), "notes": notes}
+    if score is not None:
+        done["score"] = score
+    return "ok", done
 
 
 def judge_here(step: Step, reply: dict) -> tuple[str, str] | None:
@@ -165,7 +181,10 @@ def judge_here(step: Step, reply: dict) -> tuple[str, str] | None:
     except Exception as exc:  # noqa: BLE001  PlainError, RecursionError, MemoryError...: this check fails, alone
         return "CheckFailed", f"the check could not read what your code returned: {short(_safe_str(exc), 300)}"
     try:
-        check.judge(observation, **step.kwargs)
+        result = check.judge(observation, **step.kwargs)
+        if isinstance(check, Prediction):
+            points, feedback = result
+            return SCORED, json.dumps({"points": float(points), "feedback": str(feedback)})
     except (CheckFailed, Raised) as exc:
         return "CheckFailed", short(_safe_str(exc))
     except Exception as exc:  # noqa: BLE001  an observation of an unexpected shape: the submission's, not the course's

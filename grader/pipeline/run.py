@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Iterable
 
 import nbformat
 
+from grader import predictions
 from grader.pipeline.feedback import _HIDDEN
 from nbclient.exceptions import CellTimeoutError
 
@@ -58,6 +60,10 @@ def run(
         output = out_dir / f"{lesson}.ipynb"
         start = time.perf_counter()
         status = "ok"
+        record = out_dir / f"{lesson}.{predictions.FILE_NAME}"  # a fresh record per run, beside its output
+        record.unlink(missing_ok=True)
+        saved = os.environ.get(predictions.ENV_PATH)
+        os.environ[predictions.ENV_PATH] = str(record)  # the kernel inherits it: nothing written beside the source
         try:
             execute_notebook(
                 str(notebook),
@@ -73,6 +79,11 @@ def run(
             status = f"failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
         except CellTimeoutError as exc:
             status = f"timed out: a cell ran longer than {CELL_TIMEOUT_SECONDS} s ({str(exc).splitlines()[0]})"
+        finally:
+            if saved is None:
+                os.environ.pop(predictions.ENV_PATH, None)
+            else:
+                os.environ[predictions.ENV_PATH] = saved
         seconds = time.perf_counter() - start
         log(f"[{i}/{len(chosen)}] {lesson}: {status} ({seconds:.1f} s) -> {output}")
         results.append((lesson, seconds, status))

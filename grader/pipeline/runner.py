@@ -105,7 +105,7 @@ class _Runner:
             self.clock = Clock(_find_runner(self.proc.pid), self.group)
         return state
 
-    def ask(self, cell: Cell, budget: float, verdict=None) -> tuple[str, dict | None, float]:
+    def ask(self, cell: Cell, budget: float, verdict=None, record: dict | None = None) -> tuple[str, dict | None, float]:
         """Run one cell within `budget` charged seconds: ('ok', reply, used), ('timeout', None, used) or ('died', None, used).
 
         A student cell runs in the sandbox as it is. A check cell never goes
@@ -123,7 +123,7 @@ class _Runner:
             return state, reply
 
         try:
-            state, reply = judge_cell(cell.source, observe, verdict)
+            state, reply = judge_cell(cell.source, observe, verdict, record)
             return state, reply, spent[0]
         except CellFormatError as exc:  # the course's bug, not the student's: say so, grade the rest
             return "ok", {"ok": False, "ename": "CourseError", "evalue": f"the course's check cell is broken ({exc}); "
@@ -316,7 +316,7 @@ def _not_run(why: str, outside: bool = False) -> dict:
 
 
 def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, settings: Settings,
-              groups=None, verdict=None) -> list[dict]:
+              groups=None, verdict=None, record: dict | None = None) -> list[dict]:
     """Run the cells in a sandbox; one reply per cell, each with 'status' ok/error/timeout/died/not run.
 
     A reply with "outside": True failed for a reason outside the submission
@@ -324,7 +324,9 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     could not run): its submission is graded again on the next run.
     `groups` (grader.pipeline.cgroups.Groups) gives the submission one cgroup
     for all its processes; `verdict` judges each observation
-    (grader.pipeline.judging.Isolated; in this process when None).
+    (grader.pipeline.judging.Isolated; in this process when None); `record`
+    is the submission's handed-in predictions (grader.predictions.parse), which
+    its prediction checks are judged with.
     """
     scratch = Path(tempfile.mkdtemp(prefix="gpu-course-grade-"))
     os.chmod(scratch, 0o711)  # a runner of its own uid (no sandbox, as root) reaches its workspace; nobody lists it
@@ -357,12 +359,12 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                     runner, restarts = None, restarts + 1
                     continue
                 for earlier in ran_ok:  # put back the definitions the dead process held
-                    state, _, used = runner.ask(earlier, min(settings.cell_timeout, max(left, 1)), verdict)
+                    state, _, used = runner.ask(earlier, min(settings.cell_timeout, max(left, 1)), verdict, record)
                     charged, left = charged + used, left - used
                     if state != "ok":
                         break
             limit = min(settings.cell_timeout, max(left, 0.1))
-            state, reply, used = runner.ask(cell, limit, verdict)
+            state, reply, used = runner.ask(cell, limit, verdict, record)
             charged += used
             if state == "ok":
                 reply["status"] = "ok" if reply["ok"] else "error"

@@ -27,7 +27,10 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
         previous = "check"
         about = [f"'{g}'" for g in (cell.grade_id, *exercises)]  # notes on this check or the exercise it checks
         extra = [n for n in notes if any(a in n for a in about)]  # plan()'s notes: what the notebook changed
-        if reply["status"] == "ok":
+        if reply["status"] == "ok" and reply.get("score") is not None:  # a prediction's partial credit, in points
+            got = min(max(float(reply["score"]), 0.0), cell.points)
+            status, message = ("passed" if got >= cell.points else "failed"), _feedback(reply)
+        elif reply["status"] == "ok":
             status, got, message = "passed", cell.points, ""
         else:
             got = 0.0
@@ -40,6 +43,12 @@ def score(student: str, lesson: str, cells: list[Cell], replies: list[dict], not
         message = short("; ".join([m for m in [message, *extra] if m]), MESSAGE_CHARS)
         rows.append(CellResult(student, lesson, cell.grade_id, got, cell.points, status, message))
     return rows
+
+
+def _feedback(reply: dict) -> str:
+    """A prediction's feedback: the last line its check printed (its score and what it names)."""
+    lines = [line for line in str(reply.get("stdout") or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _reason(reply: dict) -> str:

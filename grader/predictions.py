@@ -1,0 +1,289 @@
+"""Predictions: a first guess is a commitment, recorded beside the notebook, shown beside what was measured.
+
+The protocol every lesson uses (COURSE.md, "Predictions, messages and shortcuts"):
+
+1. A prediction cell (an exercise cell) sets a dict: the prediction's own keys
+   and "why", one line of reasoning.  The stub raises NotImplementedError.
+2. Its graded cell, right after, holds one call and nothing else, so the
+   call's value is the cell's last expression::
+
+       from grader.checks import lesson01
+
+       lesson01.check_batch_prediction(BATCH_PREDICTION)
+
+   The check (grader.checks._common.Prediction) validates the dict, records it
+   the first time a valid one is checked (`commit`: value, reason, time and the
+   values this run measured, `context`), and returns the credit as a plain
+   Python float in points: part for a first guess with a reason recorded before
+   any deliberate reveal, the rest banded on that *first* guess against the
+   lesson's model fed with the values recorded with it.  Resubmitting changes
+   no band: the final answer gets feedback that names a kind of mistake, never
+   its distance.  nbgrader (0.9.6 `utils.determine_grade`) reads the float as
+   the cell's partial credit; the class grader judges the same record outside
+   the sandbox and gives the same score.
+3. The cell that reveals the answer runs inside `with check.revealed():` and
+   skips with one line until the prediction is recorded (or deliberately
+   revealed); it then says "your first guess, your answer" beside what it shows.
+4. `check.reveal()` is the deliberate reveal: it prints the model's answer and
+   records that it was asked for.  A first guess made after it earns no
+   commitment credit; the end table says so.
+5. The lesson ends with `predictions.table(LESSON, {name: "what was measured or
+   modelled"})`: first guess, when, final answer, and the measurement or model.
+
+Where the record lives: `predictions.json` in the working folder, which is the
+notebook's folder when Jupyter, papermill (grader.pipeline.run) or nbgrader
+autograde runs it; GRADER_PREDICTIONS names another path (tests, `grader run`).
+A learner hands it in with the notebook (nbgrader collects the assignment
+folder).  While grading (nbgrader sets NBGRADER_EXECUTION; the class grader
+reads the handed-in file in its own process and never runs the sandbox's
+copy) nothing is written, so a submission without the file has no first
+guess and scores 0 on its predictions in both graders.
+
+This is an honour system: the file is the learner's own and they can edit it.
+It is plain JSON read with a size cap and strict shapes (a malformed file
+counts as none); it keeps nothing a check needs to be secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "predictions.json"
+ENV_PATH = "GRADER_PREDICTIONS"  # another path for the record (tests, grader run)
+ENV_GRADING = "GRADER_GRADING"  # set (to anything but "") while a grader runs a submission: nothing is written
+MAX_BYTES = 256 * 1024  # a record larger than this is not read
+MAX_REASON = 300  # characters of a reason kept
+_SHOWN: set[tuple[str, str]] = set()  # (lesson, name) revealed in this kernel
+
+
+def path() -> Path:
+    """Where the record is: GRADER_PREDICTIONS, else predictions.json in the working folder (the notebook's)."""
+    return Path(os.environ.get(ENV_PATH) or FILE_NAME)
+
+
+def grading() -> bool:
+    """True while a grader runs the notebook (nbgrader autograde or validate, or GRADER_GRADING): nothing is recorded."""
+    return bool(os.environ.get("NBGRADER_EXECUTION") or os.environ.get(ENV_GRADING))
+
+
+def now() -> str:
+    """The time a record is stamped with: UTC, to the second, ISO 8601."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """JSON-plain: numbers (finite), strings, bools, None, lists and str-keyed dicts, not too deep."""
+    if depth > 6:
+        return False
+    if value is None or isinstance(value, (bool, str)):
+        return True
+    if isinstance(value, (int, float)):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return len(value) <= 64 and all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= 64 and all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def parse(text: str | bytes) -> dict:
+    """The record in `text`: {lesson: {"measured": {...}, "entries": {name: entry}}}; {} for anything malformed."""
+    if len(text) > MAX_BYTES:
+        return {}
+    try:
+        data = json.loads(text, parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)))
+    except (ValueError, RecursionError):
+        return {}
+    lessons = data.get("lessons") if isinstance(data, dict) else None
+    if not isinstance(lessons, dict):
+        return {}
+    out = {}
+    for lesson, part in list(lessons.items())[:32]:
+        if not isinstance(lesson, str) or not isinstance(part, dict):
+            continue
+        measured = part.get("measured") if _plain(part.get("measured")) and isinstance(part.get("measured"), dict) else {}
+        entries = {name: entry for name, entry in (part.get("entries") or {}).items()
+                   if isinstance(name, str) and _entry_ok(entry)} if isinstance(part.get("entries"), dict) else {}
+        out[lesson] = {"measured": measured, "entries": entries}
+    return out
+
+
+def _entry_ok(entry: Any) -> bool:
+    return (isinstance(entry, dict) and _plain(entry) and isinstance(entry.get("first"), dict)
+            and isinstance(entry.get("reason"), str) and isinstance(entry.get("at"), str)
+            and isinstance(entry.get("context", {}), dict) and isinstance(entry.get("last", {}), dict)
+            and all(isinstance(entry.get(k), (str, type(None))) for k in ("revealed", "shown")))
+
+
+def read(file: Path | None = None) -> dict:
+    """The record at `file` (default `path()`), parsed strictly; {} when it is absent, too big or malformed."""
+    file = Path(file) if file is not None else path()
+    try:
+        if file.is_symlink() or not file.is_file() or file.stat().st_size > MAX_BYTES:
+            return {}
+        return parse(file.read_bytes())
+    except OSError:
+        return {}
+
+
+def _write(data: dict) -> None:
+    """Save the record (atomically); while grading, or where the folder is not writable, nothing is saved."""
+    if grading():
+        return
+    file = path()
+    text = json.dumps({"version": 1, "lessons": data}, indent=1, sort_keys=True)
+    try:
+        tmp = file.with_name(file.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, file)
+    except OSError:  # a read-only folder: the record lives for this kernel only (_MEMORY)
+        pass
+    _MEMORY.clear()
+    _MEMORY.update(data)
+
+
+_MEMORY: dict = {}  # the last record written by this kernel, for a folder that cannot be written
+
+
+def _load() -> dict:
+    return read() or dict(_MEMORY)
+
+
+def _part(data: dict, lesson: str) -> dict:
+    return data.setdefault(lesson, {"measured": {}, "entries": {}})
+
+
+def entry(lesson: str, name: str, data: dict | None = None) -> dict | None:
+    """The recorded entry of prediction `name` of `lesson` (in `data`, default the record on disk), or None."""
+    data = _load() if data is None else data
+    return (data.get(lesson) or {}).get("entries", {}).get(name)
+
+
+def note_measured(lesson: str, **values: float) -> None:
+    """A show cell's measured figures (plain numbers), recorded as the context later first guesses are judged with."""
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values.values()):
+        raise ValueError("note_measured takes finite numbers")
+    data = _load()
+    _part(data, lesson)["measured"].update({k: float(v) for k, v in values.items()})
+    _write(data)
+
+
+def context(lesson: str, data: dict | None = None) -> dict:
+    """What this lesson's show cells last measured (note_measured), as plain numbers."""
+    data = _load() if data is None else data
+    return dict((data.get(lesson) or {}).get("measured", {}))
+
+
+def commit(lesson: str, name: str, value: dict, reason: str, measured: dict | None = None) -> dict:
+    """Record `value` as prediction `name`'s answer: as its first guess (with reason, time, context) if none is recorded.
+
+    Later calls only update the final answer ("last") and the count; the first
+    guess never changes. While grading nothing is written.
+    """
+    data = _load()
+    part = _part(data, lesson)
+    found = part["entries"].get(name)
+    if found is None:
+        found = {"first": value, "reason": reason[:MAX_REASON], "at": now(),
+                 "context": dict(measured if measured is not None else part["measured"]),
+                 "revealed": None, "shown": None, "answers": 0}
+        part["entries"][name] = found
+    found["last"] = value
+    found["answers"] = int(found.get("answers", 0) or 0) + 1
+    _write(data)
+    return found
+
+
+def mark(lesson: str, name: str, what: str) -> None:
+    """Stamp prediction `name` as 'revealed' (asked for on purpose) or 'shown' (its reveal cell ran), once each."""
+    data = _load()
+    part = _part(data, lesson)
+    found = part["entries"].get(name)
+    if found is None:  # revealed before any guess: an entry with no first guess
+        found = part["entries"][name] = {"first": {}, "reason": "", "at": "", "context": dict(part["measured"]),
+                                         "last": {}, "revealed": None, "shown": None, "answers": 0}
+    if not found.get(what):
+        found[what] = now()
+    _write(data)
+
+
+def committed(found: dict | None) -> bool:
+    """A first guess with a reason, recorded before any deliberate reveal: what the commitment credit is for."""
+    if not found or not found.get("first") or not str(found.get("reason", "")).strip() or not found.get("at"):
+        return False
+    revealed = found.get("revealed")
+    return not revealed or str(found["at"]) < str(revealed)
+
+
+@contextlib.contextmanager
+def revealed(lesson: str, name: str, shown: str = ""):
+    """The reveal cell's body runs only once `name` is recorded (or deliberately revealed); else one line, and skip.
+
+    Use as `with check.revealed(): ...` (the check knows its lesson and name).
+    A body that is skipped is not run at all.
+    """
+    found = entry(lesson, name)
+    if found is None or not (found.get("first") or found.get("revealed")):
+        print(f"⏭ skipped: this cell shows the answer to `{name}`; write your prediction and run its check cell "
+              "first (it records your first guess)")
+        yield False
+        return
+    if (lesson, name) not in _SHOWN:
+        _SHOWN.add((lesson, name))
+        mark(lesson, name, "shown")
+    if found.get("first"):
+        print(f"your first guess for {name}: {describe(found['first'])} (recorded {found['at']}); "
+              f"your answer now: {describe(found.get('last') or found['first'])}" + (f". {shown}" if shown else ""))
+    else:
+        print(f"{name}: revealed on purpose before any guess" + (f". {shown}" if shown else ""))
+    yield True
+
+
+def describe(value: dict) -> str:
+    """A prediction's value in one line, its reason left out."""
+    parts = []
+    for key, v in value.items():
+        if key == "why":
+            continue
+        parts.append(f"{key} {v:.4g}" if isinstance(v, float) else f"{key} {v}")
+    return ", ".join(parts) or "—"
+
+
+def table(lesson: str, shown: dict[str, str], data: dict | None = None):
+    """The end-of-lesson table: per prediction, the first guess and when, the final answer, and what was measured."""
+    import pandas as pd
+
+    data = _load() if data is None else data
+    rows = []
+    for name, what in shown.items():
+        found = entry(lesson, name, data) or {}
+        rows.append({
+            "prediction": name,
+            "your first guess": describe(found["first"]) if found.get("first") else "—",
+            "recorded": found.get("at") or "—",
+            "your answer": describe(found.get("last") or {}) if found.get("last") else "—",
+            "measured or modelled": what,
+            "asked to reveal": found.get("revealed") or "no",
+        })
+    return pd.DataFrame(rows).set_index("prediction")
+
+
+def band(value: float, target: float, tight: float = 0.25, loose: float = 1.0) -> float:
+    """1.0 within a factor 1+tight of `target`, 0.5 within 1+loose, else 0.0 (both positive; a ratio band)."""
+    if not (value > 0 and target > 0 and math.isfinite(value) and math.isfinite(target)):
+        return 0.0
+    off = abs(math.log(value / target))
+    return 1.0 if off <= math.log1p(tight) else 0.5 if off <= math.log1p(loose) else 0.0
+
+
+def credit(points: float, commitment: bool, fraction: float, share: float = 0.5) -> float:
+    """The score in points, a plain float: `share` of it for the commitment, the rest times the band fraction."""
+    fraction = min(max(float(fraction), 0.0), 1.0)
+    got = points * share * (1.0 if commitment else 0.0) + points * (1 - share) * fraction
+    return float(round(min(max(got, 0.0), points), 4))
