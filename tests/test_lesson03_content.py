@@ -41,22 +41,22 @@ def test_choose_loss_scale_contract_is_the_largest_finite_scale():
     text = _text()
     assert "smallest power of two $S \\ge 1$" not in text, "the old contract (rescue the smallest gradient) is still taught"
     assert "largest** power of two that keeps every scaled gradient" in text
-    assert lesson03.largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
-    assert lesson03.largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
-    assert lesson03.largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
+    assert lesson03._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
+    assert lesson03._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
+    assert lesson03._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
 
 
 def test_largest_finite_scale_respects_the_cast_rounding():
     # 65510 rounds down to 65504 in fp16, so 65510/65536 × 2¹⁶ is still finite although it is above fp16's max
-    assert lesson03.largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
-    assert lesson03.largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
+    assert lesson03._largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
+    assert lesson03._largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
 
 
 def test_the_reference_solution_is_the_largest_finite_scale():
     ns = namespace(LESSON)
     for grads, dtype in ((torch.tensor([1e-10, 1e-3]), torch.float16), (torch.tensor([1e-12, -7.0]), torch.bfloat16),
                          (torch.tensor([65510 / 65536]), torch.float16)):
-        assert ns["choose_loss_scale"](grads, dtype) == lesson03.largest_finite_scale(grads, dtype)
+        assert ns["choose_loss_scale"](grads, dtype) == lesson03._largest_finite_scale(grads, dtype)
 
 
 # --- tf32 defaults stated by code, and how the emulation differs -----------------------------------------------------
@@ -130,7 +130,7 @@ def test_prediction_model_agrees_with_torch_casts():
         h = 2.0 ** (-(2 ** (e - 1) - 1) - m)
         values = [h, h * 1.01, -h, h * 0.99, 2 * h, 0.0]
         cast = ((torch.tensor(values, dtype=torch.float32).to(dtype) == 0) & (torch.tensor(values) != 0)).tolist()
-        assert lesson03.vanishing_model(values, e, m) == cast, dtype
+        assert lesson03._vanishing_model(values, e, m) == cast, dtype
 
 
 def test_the_notebook_measures_after_the_prediction():
@@ -292,7 +292,7 @@ def test_predict_vanishing_fallback_says_what_the_cast_does():
 
 
 def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
-    skipped = lesson03.gradscaler_with_ceiling(2.0**24, 300, init_scale=2.0**30, growth_interval=10)
+    skipped = lesson03._gradscaler_with_ceiling(2.0**24, 300, init_scale=2.0**30, growth_interval=10)
     assert skipped[:7] == [True] * 6 + [False]
     assert sum(skipped[100:298]) == 18  # 198 steps, one skipped in every 11
     assert lesson03.FORECAST_SETTINGS == {"init_scale": 2.0**30, "growth_interval": 10}
@@ -300,7 +300,7 @@ def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
 
 
 def test_zero_share_reference_is_the_measured_cast():
-    assert abs(lesson03.zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03.zero_share(torch.bfloat16) == 0.0
+    assert abs(lesson03._zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03._zero_share(torch.bfloat16) == 0.0
 
 
 # --- third edition (issue 29): tf32 has no IEEE cast; fp16 overflows from 65,520 -------------------------------------
@@ -327,3 +327,14 @@ def test_fp16_overflow_is_measured_from_65520_not_said_past_65504():
     assert "past 65,504" not in text and "overflows above 65,504" not in text
     assert torch.tensor([65519.0]).half().item() == 65504.0 and math.isinf(torch.tensor([65520.0]).half().item())
     assert "65520.0" in _code_cell("top16 =")
+
+
+def test_no_public_course_function_answers_an_exercise_or_a_prediction():
+    """Issue 29: lesson03.vanishing_model, largest_finite_scale, zero_share and gradscaler_with_ceiling answered
+    predict_vanishing, choose_loss_scale, ZERO_SHARE and SCALER_FORECAST outright; the judges keep private copies,
+    and a learner's function that calls them is named by its check (the shortcut mutants in tests/mutants)."""
+    from grader.checks import lesson04
+
+    for gone in ("vanishing_model", "largest_finite_scale", "zero_share", "gradscaler_with_ceiling"):
+        assert not hasattr(lesson03, gone), gone
+    assert not hasattr(lesson04, "measured_bytes_per_param")

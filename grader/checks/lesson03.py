@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from grader.checks._common import Check, Replay, call, close, fail, is_number, record, recorded, require_callable, same
+from grader.checks._common import Check, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.floats import FORMATS, value_of
 from grader.notebook import NotDone
@@ -377,7 +377,7 @@ check_rounded_by_hand = Check("ROUNDED_BY_HAND", _prediction("ROUNDED_BY_HAND"),
 # --- predict, then measure: which gradients vanish -----------------------------------------------
 
 
-def vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
+def _vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
     """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
     bias = 2 ** (exponent_bits - 1) - 1
     half_smallest = 2.0 ** (-bias - mantissa_bits)
@@ -418,7 +418,7 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         mine = _as_bools(got, len(values))
         if mine is None:
             fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
-        want = vanishing_model(values, e, m)
+        want = _vanishing_model(values, e, m)
         if mine == want:
             continue
         bias = 2 ** (e - 1) - 1
@@ -435,7 +435,7 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         if mine == [v != 0 and abs(v) < half for v in values]:
             fail(f"for {fmt} you predicted that {half!r}, exactly half the smallest subnormal, survives: a tie rounds "
                  "to the even neighbour, and that is 0 (mantissa 0), so it vanishes. Use <=, not <.")
-        if mine == vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
+        if mine == _vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
             fail(f"for {fmt} your threshold is off by a factor of two. The bias is 2^(e−1) − 1 = {bias}, and an "
                  f"all-zero exponent field stands for 2^(1 − bias), the smallest normal's power of two, not 2^(0 − bias): "
                  f"the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
@@ -449,7 +449,8 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
              "nearer to 0, and exactly half is a tie that goes to 0.")
 
 
-check_predict_vanishing = recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing)
+check_predict_vanishing = guard(recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing),
+                                "predict_vanishing", {_vanishing_model: "the course's own vanishing model"})
 
 
 # --- underflow ------------------------------------------------------------------------------
@@ -503,7 +504,7 @@ _SPREAD = (-12, -2, 10001)  # torch.logspace(-12, -2, 10001): made-up magnitudes
 _SHARE_TOLERANCE = 0.02
 
 
-def zero_share(dtype: torch.dtype) -> float:
+def _zero_share(dtype: torch.dtype) -> float:
     """Share of torch.logspace(-12, -2, 10001) that a cast to dtype turns into 0 (measured)."""
     spread = torch.logspace(*_SPREAD)
     return float((spread.to(dtype) == 0).float().mean())
@@ -523,7 +524,7 @@ def _judge_zero_share(answers: Any) -> None:
         if not 0 <= float(got[fmt]) <= 1:
             fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; a share is a fraction between 0 and 1 (0.25 for a quarter, not 25).")
     fp16, bf16 = float(got["fp16"]), float(got["bf16"])
-    want16, want_bf = zero_share(torch.float16), zero_share(torch.bfloat16)
+    want16, want_bf = _zero_share(torch.float16), _zero_share(torch.bfloat16)
     if bf16 > want_bf + _SHARE_TOLERANCE and bf16 >= fp16:
         fail(f"You predicted that bf16 loses at least as many ({bf16:.0%}) as fp16 ({fp16:.0%}). bf16 has fewer mantissa "
              "bits, but those set its precision, not its range: its 8 exponent bits are fp32's, so it holds numbers "
@@ -557,7 +558,7 @@ def _all_finite(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> bool:
     return bool(torch.isfinite((grads.double() * scale).to(dtype)).all())
 
 
-def largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
+def _largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
     """The largest power of two S such that every gradient × S stays finite in dtype (grads finite, one nonzero)."""
     amax = float(grads.abs().max())
     k = math.floor(math.log2(torch.finfo(dtype).max / amax))
@@ -604,7 +605,7 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if not is_number(got) or not math.isfinite(float(got)) or float(got) <= 0:
             fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
         got = float(got)
-        want = largest_finite_scale(grads, dtype)
+        want = _largest_finite_scale(grads, dtype)
         if got == want:
             continue
         if got.is_integer() and abs(got) < 400 and got == math.log2(want):
@@ -641,8 +642,10 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
              f"is {_pow2(want)}: check how you find it.")
 
 
-check_choose_loss_scale = _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
-                                                _judge_choose_loss_scale)
+check_choose_loss_scale = guard(
+    _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
+                          _judge_choose_loss_scale),
+    "choose_loss_scale", {_largest_finite_scale: "the course's own largest-finite-scale search"})
 
 
 # --- stall point ----------------------------------------------------------------------------
@@ -753,7 +756,7 @@ FORECAST_CEILING = 2.0**24  # the largest scale that keeps the gradients finite,
 _FORECAST_STEPS, _FORECAST_FROM = 210, 100  # run this long; the long run is counted from here on (ten 11-step cycles)
 
 
-def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
+def _gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
     """torch.amp.GradScaler on the CPU when a step overflows exactly when its scale exceeds `ceiling`: skipped, per step."""
     return [not applied for applied, _ in _drive_gradscaler(steps, lambda i, scale: scale > ceiling, **settings)]
 
@@ -761,7 +764,7 @@ def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool
 @functools.lru_cache(maxsize=1)
 def _forecast_reference() -> tuple[int, float]:
     """GradScaler itself on the forecast's case: steps skipped before the first applied one, and the long-run share."""
-    skipped = gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
+    skipped = _gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
     tail = skipped[_FORECAST_FROM:]
     return next(i for i, s in enumerate(skipped) if not s), sum(tail) / len(tail)
 
@@ -887,7 +890,10 @@ def _judge_loss_scaler(observation: dict) -> None:
             before = mine_scale
 
 
-check_loss_scaler = Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler)
+check_loss_scaler = guard(Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler), "LossScaler",
+                          {gradscaler_trace: "grader.checks.lesson03.gradscaler_trace",
+                           _drive_gradscaler: "the course's own GradScaler driver",
+                           torch.amp.GradScaler: "torch.amp.GradScaler (the scaler it is compared with)"})
 
 
 def _observe_scaler_on(LossScaler: type, settings: dict, flags: list) -> dict:

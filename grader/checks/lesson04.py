@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from grader import memory
-from grader.checks._common import Check, call, fail, is_number, recorded, require_callable, same
+from grader.checks._common import Check, call, fail, guard, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import NotDone
 
@@ -42,7 +42,7 @@ def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Modul
 _PHASES = ("before step()", "after step()")
 
 
-def measured_bytes_per_param() -> dict[str, float]:
+def _measured_bytes_per_param() -> dict[str, float]:
     """A float32 MLP with AdamW after one backward: bytes per parameter of everything, before and after step()."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -70,7 +70,7 @@ def _judge_bytes_per_param(answers) -> None:
         if not is_number(answers[phase]):
             fail(f"BYTES_PER_PARAM[{phase!r}] is {answers[phase]!r}; write a number of bytes per parameter.")
     before, after = float(answers["before step()"]), float(answers["after step()"])
-    want = measured_bytes_per_param()
+    want = _measured_bytes_per_param()
     if abs(before - want["before step()"]) > 0.1:
         if abs(before - want["after step()"]) <= 0.1:
             fail(f"You predicted {before:g} bytes per parameter before step(), as much as after it. AdamW makes its "
@@ -180,7 +180,9 @@ def _judge_state_bytes(observation: dict) -> None:
              "measure optimizer.state rather than assuming Adam.")
 
 
-check_state_bytes = Check("state_bytes", _observe_state_bytes, _judge_state_bytes)
+check_state_bytes = guard(Check("state_bytes", _observe_state_bytes, _judge_state_bytes), "state_bytes",
+                          {memory.state_table: "grader.memory.state_table", memory.totals: "grader.memory.totals",
+                           memory.storage_nbytes: "grader.memory.storage_nbytes"})
 
 
 def _observe_state_bytes_on(state_bytes: Callable, widths: list, optimizer: str = "adam", step: bool = True) -> dict:
@@ -269,9 +271,11 @@ def _judge_training_bytes(training_bytes: Callable) -> None:
         fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
 
 
-check_training_bytes = recorded(
-    "training_bytes", "training_bytes",
-    [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")], _judge_training_bytes)
+check_training_bytes = guard(
+    recorded("training_bytes", "training_bytes",
+             [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")], _judge_training_bytes),
+    "training_bytes", {memory.training_terms: "grader.memory.training_terms",
+                       memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter"})
 
 
 # --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------
@@ -320,8 +324,9 @@ def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
              f"(float32, batch {batch}).")
 
 
-check_predict_saved_bytes = recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES,
-                                     _judge_predict_saved_bytes)
+check_predict_saved_bytes = guard(
+    recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES, _judge_predict_saved_bytes),
+    "predict_saved_bytes", {memory.saved_bytes: "grader.memory.saved_bytes", memory.SavedTensors: "grader.memory.SavedTensors"})
 
 
 # --- activations: write the recorder ------------------------------------------------------------
@@ -452,7 +457,9 @@ def _judge_activation_bytes(observation: dict) -> None:
              "with the batch. Measure each call from scratch (a fresh record every call).")
 
 
-check_activation_bytes = Check("activation_bytes", _observe_activation_bytes, _judge_activation_bytes)
+check_activation_bytes = guard(Check("activation_bytes", _observe_activation_bytes, _judge_activation_bytes),
+                               "activation_bytes", {memory.saved_bytes: "grader.memory.saved_bytes",
+                                                    memory.SavedTensors: "grader.memory.SavedTensors"})
 
 
 def _observe_activation_on(activation_bytes: Callable, widths: list, batch: int) -> dict:

@@ -499,3 +499,35 @@ def stall_point(dtype, step):
         ),
     ],
 }
+
+# Shortcuts (issue 29): the course's own code called instead of the reasoning; each check notices and says so.
+MUTANTS["predict_vanishing_check"].append((
+    "shortcut: the course's vanishing model",
+    "from grader.checks import lesson03 as _course\n"
+    "def predict_vanishing(values, exponent_bits, mantissa_bits):\n"
+    "    return _course._vanishing_model(values, exponent_bits, mantissa_bits)\n",
+    r"calls the course's own vanishing model",
+))
+MUTANTS["choose_loss_scale_check"].append((
+    "shortcut: the course's largest-finite-scale search",
+    "from grader.checks import lesson03 as _course\n"
+    "def choose_loss_scale(grads, dtype):\n"
+    "    return _course._largest_finite_scale(grads, dtype)\n",
+    r"calls the course's own largest-finite-scale search",
+))
+MUTANTS["LossScaler_check"].append((
+    "shortcut: GradScaler's trace replayed",
+    """
+from grader.checks import lesson03 as _course
+class LossScaler:
+    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+        self.settings = dict(init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
+                             growth_interval=growth_interval)
+        self.scale, self.flags = init_scale, []
+    def update(self, found_inf):
+        self.flags.append(bool(found_inf))
+        applied, self.scale = _course.gradscaler_trace(self.flags, **self.settings)[-1]
+        return applied
+""",
+    r"calls grader.checks.lesson03.gradscaler_trace",
+))

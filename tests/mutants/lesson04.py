@@ -303,3 +303,33 @@ def max_batch(m, peaks):
         ),
     ],
 }
+
+# Shortcuts (issue 29): the course's own code called instead of the reasoning; each check notices and says so.
+MUTANTS["training_bytes_check"].append((
+    "shortcut: memory.training_terms",
+    "from grader import memory as _course\n"
+    "def training_bytes(n_params, precision, optimizer):\n"
+    "    return int(n_params * sum(_course.training_terms(precision, optimizer).values()))\n",
+    r"calls grader\.memory\.training_terms",
+))
+MUTANTS["activation_bytes_check"].append((
+    "shortcut: memory.saved_bytes",
+    "from grader import memory as _course\n"
+    "def activation_bytes(model, batch):\n"
+    "    return _course.saved_bytes(model, batch)\n",
+    r"calls grader\.memory\.saved_bytes",
+))
+MUTANTS["predict_saved_bytes_check"].append((
+    "shortcut: measure with the course's recorder instead of predicting",
+    "import torch\nfrom grader import memory as _course\n"
+    "def predict_saved_bytes(batch, widths):\n"
+    "    return _course.saved_bytes(_course.relu_mlp(widths), torch.randn(batch, widths[0]))\n",
+    r"calls grader\.memory\.saved_bytes",
+))
+MUTANTS["state_bytes_check"].append((
+    "shortcut: memory.state_table",
+    "from grader import memory as _course\n"
+    "def state_bytes(model, optimizer):\n"
+    "    return _course.totals(_course.state_table(model, optimizer))\n",
+    r"calls grader\.memory\.(state_table|totals)",
+))
