@@ -248,8 +248,23 @@ def test_fields_table_does_not_say_inf_twice():
 
 # --- issue 20: predictions before measurements; the text gives the principle, not the answer ------------------------
 
-PREDICTIONS = {"FIELDS_BY_HAND": "decode_check", "ROUNDED_BY_HAND": "round_to_check", "ZERO_SHARE": "underflows_check",
-               "SCALER_FORECAST": "LossScaler_check"}
+PREDICTIONS = {"FIELDS_BY_HAND": "decode_check", "ROUNDED_BY_HAND": "round_to_check", "ZERO_SHARE": "ZERO_SHARE_check",
+               "SCALER_FORECAST": "SCALER_FORECAST_check"}
+
+
+def test_the_measured_predictions_have_graded_cells_of_their_own_and_their_reveals_wait():
+    """Issue 29: ZERO_SHARE and SCALER_FORECAST are scored in cells of their own, holding the one call; the cells that
+    show their answers run under the check's revealed() and come after."""
+    cells = [c for c in _cells() if c.cell_type == "code"]
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    for name, check, revealed in (("ZERO_SHARE", "check_zero_share", "underflows_check"),
+                                  ("SCALER_FORECAST", "check_scaler_forecast", "LossScaler_check")):
+        cell = cells[ids.index(f"{name}_check")]
+        assert cell.source.strip().splitlines()[-1] == f"lesson03.{check}({name})"
+        assert f"({name})" not in cells[ids.index(revealed)].source, "shared with a function's check"
+        shows = [i for i, c in enumerate(cells) if f"lesson03.{check}.revealed(" in c.source]
+        assert shows and min(shows) > ids.index(f"{name}_check"), name
+    assert "predictions.table(lesson03.LESSON" in cells[-1].source
 
 
 def test_each_prediction_is_recorded_before_its_check_and_judged_by_it():

@@ -108,7 +108,7 @@ def test_nothing_relies_on_the_grader_undoing_changes_to_torch():
 
 def test_five_graded_exercises_with_the_prediction_among_them():
     graded = [c.metadata["nbgrader"]["grade_id"] for c in _cells() if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-    assert graded == ["state_bytes_check", "training_bytes_check", "predict_saved_bytes_check",
+    assert graded == ["BYTES_PER_PARAM_check", "state_bytes_check", "training_bytes_check", "predict_saved_bytes_check",
                       "activation_bytes_check", "max_batch_check"]
     text = _markdown()
     assert "predict, then measure" in text.lower()
@@ -127,10 +127,14 @@ def _grade_ids():
 
 def test_bytes_per_param_is_predicted_before_state_bytes_and_judged_by_its_check():
     ids, cells = _grade_ids(), _code_cells()
-    assert ids.index("BYTES_PER_PARAM") < ids.index("state_bytes") < ids.index("state_bytes_check")
-    assert "check_bytes_per_param(BYTES_PER_PARAM)" in cells[ids.index("state_bytes_check")].source
+    assert ids.index("BYTES_PER_PARAM") < ids.index("BYTES_PER_PARAM_check") < ids.index("state_bytes")
+    assert cells[ids.index("BYTES_PER_PARAM_check")].source.strip().splitlines()[-1] == \
+        "lesson04.check_bytes_per_param(BYTES_PER_PARAM)"  # a graded cell of its own (issue 29)
+    assert "BYTES_PER_PARAM" not in cells[ids.index("state_bytes_check")].source
     measured = next(i for i, c in enumerate(cells) if "before_step = state_bytes(" in c.source)
     assert measured > ids.index("state_bytes_check")
+    assert "lesson04.check_bytes_per_param.revealed()" in cells[measured].source
+    assert "predictions.table(lesson04.LESSON" in cells[-1].source
 
 
 def test_the_text_no_longer_gives_the_answers_away():

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from grader.checks._common import Check, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.floats import FORMATS, value_of
 from grader.notebook import NotDone
@@ -515,39 +515,42 @@ def _share_below(threshold: float, inclusive: bool = True) -> float:
     return float(((spread <= threshold) if inclusive else (spread < threshold)).double().mean())
 
 
-def _judge_zero_share(answers: Any) -> None:
-    """ZERO_SHARE: the share of ten decades of magnitudes that fp16 and bf16 turn into 0, predicted."""
-    got = _answers(answers, "ZERO_SHARE", ["fp16", "bf16"], '{"fp16": 0.5, "bf16": 0.5}')
-    for fmt in ("fp16", "bf16"):
-        if not is_number(got[fmt]) or not math.isfinite(float(got[fmt])):
-            fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; write a share as a number between 0 and 1.")
-        if not 0 <= float(got[fmt]) <= 1:
-            fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; a share is a fraction between 0 and 1 (0.25 for a quarter, not 25).")
-    fp16, bf16 = float(got["fp16"]), float(got["bf16"])
-    want16, want_bf = _zero_share(torch.float16), _zero_share(torch.bfloat16)
-    if bf16 > want_bf + _SHARE_TOLERANCE and bf16 >= fp16:
-        fail(f"You predicted that bf16 loses at least as many ({bf16:.0%}) as fp16 ({fp16:.0%}). bf16 has fewer mantissa "
-             "bits, but those set its precision, not its range: its 8 exponent bits are fp32's, so it holds numbers "
-             "down to about 1e-40. fp16's 5 exponent bits stop far higher.")
-    if abs(bf16 - want_bf) > _SHARE_TOLERANCE:
-        fail(f"ZERO_SHARE['bf16'] is {bf16:.3g}: bf16 has fp32's 8 exponent bits, so its smallest subnormal is about "
-             "9e-41. How much of 1e-12 to 1e-2 lies below that?")
-    if abs(fp16 - want16) <= _SHARE_TOLERANCE:
-        return
-    normal16, sub16 = 2.0**-14, 2.0**-24
-    if abs(fp16 - _share_below(normal16, inclusive=False)) <= _SHARE_TOLERANCE:
-        fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}: that is the share below fp16's smallest normal number (6.1e-5). Below "
-             "it come the subnormals, down to 6e-8, which keep small values nonzero with fewer digits.")
-    if abs(fp16 - _share_below(sub16, inclusive=False)) <= _SHARE_TOLERANCE:
-        fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}: that is the share below fp16's smallest subnormal (6e-8). A value "
-             "between half of it and it is nearer to the subnormal than to 0, so the cast keeps it: only values up "
-             "to half the smallest subnormal (about 3e-8) become 0.")
-    fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}. The magnitudes are spread evenly over the ten decades from 1e-12 to "
-         "1e-2, so the share that becomes 0 is the number of decades below fp16's cut-off, divided by ten. The cut-off "
-         "is half the smallest subnormal: values nearer to 0 than to it become 0.")
+LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
 
-check_zero_share = Check("ZERO_SHARE", _prediction("ZERO_SHARE"), _judge_zero_share)
+def _zero_share_mistake(answer: dict) -> str | None:
+    """ZERO_SHARE's known mistakes, in words with no value in them; None when the answer matches none."""
+    fp16, bf16 = answer["fp16"], answer["bf16"]
+    if fp16 > 1:
+        return "a share is a fraction between 0 and 1 (0.25 for a quarter, not 25)"
+    if bf16 != "none":
+        return ("bf16 has fewer mantissa bits, but those set its precision, not its range: its 8 exponent bits are "
+                "fp32's, so its smallest numbers lie far below anything in these ten decades")
+    if abs(fp16 - _share_below(2.0**-14, inclusive=False)) <= _SHARE_TOLERANCE:
+        return ("the fp16 share is the share below its smallest normal number; below it come the subnormals, which "
+                "keep small values nonzero with fewer digits")
+    if abs(fp16 - _share_below(2.0**-24, inclusive=False)) <= _SHARE_TOLERANCE:
+        return ("the fp16 share stops at the smallest subnormal; a value between half of it and it is nearer to the "
+                "subnormal than to 0, so the cast keeps it")
+    if abs(fp16 - _zero_share(torch.float16)) > _SHARE_TOLERANCE:
+        return ("the magnitudes are spread evenly in log scale, so the share is the part of the ten decades below "
+                "fp16's cut-off, the value nearer to 0 than to its smallest number")
+    return None
+
+
+def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
+    """ZERO_SHARE's first guess: one half for each format (fp16 within 0.02 of the measured cast, bf16 'none')."""
+    right16 = first["fp16"] <= 1 and abs(first["fp16"] - _zero_share(torch.float16)) <= _SHARE_TOLERANCE
+    right_bf = first["bf16"] == "none"
+    mistake = _zero_share_mistake(first)
+    return (right16 + right_bf) / 2, ("your first guess matches the casts" if right16 and right_bf
+                                      else f"your first guess: {mistake}")
+
+
+check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"fp16": "number", "bf16": ("none", "some", "most")}, points=1,
+                              band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
+                              model=lambda context: (f"a cast turns {_zero_share(torch.float16):.1%} of the spread into 0 "
+                                                     "in fp16, none of it in bf16"))
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -769,45 +772,48 @@ def _forecast_reference() -> tuple[int, float]:
     return next(i for i, s in enumerate(skipped) if not s), sum(tail) / len(tail)
 
 
-def _judge_scaler_forecast(answers: Any) -> None:
-    """SCALER_FORECAST: steps skipped at the start and the long-run share skipped, for a fixed ceiling of 2^24."""
-    keys = ["skipped at start", "share skipped in the long run"]
-    got = _answers(answers, "SCALER_FORECAST", keys, '{"skipped at start": 3, "share skipped in the long run": 0.5}')
-    start, share = got["skipped at start"], got["share skipped in the long run"]
-    if not is_number(start) or float(start) != int(float(start)) or start < 0:
-        fail(f"SCALER_FORECAST['skipped at start'] is {start!r}; write a whole number of steps.")
-    if not is_number(share) or not 0 <= float(share) <= 1:
-        fail(f"SCALER_FORECAST['share skipped in the long run'] is {share!r}; write a fraction between 0 and 1.")
+_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "number"}
+
+
+def _forecast_mistakes(answer: dict) -> list[str]:
+    """What is off in a SCALER_FORECAST, in words with no value in them (empty when both parts are right)."""
     want_start, want_share = _forecast_reference()
+    start, share = answer["skipped at start"], answer["share skipped in the long run"]
     interval = FORECAST_SETTINGS["growth_interval"]
-    if int(start) != want_start:
-        if abs(int(start) - want_start) == 1:
-            fail(f"SCALER_FORECAST['skipped at start'] is {int(start)}: count again. Each skipped step halves the scale, "
-                 "starting from 2³⁰; which scales overflow when 2²⁴ is the largest that fits, and is 2²⁴ itself one of them?")
-        if int(start) == 0:
-            fail("SCALER_FORECAST['skipped at start'] is 0, but the scaler starts at 2³⁰, far above the 2²⁴ that fits: "
-                 "the first steps overflow, are skipped, and each one halves the scale.")
-        fail(f"SCALER_FORECAST['skipped at start'] is {int(start)}. The scaler starts at 2³⁰ and each overflow halves it; "
-             "the first step applied is the first whose scale is at most 2²⁴.")
-    share = float(share)
-    if abs(share - want_share) <= 0.003:
-        return
-    if share == 0:
-        fail("SCALER_FORECAST['share skipped in the long run'] is 0, as if the scaler settled at 2²⁴ for good. It never "
-             f"stops probing: after {interval} good steps in a row it grows, to 2²⁵, which overflows; that step is "
-             "skipped and the scale comes back. Count the steps in one such cycle.")
-    if abs(share - 1 / interval) <= 0.003:
-        fail(f"SCALER_FORECAST['share skipped in the long run'] is {share:.3g}, one in {interval}. The skipped step is not "
-             f"one of the {interval} good steps in a row that make the scale grow: after an overflow the count starts "
-             f"again, so each cycle is {interval} applied steps and then one skipped, {interval + 1} steps in all.")
-    if abs(share - 0.5) <= 0.01:
-        fail("SCALER_FORECAST['share skipped in the long run'] is 0.5, as if the scale grew after every good step. It "
-             f"grows only after growth_interval ({interval}) good steps in a row.")
-    fail(f"SCALER_FORECAST['share skipped in the long run'] is {share:.3g}. Follow the scale once it has come down to "
-         f"2²⁴: how many steps are applied before it grows, what happens at 2²⁵, and how long is one cycle?")
+    said = []
+    if start != want_start:
+        said.append("count the start again: each skipped step halves the scale from 2³⁰, and the first step applied "
+                    "is the first whose scale fits; is 2²⁴ itself one that overflows?" if abs(start - want_start) == 1
+                    else "the start: the scaler begins far above the ceiling, and each overflow halves it")
+    if share > 1:
+        said.append("a share is a fraction between 0 and 1")
+    elif abs(share - want_share) > 0.003:
+        if abs(share - 1 / interval) <= 0.003:
+            said.append("the long run: the skipped step is not one of the good steps in a row that make the scale grow; "
+                        "after an overflow the count starts again")
+        elif abs(share - 0.5) <= 0.01:
+            said.append("the long run: the scale grows only after growth_interval good steps in a row, not after each")
+        else:
+            said.append("the long run: the scaler never stops probing; follow the scale once it is at the ceiling, "
+                        "through one growth and the overflow that follows")
+    return said
 
 
-check_scaler_forecast = Check("SCALER_FORECAST", _prediction("SCALER_FORECAST"), _judge_scaler_forecast)
+def _forecast_band(first: dict, context: dict) -> tuple[float, str]:
+    """SCALER_FORECAST's first guess against GradScaler run on the case: one half for each part."""
+    said = _forecast_mistakes(first)
+    fraction = max(0, 2 - len(said)) / 2  # one half for each part that is right
+    return fraction, "your first guess is what GradScaler does" if not said else "your first guess: " + "; ".join(said)
+
+
+def _forecast_said(context: dict) -> str:
+    start, share = _forecast_reference()
+    return f"GradScaler skips {start} steps at the start and {share:.3f} of the steps in the long run"
+
+
+check_scaler_forecast = Prediction(LESSON, "SCALER_FORECAST", _FORECAST_KEYS, points=1, band=_forecast_band,
+                                   mistakes=lambda answer, context: "; ".join(_forecast_mistakes(answer)) or None,
+                                   model=_forecast_said)
 
 
 def _same_flag(got: Any, want: bool) -> bool:

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from grader import memory
-from grader.checks._common import Check, call, fail, guard, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, call, fail, guard, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import NotDone
 
@@ -39,9 +39,6 @@ def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Modul
 
 # --- predict, then measure: bytes per parameter before and after AdamW's first step ------------------
 
-_PHASES = ("before step()", "after step()")
-
-
 def _measured_bytes_per_param() -> dict[str, float]:
     """A float32 MLP with AdamW after one backward: bytes per parameter of everything, before and after step()."""
     with torch.random.fork_rng(devices=[]):
@@ -55,45 +52,49 @@ def _measured_bytes_per_param() -> dict[str, float]:
     return {"before step()": before, "after step()": sum(memory.totals(memory.state_table(model, opt)).values()) / n}
 
 
-def _observe_bytes_per_param(answers):
-    if answers is None or (isinstance(answers, dict) and not answers):
-        raise NotDone("BYTES_PER_PARAM")
-    return answers
+LESSON = "04_memory"  # the lesson's name in the predictions record (grader.predictions)
 
 
-def _judge_bytes_per_param(answers) -> None:
-    """BYTES_PER_PARAM: everything's bytes per parameter for float32 + AdamW, before and after the first step()."""
-    if not isinstance(answers, dict) or sorted(answers) != sorted(_PHASES):
-        fail(f"BYTES_PER_PARAM should be a dict with exactly the keys {list(_PHASES)!r}, each a number of bytes per "
-             f"parameter; it is {answers!r}.")
-    for phase in _PHASES:
-        if not is_number(answers[phase]):
-            fail(f"BYTES_PER_PARAM[{phase!r}] is {answers[phase]!r}; write a number of bytes per parameter.")
-    before, after = float(answers["before step()"]), float(answers["after step()"])
+def _bytes_per_param_mistakes(answer: dict) -> list[str]:
+    """What is off in a BYTES_PER_PARAM, in words with no value in them (empty when both phases are right)."""
+    before, after = answer["before step()"], answer["after step()"]
     want = _measured_bytes_per_param()
+    said = []
     if abs(before - want["before step()"]) > 0.1:
         if abs(before - want["after step()"]) <= 0.1:
-            fail(f"You predicted {before:g} bytes per parameter before step(), as much as after it. AdamW makes its "
-                 "running averages on its first step(), not when it is built: before that, optimizer.state is empty "
-                 "and the optimizer costs nothing yet. That is why a run can pass its first forward and backward and "
-                 "then run out of memory at the first step.")
-        if abs(before - 4) <= 0.1:
-            fail(f"You predicted {before:g} bytes per parameter before step(): the weights alone. The backward pass has "
-                 "run, so every trained parameter has a .grad of its own shape and dtype.")
-        fail(f"You predicted {before:g} bytes per parameter before step(). Count what exists after a backward pass and "
-             "before the optimizer has done anything: which tensors, and how many bytes per element?")
+            said.append("before step() you counted AdamW's state, but it makes its running averages on its first "
+                        "step(), not when it is built; that is why a run can pass its first backward and then run out "
+                        "of memory at the first step")
+        elif abs(before - 4) <= 0.1:
+            said.append("before step() you counted the weights alone; the backward pass has run, so every trained "
+                        "parameter has a .grad of its own shape and dtype")
+        else:
+            said.append("before step(): count what exists after a backward pass and before the optimizer has done "
+                        "anything, which tensors and how many bytes per element")
     if abs(after - want["after step()"]) > 0.1:
-        if abs(after - 12) <= 0.1:
-            fail(f"You predicted {after:g} bytes per parameter after step(): one running average. AdamW keeps two per "
-                 "parameter, the average of the gradients and the average of their squares, each a float32.")
         if abs(after - before) <= 0.1:
-            fail(f"You predicted {after:g} bytes per parameter after step(), no more than before: the step makes "
-                 "AdamW's state, two float32 running averages per parameter.")
-        fail(f"You predicted {after:g} bytes per parameter after step(). Add AdamW's state to what was there before: "
-             "what does it keep per parameter, and in which dtype?")
+            said.append("after step() you counted no more than before: the step makes AdamW's state")
+        else:
+            said.append("after step(): what does AdamW keep per parameter (its running averages), and in which dtype?")
+    return said
 
 
-check_bytes_per_param = Check("BYTES_PER_PARAM", _observe_bytes_per_param, _judge_bytes_per_param)
+def _bytes_per_param_band(first: dict, context: dict) -> tuple[float, str]:
+    """BYTES_PER_PARAM's first guess against the measured MLP: one half for each phase."""
+    said = _bytes_per_param_mistakes(first)
+    return (2 - len(said)) / 2, ("your first guess is what the tensors hold" if not said
+                                 else "your first guess: " + "; ".join(said))
+
+
+def _bytes_per_param_said(context: dict) -> str:
+    want = _measured_bytes_per_param()
+    return f"{want['before step()']:.2f} bytes per parameter before step(), {want['after step()']:.2f} after"
+
+
+check_bytes_per_param = Prediction(LESSON, "BYTES_PER_PARAM", {"before step()": "number", "after step()": "number"},
+                                   points=1, band=_bytes_per_param_band, model=_bytes_per_param_said,
+                                   mistakes=lambda answer, context: "; ".join(_bytes_per_param_mistakes(answer)) or None)
+
 
 
 _STATE_CASES = {  # name: (optimizer, step, what the learner is told on a crash)

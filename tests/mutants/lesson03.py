@@ -264,22 +264,22 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     "underflows_check": [
         (
             "share: bf16 loses more (fewer mantissa bits)",
-            "ZERO_SHARE = {'fp16': 0.45, 'bf16': 0.6}",
+            "ZERO_SHARE = {'fp16': 0.45, 'bf16': 'most'}",
             r"precision, not its range",
         ),
         (
             "share: fp16 loses everything below its smallest normal",
-            "ZERO_SHARE = {'fp16': 0.78, 'bf16': 0.0}",
-            r"below fp16's smallest normal",
+            "ZERO_SHARE = {'fp16': 0.78, 'bf16': 'none'}",
+            r"below its smallest normal",
         ),
         (
             "share: fp16 loses everything below its smallest subnormal",
-            "ZERO_SHARE = {'fp16': 0.478, 'bf16': 0.0}",
+            "ZERO_SHARE = {'fp16': 0.478, 'bf16': 'none'}",
             r"nearer to the subnormal than to 0",
         ),
         (
             "share: a percentage, not a fraction",
-            "ZERO_SHARE = {'fp16': 44.7, 'bf16': 0.0}",
+            "ZERO_SHARE = {'fp16': 44.7, 'bf16': 'none'}",
             r"not 25",
         ),
         (
@@ -411,7 +411,7 @@ def stall_point(dtype, step):
     "LossScaler_check": [
         (
             "forecast: the scale settles and nothing is skipped once it has come down",
-            "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.0}",
+            "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.002}",
             r"never\s+stops probing",
         ),
         (
@@ -422,7 +422,7 @@ def stall_point(dtype, step):
         (
             "forecast: 2^24 counted among the overflowing scales",
             "SCALER_FORECAST = {'skipped at start': 7, 'share skipped in the long run': 1 / 11}",
-            r"count again",
+            r"count the start again",
         ),
         (
             "never grows back",
@@ -531,3 +531,18 @@ class LossScaler:
 """,
     r"calls grader.checks.lesson03.gradscaler_trace",
 ))
+
+
+# A prediction's wrong value is scored, not failed (issue 29: a graded cell of its own, banded credit on the first
+# guess): those mutants move to PREDICTION_MUTANTS, run by tests/test_prediction_scores.py in both graders. What
+# fails a prediction's cell is a malformed answer.
+PREDICTION_MUTANTS = {}
+for _check, _name, _cell in (("underflows_check", "ZERO_SHARE", "ZERO_SHARE_check"),
+                             ("LossScaler_check", "SCALER_FORECAST", "SCALER_FORECAST_check")):
+    PREDICTION_MUTANTS[_cell] = [(n, src + f"\n{_name}['why'] = 'a guess with a reason'", pattern)
+                                 for n, src, pattern in MUTANTS[_check] if src.startswith(f"{_name} =")]
+    MUTANTS[_check] = [m for m in MUTANTS[_check] if not m[1].startswith(f"{_name} =")]
+    MUTANTS[_cell] = [
+        ("prediction without a reason", f"{_name}.pop('why')", r"needs exactly the keys"),
+        ("prediction as a bare number", f"{_name} = 0.5", r"should be a dict"),
+    ]

@@ -48,7 +48,7 @@ MUTANTS = {
         (
             "prediction: one running average after step()",
             "BYTES_PER_PARAM = {'before step()': 8, 'after step()': 12}",
-            r"AdamW keeps two",
+            r"what does AdamW keep",
         ),
         (
             "elements counted instead of bytes",
@@ -333,3 +333,14 @@ MUTANTS["state_bytes_check"].append((
     "    return _course.totals(_course.state_table(model, optimizer))\n",
     r"calls grader\.memory\.(state_table|totals)",
 ))
+
+
+# A prediction's wrong value is scored, not failed (issue 29): see tests/mutants/lesson03.py.
+PREDICTION_MUTANTS = {"BYTES_PER_PARAM_check": [
+    (n, src + "\nBYTES_PER_PARAM['why'] = 'a guess with a reason'", pattern)
+    for n, src, pattern in MUTANTS["state_bytes_check"] if src.startswith("BYTES_PER_PARAM =")]}
+MUTANTS["state_bytes_check"] = [m for m in MUTANTS["state_bytes_check"] if not m[1].startswith("BYTES_PER_PARAM =")]
+MUTANTS["BYTES_PER_PARAM_check"] = [
+    ("prediction without a reason", "BYTES_PER_PARAM.pop('why')", r"needs exactly the keys"),
+    ("prediction as a bare number", "BYTES_PER_PARAM = 16", r"should be a dict"),
+]
