@@ -131,7 +131,7 @@ def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
                 fail(f"decode({x!r}, {fmt!r}) included the hidden leading 1 in the mantissa: return only the {m_bits} stored bits.")
             what = "zero" if x == 0 else "a subnormal" if want[1] == 0 else "inf" if math.isinf(x) else "a negative number" if x < 0 else "a number"
             fail(
-                f"decode({x!r}, {fmt!r}) returned {got}, but {fmt} stores it as {want}; check how you handle {what}. "
+                f"decode({x!r}, {fmt!r}) returned {got}, fields that are not what {fmt} stores for it; check how you handle {what}. "
                 f"{fmt} has {e_bits} exponent bits and {m_bits} mantissa bits."
             )
     tf32 = FORMATS["tf32"]
@@ -354,19 +354,19 @@ def _judge_rounded_by_hand(answers: Any) -> None:
                  "is it between, and which is nearer?")
         if label == "65519 in fp16":
             if math.isinf(got):
-                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but 65,519 is only 15 above fp16's largest number "
-                     "65,504, less than half the gap there (32). The nearest representable number is 65,504. A cast "
-                     "gives inf only from 65,520 up, halfway to where 65,536 would be.")
+                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but a cast does not overflow as soon as a value passes "
+                     "the largest number: it keeps the nearest, and inf stands where the next power of two would be. "
+                     "How far past fp16's largest number is 65,519, against the gap between numbers there?")
             fail(f"ROUNDED_BY_HAND['65519 in fp16'] is {got!r}, which fp16 does not hold. Near 65,504 (its largest "
                  "number) fp16 numbers are 32 apart.")
         if got > want and (x - want) == (got - x):
-            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: {x!r} is exactly halfway between {want!r} and {got!r}, and "
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: {x!r} is exactly halfway between two {fmt} numbers, and "
                  "you sent the tie up (away from zero). A cast sends a tie to the neighbour whose last mantissa bit "
                  "is 0 (to even), so that ties round up as often as down and a long sum is not biased.")
         if got < x < want:
             fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: that drops the bits that do not fit (truncation). {x!r} is "
-                 f"exactly halfway between {got!r} and {want!r}; a cast sends the tie to the neighbour whose last "
-                 "mantissa bit is 0, and here that is the one above.")
+                 "exactly halfway between two numbers; a cast sends the tie to the neighbour whose last mantissa bit "
+                 "is 0, which is not always the one below.")
         fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}; a cast to {fmt} keeps the {fmt} number nearest to {x!r} "
              "(at a tie, the one whose last mantissa bit is 0).")
 
@@ -612,7 +612,7 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if got == want:
             continue
         if got.is_integer() and abs(got) < 400 and got == math.log2(want):
-            fail(f"{label} returned {_pow2(got)}, which is the exponent k; return the scale itself, 2.0 ** k = {_pow2(want)}.")
+            fail(f"{label} returned {_pow2(got)}, which looks like the exponent k; return the scale itself, 2.0 ** k.")
         if got != 2.0 ** round(math.log2(got)):
             fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
         amax_at = int(grads.abs().argmax())
@@ -620,29 +620,29 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if not _all_finite(grads, dtype, got):
             if want < 1 and got == 1:
                 fail(f"{label} returned 1, but {largest:g} overflows {dtype} already at scale 1 (its largest finite value "
-                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1, to {_pow2(want)} here. GradScaler's goes "
+                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1. GradScaler's goes "
                      "below 1 too after enough overflows.")
             if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
                 fail(f"{label} returned {_pow2(got)}, which turns {largest:g} into -inf: the gradient with the largest "
                      "magnitude is negative. Compare magnitudes (abs), not signed values.")
             if got == 2 * want:
                 fail(f"{label} returned {_pow2(got)}: one power of two too high, it turns {largest:g} into inf in {dtype}. "
-                     f"The largest scale that keeps every scaled gradient finite is {_pow2(want)}.")
+                     "A cast overflows only when the nearest number is past the largest: which side of that is yours?")
             if got == _rescue_scale(grads, dtype):
                 fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
                      f"{largest:g} into inf. Aim for the largest scale that keeps every gradient finite, not for rescuing the smallest.")
             fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
-                 f"a scale must keep the largest gradient finite (here at most {_pow2(want)}).")
+                 f"a scale must keep the largest gradient finite.")
         if got == _rescue_scale(grads, dtype):
             fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
-                 f"Return the largest power of two that keeps every scaled gradient finite ({_pow2(want)} here): that is "
+                 f"Return the largest power of two that keeps every scaled gradient finite: that is "
                  "where GradScaler's dynamic scale settles, and it leaves the large gradients, which carry the update, intact.")
         if got == want / 2:
-            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that, {_pow2(want)}, still keeps every gradient "
-                 f"finite in {dtype} (|{largest:g}| × {want:g} = {abs(largest) * want:g} ≤ {torch.finfo(dtype).max:g}). "
-                 "Return the largest such scale.")
-        fail(f"{label} returned {_pow2(got)}; the largest power of two that keeps every scaled gradient finite in {dtype} "
-             f"is {_pow2(want)}: check how you find it.")
+            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that still keeps every gradient finite in "
+                 f"{dtype}. A cast rounds to the nearest number, so a scaled gradient a little past the largest finite "
+                 "number can still round down to it. Return the largest such scale.")
+        fail(f"{label} returned {_pow2(got)}, which is not the largest power of two that keeps every scaled gradient "
+             f"finite in {dtype}: check how you find it.")
 
 
 check_choose_loss_scale = guard(
@@ -697,15 +697,16 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
         if close(got, 2 * want):
             spacing = float(torch.finfo(dtype).eps) * want
             fail(
-                f"{label} returned {got:g}, but the sum already stops at {want:g}: there the numbers are {spacing:g} "
-                f"apart, and {want:g} + {step} lands at most halfway to the next one. A tie rounds to the even "
+                f"{label} returned {got:g}, but the sum already stops below it, at half that: there the step lands "
+                "exactly halfway to the next number. A tie rounds to the even "
                 "neighbour, the sum itself, so a step of exactly half the spacing is lost too: the sum stops where "
                 "the step is at most half the spacing, not only where it is less."
             )
         fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
         if is_number(fp32) and close(got, float(fp32)):
             fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
-        fail(f"{label} returned {got:g}; adding {step} in {dtype} over and over stops growing at {want:g}.")
+        fail(f"{label} returned {got:g}, which is not where adding {step} in {dtype} over and over stops growing: the sum "
+             "stops where the step is at most half the gap to the next number.")
     for step in _STALL_FP32[:2]:  # too long to run in fp32: check that it stalls there and not just below
         label = f"stall_point(torch.float32, {step})"
         got = _as_float(call(stall_point, torch.float32, step, label=label), label)
@@ -879,17 +880,18 @@ def _judge_loss_scaler(observation: dict) -> None:
             if mine_scale != scale:
                 if found_inf and mine_scale >= before:
                     fail(f"On an overflow {where} your scale stayed at {mine_scale:g}; multiply it by backoff_factor "
-                         f"(GradScaler goes to {scale:g}), or the next step overflows again.")
+                         "or the next step overflows again.")
                 if not found_inf and scale > before and mine_scale == before:
-                    fail(f"After {settings['growth_interval']} good steps in a row {where}, GradScaler grows the scale "
-                         f"to {scale:g}; yours stayed at {mine_scale:g}. A scaler that never grows back leaves the scale "
+                    fail(f"After {settings['growth_interval']} good steps in a row {where}, GradScaler grows the scale; "
+                         f"yours stayed at {mine_scale:g}. A scaler that never grows back leaves the scale "
                          "low after one early overflow, and small gradients underflow again.")
                 if not found_inf and mine_scale > before and scale == before:
                     if good_run < settings["growth_interval"] and any(flags[:i]):
                         fail(f"Your scale grew to {mine_scale:g} {where} after only {good_run + 1} good step(s) since the "
                              "last overflow: an overflow resets the count of good steps to zero.")
                     fail(f"Your scale grew to {mine_scale:g} {where}; GradScaler grows only after growth_interval good steps in a row.")
-                fail(f"Your scale is {mine_scale:g} {where}; GradScaler's is {scale:g}.")
+                fail(f"Your scale is {mine_scale:g} {where}, not GradScaler's: grow by growth_factor after growth_interval good "
+                     "steps in a row, multiply by backoff_factor on an overflow.")
             good_run = 0 if found_inf else good_run + 1
             if good_run == settings["growth_interval"]:
                 good_run = 0

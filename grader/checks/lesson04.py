@@ -141,15 +141,15 @@ def _judge_state_bytes(observation: dict) -> None:
             "that counts elements, not bytes. Multiply each tensor's numel() by its element_size() (4 for float32)."
         )
     if got["parameters"] != want["parameters"]:
-        fail(f"state_bytes gave {got['parameters']} bytes of parameters; the model's parameter tensors hold "
-             f"{want['parameters']}. Sum numel() × element_size() over model.parameters().")
+        fail(f"state_bytes gave {got['parameters']} bytes of parameters, not what the model's parameter tensors hold: "
+             "read every parameter tensor's own size and element width.")
     if got["gradients"] == want["parameters"] and want["gradients"] != want["parameters"]:
         fail(
             "state_bytes counted a gradient for every parameter, but this model has a frozen layer whose .grad is None. "
             "Read the gradients themselves (p.grad), skipping parameters that have none."
         )
     if got["gradients"] != want["gradients"]:
-        fail(f"state_bytes gave {got['gradients']} bytes of gradients; the .grad tensors hold {want['gradients']}.")
+        fail(f"state_bytes gave {got['gradients']} bytes of gradients, not what the .grad tensors hold.")
     if got["optimizer"] == 0:
         fail(
             "state_bytes found 0 bytes of optimizer state after AdamW took a step. The state is in optimizer.state "
@@ -167,8 +167,8 @@ def _judge_state_bytes(observation: dict) -> None:
             "before any step() there is no state at all."
         )
     if got["optimizer"] not in (want["optimizer"], want["optimizer"] - steps):
-        fail(f"state_bytes gave {got['optimizer']} bytes of optimizer state; AdamW's tensors in optimizer.state hold "
-             f"{want['optimizer']} (including its step counters). Sum every tensor in every optimizer.state[p].")
+        fail(f"state_bytes gave {got['optimizer']} bytes of optimizer state, not what AdamW's tensors in optimizer.state "
+             "hold (its step counters may count or not); read every tensor the optimizer keeps.")
     fresh = observation["fresh"]
     if not isinstance(fresh, dict) or fresh.get("optimizer") != 0:
         shown = fresh.get("optimizer") if isinstance(fresh, dict) else fresh
@@ -252,7 +252,7 @@ def _judge_training_bytes(training_bytes: Callable) -> None:
             continue
         if precision == "mixed" and got == want - 4:
             fail(
-                f"{case} gave {got:g} bytes per parameter, {want - 4:g} = 2 + 2 + the optimizer's moments: the "
+                f"{case} gave {got:g} bytes per parameter, 2 + 2 + the optimizer's moments: the "
                 "fp32 master copy of the weights is missing. The optimizer updates float32 weights (4 bytes each); "
                 "the bfloat16 weights are a copy made from them for the forward and backward passes."
             )
@@ -265,8 +265,8 @@ def _judge_training_bytes(training_bytes: Callable) -> None:
         if got == t["parameters"] + t["gradients"] and t["optimizer"] > 0:
             fail(f"{case} gave {got:g} bytes per parameter: weights and gradients only, no optimizer state. "
                  f"Momentum keeps one float32 number per parameter, Adam two.")
-        fail(f"{case} gave {got:g} bytes per parameter; a layer trained one step this way holds {want:g} "
-             f"({', '.join(f'{k} {v:g}' for k, v in t.items())}).")
+        fail(f"{case} gave {got:g} bytes per parameter, not what a layer trained one step this way holds: list every "
+             "copy of the parameters that exists for training, and the width of each.")
     small = call(training_bytes, 3, "fp32", "adam")
     if not is_number(small) or isinstance(small, float):
         fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
@@ -302,27 +302,27 @@ def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
         hidden = 4 * batch * sum(widths[1:-1])  # the hidden layers, batch × width float32 each
         weights = 4 * sum(a * b for a, b in zip(widths, widths[1:]))
         if got * 4 == want:
-            fail(f"{shown} returned {got}, the number of saved elements; the recorder measures {want} bytes. "
+            fail(f"{shown} returned {got}, the number of saved elements, not bytes. "
                  "Each float32 element takes 4 bytes.")
         if got == want // batch and batch > 1:
             fail(f"{shown} returned {got}, the bytes for one sample; every sample in the batch keeps its own "
-                 f"activations, so a batch of {batch} saves {want}.")
+                 "activations.")
         if hidden and got == want + hidden:
-            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted each hidden layer twice. "
+            fail(f"{shown} returned {got}: you counted each hidden layer twice. "
                  "ReLU keeps only its output (its backward needs nothing else), and the next Linear keeps that same "
                  "tensor as its input: one storage, counted once. The Linear's output before ReLU is not kept.")
         if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
-            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted the last layer's output. "
+            fail(f"{shown} returned {got}: you counted the last layer's output. "
                  "A Linear keeps its input (for the weight's gradient), not its output.")
         if got == want - 4 * batch * widths[0]:
-            fail(f"{shown} returned {got}, but the recorder measures {want}: the input batch is missing. The first "
+            fail(f"{shown} returned {got}: the input batch is missing. The first "
                  "Linear keeps its input to compute its weight's gradient, even though the input needs no gradient.")
         if got in (want + weights, want + weights - 4 * widths[0] * widths[1]):
-            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted the weights. Autograd does "
+            fail(f"{shown} returned {got}: you counted the weights. Autograd does "
                  "save a Linear's weight (to pass the gradient back to its input), but parameters are not "
                  "activations: they are in memory anyway, counted once among the parameters.")
-        fail(f"{shown} returned {got}; the recorder measures {want} bytes saved for backward on that stack "
-             f"(float32, batch {batch}).")
+        fail(f"{shown} returned {got}, not what autograd keeps for backward on that float32 stack: ask what each "
+             "layer's backward needs, and whether two of them keep the same tensor.")
 
 
 check_predict_saved_bytes = guard(
@@ -417,44 +417,44 @@ def _judge_activation_bytes(observation: dict) -> None:
              "and add up the storages that pack receives.")
     elements = sum(t // 4 for t in saved.storages.values())
     if got == elements or got * 4 == want:
-        fail(f"activation_bytes returned {got} for tensors holding {want} bytes: that counts elements, not bytes. "
+        fail(f"activation_bytes returned {got}: that counts elements, not bytes. "
              "Use the storage's nbytes() (or numel() × element_size()).")
     if got == with_params:
         fail(
-            f"activation_bytes returned {got}, but the activations are {want} bytes: the weights (which pack also "
+            f"activation_bytes returned {got}, which counts the weights (which pack also "
             "receives, since a Linear saves its weight for backward) were counted too. Parameters are not "
             "activations: skip any tensor whose storage is a parameter's."
         )
     if got == per_save:
         fail(
-            f"activation_bytes returned {got} for an MLP that saves {want} bytes: the same storage was counted "
+            f"activation_bytes returned {got} for an MLP: the same storage was counted "
             "more than once (ReLU's output is saved by ReLU and again by the next Linear). Count each storage "
             "once: key it by t.untyped_storage().data_ptr()."
         )
     if got != want:
-        fail(f"activation_bytes on a 32→64→16 MLP with a batch of 10 returned {got}; it saves {want} bytes of "
-             "activations (its input, and the hidden layer after ReLU), parameters excluded.")
+        fail(f"activation_bytes on a 32→64→16 MLP with a batch of 10 returned {got}, not the bytes of activations it "
+             "keeps for backward (parameters excluded, each storage once).")
     want2, got2 = _recorded("squares").nbytes, observation["squares"]
     if is_number(got2) and got2 > want2:
         fail(
-            f"activation_bytes returned {got2} for a model that saves {want2} bytes: the same storage was counted "
+            f"activation_bytes returned {got2}, more than a model that saves one tensor twice keeps: the same storage was counted "
             "more than once (x * x saves x twice; a split gives two views of one storage). Count each storage "
             "once: key it by t.untyped_storage().data_ptr()."
         )
     if got2 != want2:
-        fail(f"activation_bytes returned {got2!r} where the model saves {want2} bytes of distinct storages.")
+        fail(f"activation_bytes returned {got2!r}, not the bytes of the distinct storages that model saves.")
     want3, got3 = _recorded("slice").nbytes, observation["slice"]
     if is_number(got3) and got3 < want3:
         fail(
-            f"activation_bytes returned {got3} for a model that keeps {want3} bytes alive for backward: it saves a "
+            f"activation_bytes returned {got3}, less than that model keeps alive for backward: it saves a "
             "slice (a view) of a Linear's output, and a view keeps its whole storage in memory, not just the part it "
             "shows. Count each storage once, at its full size (t.untyped_storage().nbytes())."
         )
     if got3 != want3:
-        fail(f"activation_bytes returned {got3!r} where the model keeps {want3} bytes of distinct storages alive.")
+        fail(f"activation_bytes returned {got3!r}, not the bytes of the distinct storages that model keeps alive.")
     bigger = observation["mlp20"]
     if bigger != 2 * want:
-        fail(f"activation_bytes gave {want} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
+        fail(f"activation_bytes gave {got} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
              "with the batch. Measure each call from scratch (a fresh record every call).")
 
 
@@ -529,10 +529,10 @@ def _judge_max_batch(max_batch: Callable) -> None:
             fail(f"{shown} returned {got}: {got} samples need {fixed} + {got} × {per} = {fixed + got * per} bytes, more "
                  f"than {memory_bytes}. Round down.")
         if got == want - 1 and fixed + want * per == memory_bytes:
-            fail(f"{shown} returned {got}, but {fixed} + {want} × {per} = {memory_bytes} fits exactly: a batch that fills "
+            fail(f"{shown} returned {got}, one short: the next batch fills memory exactly, and a batch that fills "
                  "memory to the last byte still fits (use <=, not <).")
-        fail(f"{shown} returned {got}; from {batches}, one more sample costs {per} bytes and {fixed} bytes are there "
-             f"whatever the batch, so the largest batch that fits in {memory_bytes} is {want}.")
+        fail(f"{shown} returned {got}, not the largest batch that fits in {memory_bytes}: from {batches}, work out what one "
+             "more sample costs and what is there whatever the batch.")
 
 
 check_max_batch = recorded("max_batch", "max_batch", _MAX_BATCH_CASES, _judge_max_batch)

@@ -101,7 +101,7 @@ def decode(x, fmt):
             "by hand: anything past fp16's largest number is inf",
             "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-8 in bf16': 1 + 2**-6, "
             "'2049 in fp16': 2048.0, '65519 in fp16': float('inf')}",
-            r"less than half the gap",
+            r"[Hh]ow far past fp16.s largest number",
         ),
         (
             "by hand: truncation",

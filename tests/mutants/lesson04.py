@@ -299,7 +299,7 @@ def max_batch(m, peaks):
         b += 1
     return b
 """,
-            r"fits exactly",
+            r"fills memory exactly",
         ),
     ],
 }
