@@ -105,8 +105,8 @@ def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
     """decode(x, fmt): the raw (sign, exponent, mantissa) fields of x stored in fmt."""
     got = _fields(decode, 1.0, "fp32")
     if got[1] == 0:
-        fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰ is stored with the biased exponent 0 + 127 = 127. "
-             "Return the raw stored field, not exponent − bias.")
+        fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰, and the stored field "
+             "adds the bias to the power of two. Return the raw stored field, not exponent − bias.")
     if got[2] == 2**23:
         fail("decode(1.0, 'fp32') put the hidden leading 1 into the mantissa: return the 23 stored bits only.")
     for fmt in ("fp32", "fp16", "bf16"):
