@@ -185,3 +185,16 @@ def test_activations_depend_on_the_shape_and_a_cell_measures_two_shapes():
 def test_the_opening_does_not_give_bytes_per_param_away():
     opening = _cells()[0].source
     assert "eight times" not in opening and "8×" not in opening and "16" not in opening
+
+
+def test_predict_saved_bytes_is_derived_from_what_each_backward_needs_not_transcribed():
+    """Issue 29: the text no longer says 'a ReLU keeps its output'; the exercise covers tanh, sigmoid and GELU, whose
+    backward needs its input (measured: a GELU stack keeps one more tensor per hidden layer)."""
+    import torch
+
+    from grader import memory
+
+    text = _markdown()
+    assert "a ReLU keeps its **output**" not in text and "each Linear keeps its input" not in text.lower().replace("**", "")
+    relu, gelu = (memory.saved_bytes(memory.mlp([8, 16, 4], a), torch.randn(3, 8)) for a in ("relu", "gelu"))
+    assert gelu - relu == 4 * 3 * 16

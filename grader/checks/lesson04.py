@@ -281,20 +281,22 @@ check_training_bytes = guard(
 
 # --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------
 
-_PREDICT_CASES = [(10, [32, 64, 16]), (4, [10, 20, 30, 5]), (1, [7, 5]), (3, [8, 8, 8, 8])]
+_PREDICT_CASES = [(10, [32, 64, 16], "relu"), (4, [10, 20, 30, 5], "tanh"), (1, [7, 5], "relu"), (3, [8, 8, 8, 8], "gelu"),
+                  (2, [6, 9, 4], "sigmoid"), (5, [4, 12, 12, 3], "gelu")]
+_FROM_OUTPUT = ("relu", "tanh", "sigmoid")  # their derivative is a function of their output
 
 
-def _measured(batch: int, widths: list) -> int:
-    """What memory.relu_mlp(widths) saves for backward on a float32 batch, measured with the course's recorder."""
-    return memory.saved_bytes(memory.relu_mlp(widths), torch.randn(batch, widths[0]))
+def _measured(batch: int, widths: list, activation: str) -> int:
+    """What memory.mlp(widths, activation) saves for backward on a float32 batch, measured with the course's recorder."""
+    return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
 
 
 def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
-    """predict_saved_bytes(batch, widths): the bytes the recorder measures on memory.relu_mlp(widths)."""
-    for batch, widths in _PREDICT_CASES:
-        got = call(predict_saved_bytes, batch, widths)
-        want = _measured(batch, widths)
-        shown = f"predict_saved_bytes({batch}, {widths})"
+    """predict_saved_bytes(batch, widths, activation): the bytes the recorder measures on memory.mlp(widths, activation)."""
+    for batch, widths, activation in _PREDICT_CASES:
+        got = call(predict_saved_bytes, batch, widths, activation)
+        want = _measured(batch, widths, activation)
+        shown = f"predict_saved_bytes({batch}, {widths}, {activation!r})"
         if not is_number(got) or isinstance(got, float):
             fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of bytes.")
         if got == want:
@@ -307,10 +309,14 @@ def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
         if got == want // batch and batch > 1:
             fail(f"{shown} returned {got}, the bytes for one sample; every sample in the batch keeps its own "
                  "activations.")
-        if hidden and got == want + hidden:
-            fail(f"{shown} returned {got}: you counted each hidden layer twice. "
-                 "ReLU keeps only its output (its backward needs nothing else), and the next Linear keeps that same "
-                 "tensor as its input: one storage, counted once. The Linear's output before ReLU is not kept.")
+        if hidden and got == want + hidden and activation in _FROM_OUTPUT:
+            fail(f"{shown} returned {got}: you counted each hidden layer twice. {activation}'s backward can be "
+                 "computed from its output alone (look at its derivative), and the next Linear keeps that same tensor "
+                 "as its input: one storage, counted once. What comes before it is not kept.")
+        if hidden and got == want - hidden and activation == "gelu":
+            fail(f"{shown} returned {got}: GELU's derivative is not a function of its output alone, so its backward "
+                 "needs its input, the Linear's output before it. That is a second tensor per hidden layer, beside "
+                 "the GELU output the next Linear keeps.")
         if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
             fail(f"{shown} returned {got}: you counted the last layer's output. "
                  "A Linear keeps its input (for the weight's gradient), not its output.")
@@ -327,7 +333,8 @@ def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
 
 check_predict_saved_bytes = guard(
     recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES, _judge_predict_saved_bytes),
-    "predict_saved_bytes", {memory.saved_bytes: "grader.memory.saved_bytes", memory.SavedTensors: "grader.memory.SavedTensors"})
+    "predict_saved_bytes", {memory.saved_bytes: "grader.memory.saved_bytes", memory.SavedTensors: "grader.memory.SavedTensors",
+                            memory.mlp: "grader.memory.mlp (to measure it)"})
 
 
 # --- activations: write the recorder ------------------------------------------------------------

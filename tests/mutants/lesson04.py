@@ -155,21 +155,21 @@ def training_bytes(n, precision, optimizer):
         ),
     ],
     "predict_saved_bytes_check": [
-        ("elements, not bytes", "def predict_saved_bytes(batch, widths): return batch * sum(widths[:-1])",
+        ("elements, not bytes", "def predict_saved_bytes(batch, widths, activation='relu'): return batch * sum(widths[:-1])",
          r"number of saved elements"),
         ("each hidden layer counted twice (before and after ReLU)",
-         "def predict_saved_bytes(batch, widths): return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))",
+         "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))",
          r"counted each hidden layer twice"),
         ("every layer's output counted, the last one too",
-         "def predict_saved_bytes(batch, widths): return 4 * batch * sum(widths)", r"last layer's output"),
-        ("the input batch forgotten", "def predict_saved_bytes(batch, widths): return 4 * batch * sum(widths[1:-1])",
+         "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * batch * sum(widths)", r"last layer's output"),
+        ("the input batch forgotten", "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * batch * sum(widths[1:-1])",
          r"input batch is missing"),
-        ("one sample, not the batch", "def predict_saved_bytes(batch, widths): return 4 * sum(widths[:-1])",
+        ("one sample, not the batch", "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * sum(widths[:-1])",
          r"bytes for one sample"),
         (
             "the weights counted as activations",
             """
-def predict_saved_bytes(batch, widths):
+def predict_saved_bytes(batch, widths, activation="relu"):
     return 4 * batch * sum(widths[:-1]) + 4 * sum(a * b for a, b in zip(widths, widths[1:]))
 """,
             r"counted the weights",
@@ -322,9 +322,9 @@ MUTANTS["activation_bytes_check"].append((
 MUTANTS["predict_saved_bytes_check"].append((
     "shortcut: measure with the course's recorder instead of predicting",
     "import torch\nfrom grader import memory as _course\n"
-    "def predict_saved_bytes(batch, widths):\n"
-    "    return _course.saved_bytes(_course.relu_mlp(widths), torch.randn(batch, widths[0]))\n",
-    r"calls grader\.memory\.saved_bytes",
+    "def predict_saved_bytes(batch, widths, activation='relu'):\n"
+    "    return _course.saved_bytes(_course.mlp(widths, activation), torch.randn(batch, widths[0]))\n",
+    r"calls grader\.memory\.(saved_bytes|mlp)",
 ))
 MUTANTS["state_bytes_check"].append((
     "shortcut: memory.state_table",
@@ -344,3 +344,8 @@ MUTANTS["BYTES_PER_PARAM_check"] = [
     ("prediction without a reason", "BYTES_PER_PARAM.pop('why')", r"needs exactly the keys"),
     ("prediction as a bare number", "BYTES_PER_PARAM = 16", r"should be a dict"),
 ]
+MUTANTS["predict_saved_bytes_check"].append((
+    "every activation keeps only its output, GELU too",
+    "def predict_saved_bytes(batch, widths, activation='relu'):\n    return 4 * batch * sum(widths[:-1])\n",
+    r"GELU's derivative is not a function of its output",
+))
