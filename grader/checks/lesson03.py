@@ -589,6 +589,8 @@ _SCALE_CASES = [
     (torch.tensor([1e5, 1.0]), torch.float16),  # overflows fp16 even unscaled: the scale goes below 1
     (torch.tensor([-3000.0, 2.0, 1e-6]), torch.float16),  # the largest magnitude is negative
     (torch.tensor([1.0]), torch.float16),
+    (torch.tensor([65519.0 / 1024]), torch.float16),  # × 1024 lands past fp16's largest number and rounds back to it
+    (torch.tensor([3.39e38 / 2.0**100, 1.0]), torch.bfloat16),  # × 2^100 lands just past bf16's largest: still finite
 ]
 
 

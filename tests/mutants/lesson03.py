@@ -377,6 +377,15 @@ def choose_loss_scale(grads, dtype):
 """,
             r"the exponent k",
         ),
+        (
+            "the largest finite number taken as the overflow line (a cast rounds to nearest)",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    return 2.0 ** math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max())))
+""",
+            r"round down to it",
+        ),
     ],
     "stall_point_check": [
         (
