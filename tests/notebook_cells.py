@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import shutil
 from pathlib import Path
 
@@ -66,10 +69,38 @@ def three_submissions(folder: Path, lesson: str, grade_id: str, mistake: str) ->
     for student, source in (("alice", "solutions"), ("bob", "notebooks")):
         (folder / student / lesson).mkdir(parents=True)
         shutil.copy(ROOT / source / lesson / f"{lesson}.ipynb", folder / student / lesson)
+    record_first_guesses(lesson, folder / "alice" / lesson / "predictions.json")
     carol = with_exercise(ROOT / "notebooks" / lesson / f"{lesson}.ipynb", grade_id, mistake)
     (folder / "carol" / lesson).mkdir(parents=True)
     nbformat.write(carol, str(folder / "carol" / lesson / f"{lesson}.ipynb"))
     return folder
+
+
+def record_first_guesses(lesson: str, path: Path) -> None:
+    """Run the reference's prediction checks with the record at `path`: what a learner hands in beside the notebook."""
+    import os
+    import re
+
+    from grader import predictions
+    from grader.checks._common import Prediction
+
+    predictions._MEMORY.clear()  # a fresh record: nothing carried over from another lesson's
+    before = os.environ.get("GRADER_PREDICTIONS")
+    os.environ["GRADER_PREDICTIONS"] = str(path)
+    try:
+        ns = None
+        for grade_id, source in check_cells(lesson).items():
+            found = re.search(r"^(lesson\d\d)\.(\w+)\(", source, re.M)
+            module = importlib.import_module(f"grader.checks.{found.group(1)}") if found else None
+            if module is not None and isinstance(getattr(module, found.group(2), None), Prediction):
+                ns = ns or namespace(lesson)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    run_check(lesson, grade_id, ns)
+    finally:
+        if before is None:
+            os.environ.pop("GRADER_PREDICTIONS", None)
+        else:
+            os.environ["GRADER_PREDICTIONS"] = before
 
 
 def cell_index(lesson: str, predicate) -> int:
