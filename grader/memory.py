@@ -222,19 +222,29 @@ def graph_nodes(tensors: Iterable[torch.Tensor]) -> int:
     return len(seen)
 
 
-def relu_mlp(widths: Iterable[int], seed: int = 0) -> nn.Sequential:
-    """Linear(widths[0], widths[1]), ReLU, Linear(widths[1], widths[2]), ..., a Linear last: float32."""
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
+
+
+def mlp(widths: Iterable[int], activation: str = "relu", seed: int = 0) -> nn.Sequential:
+    """Linear(widths[0], widths[1]), activation, Linear(widths[1], widths[2]), ..., a Linear last: float32."""
     widths = list(widths)
     if len(widths) < 2:
-        raise ValueError(f"relu_mlp needs at least two widths, not {widths}")
+        raise ValueError(f"an MLP needs at least two widths, not {widths}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, not {activation!r}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layers: list[nn.Module] = []
         for i, (a, b) in enumerate(zip(widths, widths[1:])):
             layers.append(nn.Linear(a, b))
             if i < len(widths) - 2:
-                layers.append(nn.ReLU())
+                layers.append(ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
+
+
+def relu_mlp(widths: Iterable[int], seed: int = 0) -> nn.Sequential:
+    """Linear(widths[0], widths[1]), ReLU, Linear(widths[1], widths[2]), ..., a Linear last: float32."""
+    return mlp(widths, "relu", seed)
 
 
 def saved_bytes(model: nn.Module, batch: torch.Tensor) -> int:

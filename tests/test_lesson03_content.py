@@ -41,22 +41,22 @@ def test_choose_loss_scale_contract_is_the_largest_finite_scale():
     text = _text()
     assert "smallest power of two $S \\ge 1$" not in text, "the old contract (rescue the smallest gradient) is still taught"
     assert "largest** power of two that keeps every scaled gradient" in text
-    assert lesson03.largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
-    assert lesson03.largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
-    assert lesson03.largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
+    assert lesson03._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
+    assert lesson03._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
+    assert lesson03._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
 
 
 def test_largest_finite_scale_respects_the_cast_rounding():
     # 65510 rounds down to 65504 in fp16, so 65510/65536 × 2¹⁶ is still finite although it is above fp16's max
-    assert lesson03.largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
-    assert lesson03.largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
+    assert lesson03._largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
+    assert lesson03._largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
 
 
 def test_the_reference_solution_is_the_largest_finite_scale():
     ns = namespace(LESSON)
     for grads, dtype in ((torch.tensor([1e-10, 1e-3]), torch.float16), (torch.tensor([1e-12, -7.0]), torch.bfloat16),
                          (torch.tensor([65510 / 65536]), torch.float16)):
-        assert ns["choose_loss_scale"](grads, dtype) == lesson03.largest_finite_scale(grads, dtype)
+        assert ns["choose_loss_scale"](grads, dtype) == lesson03._largest_finite_scale(grads, dtype)
 
 
 # --- tf32 defaults stated by code, and how the emulation differs -----------------------------------------------------
@@ -130,7 +130,7 @@ def test_prediction_model_agrees_with_torch_casts():
         h = 2.0 ** (-(2 ** (e - 1) - 1) - m)
         values = [h, h * 1.01, -h, h * 0.99, 2 * h, 0.0]
         cast = ((torch.tensor(values, dtype=torch.float32).to(dtype) == 0) & (torch.tensor(values) != 0)).tolist()
-        assert lesson03.vanishing_model(values, e, m) == cast, dtype
+        assert lesson03._vanishing_model(values, e, m) == cast, dtype
 
 
 def test_the_notebook_measures_after_the_prediction():
@@ -248,8 +248,23 @@ def test_fields_table_does_not_say_inf_twice():
 
 # --- issue 20: predictions before measurements; the text gives the principle, not the answer ------------------------
 
-PREDICTIONS = {"FIELDS_BY_HAND": "decode_check", "ROUNDED_BY_HAND": "round_to_check", "ZERO_SHARE": "underflows_check",
-               "SCALER_FORECAST": "LossScaler_check"}
+PREDICTIONS = {"FIELDS_BY_HAND": "decode_check", "ROUNDED_BY_HAND": "round_to_check", "ZERO_SHARE": "ZERO_SHARE_check",
+               "SCALER_FORECAST": "SCALER_FORECAST_check"}
+
+
+def test_the_measured_predictions_have_graded_cells_of_their_own_and_their_reveals_wait():
+    """Issue 29: ZERO_SHARE and SCALER_FORECAST are scored in cells of their own, holding the one call; the cells that
+    show their answers run under the check's revealed() and come after."""
+    cells = [c for c in _cells() if c.cell_type == "code"]
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    for name, check, revealed in (("ZERO_SHARE", "check_zero_share", "underflows_check"),
+                                  ("SCALER_FORECAST", "check_scaler_forecast", "LossScaler_check")):
+        cell = cells[ids.index(f"{name}_check")]
+        assert cell.source.strip().splitlines()[-1] == f"lesson03.{check}({name})"
+        assert f"({name})" not in cells[ids.index(revealed)].source, "shared with a function's check"
+        shows = [i for i, c in enumerate(cells) if f"lesson03.{check}.revealed(" in c.source]
+        assert shows and min(shows) > ids.index(f"{name}_check"), name
+    assert "predictions.table(lesson03.LESSON" in cells[-1].source
 
 
 def test_each_prediction_is_recorded_before_its_check_and_judged_by_it():
@@ -292,7 +307,7 @@ def test_predict_vanishing_fallback_says_what_the_cast_does():
 
 
 def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
-    skipped = lesson03.gradscaler_with_ceiling(2.0**24, 300, init_scale=2.0**30, growth_interval=10)
+    skipped = lesson03._gradscaler_with_ceiling(2.0**24, 300, init_scale=2.0**30, growth_interval=10)
     assert skipped[:7] == [True] * 6 + [False]
     assert sum(skipped[100:298]) == 18  # 198 steps, one skipped in every 11
     assert lesson03.FORECAST_SETTINGS == {"init_scale": 2.0**30, "growth_interval": 10}
@@ -300,4 +315,41 @@ def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
 
 
 def test_zero_share_reference_is_the_measured_cast():
-    assert abs(lesson03.zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03.zero_share(torch.bfloat16) == 0.0
+    assert abs(lesson03._zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03._zero_share(torch.bfloat16) == 0.0
+
+
+# --- third edition (issue 29): tf32 has no IEEE cast; fp16 overflows from 65,520 -------------------------------------
+
+
+def test_tf32_ties_to_even_is_called_the_courses_convention_and_the_hardware_rules_come_from_data():
+    text = _text()
+    assert "to nearest like every cast" not in text, "tf32 rounding taught as a fact of every cast"
+    assert "convention" in text and "no IEEE cast" in text
+    table = (ROOT / "data" / "tf32_conversions.csv").read_text()
+    assert "cvt.rna.tf32.f32" in table and "SM_80" in table and "cvt.rn.tf32.f32" in table and "SM_90" in table
+    assert "tf32_conversions.csv" in _code_cell("tf32_conversions.csv")
+
+
+def test_round_to_ties_away_is_what_sm80s_conversion_does_on_a_tie():
+    ns = namespace(LESSON)
+    tie = torch.tensor([1.0 + 2.0**-11, -(1.0 + 2.0**-11)])  # halfway between 1 and 1 + 2^-10 in tf32
+    assert ns["round_to"](tie, "tf32").tolist() == [1.0, -1.0]
+    assert ns["round_to"](tie, "tf32", ties="away").tolist() == [1.0 + 2.0**-10, -(1.0 + 2.0**-10)]
+
+
+def test_fp16_overflow_is_measured_from_65520_not_said_past_65504():
+    text = _text()
+    assert "past 65,504" not in text and "overflows above 65,504" not in text
+    assert torch.tensor([65519.0]).half().item() == 65504.0 and math.isinf(torch.tensor([65520.0]).half().item())
+    assert "65520.0" in _code_cell("top16 =")
+
+
+def test_no_public_course_function_answers_an_exercise_or_a_prediction():
+    """Issue 29: lesson03.vanishing_model, largest_finite_scale, zero_share and gradscaler_with_ceiling answered
+    predict_vanishing, choose_loss_scale, ZERO_SHARE and SCALER_FORECAST outright; the judges keep private copies,
+    and a learner's function that calls them is named by its check (the shortcut mutants in tests/mutants)."""
+    from grader.checks import lesson04
+
+    for gone in ("vanishing_model", "largest_finite_scale", "zero_share", "gradscaler_with_ceiling"):
+        assert not hasattr(lesson03, gone), gone
+    assert not hasattr(lesson04, "measured_bytes_per_param")

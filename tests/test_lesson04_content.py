@@ -108,7 +108,7 @@ def test_nothing_relies_on_the_grader_undoing_changes_to_torch():
 
 def test_five_graded_exercises_with_the_prediction_among_them():
     graded = [c.metadata["nbgrader"]["grade_id"] for c in _cells() if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-    assert graded == ["state_bytes_check", "training_bytes_check", "predict_saved_bytes_check",
+    assert graded == ["BYTES_PER_PARAM_check", "state_bytes_check", "training_bytes_check", "predict_saved_bytes_check",
                       "activation_bytes_check", "max_batch_check"]
     text = _markdown()
     assert "predict, then measure" in text.lower()
@@ -127,10 +127,14 @@ def _grade_ids():
 
 def test_bytes_per_param_is_predicted_before_state_bytes_and_judged_by_its_check():
     ids, cells = _grade_ids(), _code_cells()
-    assert ids.index("BYTES_PER_PARAM") < ids.index("state_bytes") < ids.index("state_bytes_check")
-    assert "check_bytes_per_param(BYTES_PER_PARAM)" in cells[ids.index("state_bytes_check")].source
+    assert ids.index("BYTES_PER_PARAM") < ids.index("BYTES_PER_PARAM_check") < ids.index("state_bytes")
+    assert cells[ids.index("BYTES_PER_PARAM_check")].source.strip().splitlines()[-1] == \
+        "lesson04.check_bytes_per_param(BYTES_PER_PARAM)"  # a graded cell of its own (issue 29)
+    assert "BYTES_PER_PARAM" not in cells[ids.index("state_bytes_check")].source
     measured = next(i for i, c in enumerate(cells) if "before_step = state_bytes(" in c.source)
     assert measured > ids.index("state_bytes_check")
+    assert "lesson04.check_bytes_per_param.revealed()" in cells[measured].source
+    assert "predictions.table(lesson04.LESSON" in cells[-1].source
 
 
 def test_the_text_no_longer_gives_the_answers_away():
@@ -157,3 +161,40 @@ def test_max_batch_works_from_peaks_measured_at_two_batch_sizes():
     assert "def max_batch(memory_bytes: int, peaks: dict[int, int]) -> int:" in source
     shown = next(c.source for c in cells if "largest = max_batch(budget, tried)" in c.source)
     assert "peak_at(b) for b in (largest, largest + 1)" in shown  # the answer is measured after it is given
+
+
+# --- third edition (issue 29) -------------------------------------------------------------------------------------
+
+
+def test_peak_allocated_is_not_called_the_only_thing_that_decides_an_out_of_memory_error():
+    text = _markdown()
+    assert "which is what decides an out-of-memory crash" not in text
+    assert "**peak** allocated decides the crash" not in text
+    for named in ("fragmentation", "CUDA context", "cuBLAS", "inactive_split_bytes"):
+        assert named in text, named
+    assert 'memory_stats(DEVICE).get("inactive_split_bytes.all.current"' in _code()
+
+
+def test_activations_depend_on_the_shape_and_a_cell_measures_two_shapes():
+    text = _markdown()
+    assert "which has nothing to do with the parameter count" not in text
+    assert "depth × width" in text
+    assert '"deep and narrow"' in _code() and '"shallow and wide"' in _code()
+
+
+def test_the_opening_does_not_give_bytes_per_param_away():
+    opening = _cells()[0].source
+    assert "eight times" not in opening and "8×" not in opening and "16" not in opening
+
+
+def test_predict_saved_bytes_is_derived_from_what_each_backward_needs_not_transcribed():
+    """Issue 29: the text no longer says 'a ReLU keeps its output'; the exercise covers tanh, sigmoid and GELU, whose
+    backward needs its input (measured: a GELU stack keeps one more tensor per hidden layer)."""
+    import torch
+
+    from grader import memory
+
+    text = _markdown()
+    assert "a ReLU keeps its **output**" not in text and "each Linear keeps its input" not in text.lower().replace("**", "")
+    relu, gelu = (memory.saved_bytes(memory.mlp([8, 16, 4], a), torch.randn(3, 8)) for a in ("relu", "gelu"))
+    assert gelu - relu == 4 * 3 * 16

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from grader.checks._common import Check, Replay, call, close, fail, is_number, record, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.floats import FORMATS, value_of
 from grader.notebook import NotDone
@@ -105,8 +105,8 @@ def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
     """decode(x, fmt): the raw (sign, exponent, mantissa) fields of x stored in fmt."""
     got = _fields(decode, 1.0, "fp32")
     if got[1] == 0:
-        fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰ is stored with the biased exponent 0 + 127 = 127. "
-             "Return the raw stored field, not exponent − bias.")
+        fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰, and the stored field "
+             "adds the bias to the power of two. Return the raw stored field, not exponent − bias.")
     if got[2] == 2**23:
         fail("decode(1.0, 'fp32') put the hidden leading 1 into the mantissa: return the 23 stored bits only.")
     for fmt in ("fp32", "fp16", "bf16"):
@@ -131,7 +131,7 @@ def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
                 fail(f"decode({x!r}, {fmt!r}) included the hidden leading 1 in the mantissa: return only the {m_bits} stored bits.")
             what = "zero" if x == 0 else "a subnormal" if want[1] == 0 else "inf" if math.isinf(x) else "a negative number" if x < 0 else "a number"
             fail(
-                f"decode({x!r}, {fmt!r}) returned {got}, but {fmt} stores it as {want}; check how you handle {what}. "
+                f"decode({x!r}, {fmt!r}) returned {got}, fields that are not what {fmt} stores for it; check how you handle {what}. "
                 f"{fmt} has {e_bits} exponent bits and {m_bits} mantissa bits."
             )
     tf32 = FORMATS["tf32"]
@@ -248,58 +248,87 @@ def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:
 
 
 def _round_input() -> torch.Tensor:
-    """The edge values and 200 random ones spread over 14 decades (the same every time)."""
+    """The edge values, exact ties of tf32 and bf16 either side of zero, and 200 random values over 14 decades (fixed)."""
     g = torch.Generator().manual_seed(3)
-    return torch.cat([torch.tensor(_EDGE, dtype=torch.float32),
+    ties = [1.0 + 2.0**-11, 3.0 + 2.0**-10, 1.0 + 2.0**-8, 3.0 + 2.0**-7, 3.4028234663852886e38]
+    return torch.cat([torch.tensor(_EDGE + ties + [-t for t in ties], dtype=torch.float32),
                       torch.randn(200, generator=g) * 10.0 ** torch.randint(-9, 5, (200,), generator=g)])
 
 
-_ROUND_FORMATS = ("fp16", "bf16", "fp32", "tf32")
+# (format, tie rule): every cast the check asks for; ties away only where the format is fp32's top bits
+_ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "even"), ("tf32", "away"), ("bf16", "away"))
+_DROPPED = {"tf32": 13, "bf16": 16}  # the low fp32 bits the format does not keep
 
 
-def _judge_round_to(round_to: Callable[[torch.Tensor, str], torch.Tensor]) -> None:
-    """round_to(x, fmt): float32 tensor of x rounded to nearest even in fmt."""
+def _nearest(x: torch.Tensor, drop: int, ties: str) -> torch.Tensor:
+    """x with its low `drop` fp32 bits rounded off to nearest, a tie to even or away from zero (on magnitudes, in ints)."""
+    out = []
+    for v in x.tolist():
+        if not math.isfinite(v):
+            out.append(v)
+            continue
+        bits = _fp32_bits(v)
+        magnitude, low = bits & 0x7FFFFFFF, bits & ((1 << drop) - 1)
+        down, half = magnitude - low, 1 << (drop - 1)
+        up = low > half or (low == half and (ties == "away" or (down >> drop) & 1))
+        out.append(struct.unpack("<f", struct.pack("<I", (bits & 0x80000000) | (down + (1 << drop) if up else down)))[0])
+    return torch.tensor(out, dtype=torch.float32)
+
+
+def _round_label(fmt: str, ties: str) -> str:
+    return f"round_to(x, {fmt!r})" if ties == "even" else f"round_to(x, {fmt!r}, ties={ties!r})"
+
+
+def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
+    """round_to(x, fmt, ties): float32 tensor of x rounded to nearest in fmt, ties to even or away from zero."""
     x = _round_input()
-    for fmt in _ROUND_FORMATS:
-        got = call(round_to, x, fmt, label=f"round_to(x, {fmt!r})")
+    nan = torch.isnan(x)
+    for fmt, ties in _ROUND_CASES:
+        label = _round_label(fmt, ties)
+        got = call(round_to, *((x, fmt) if ties == "even" else (x, fmt, ties)), label=label)
         if not isinstance(got, torch.Tensor):
-            fail(f"round_to(x, {fmt!r}) returned {type(got).__name__}; return a torch.Tensor.")
+            fail(f"{label} returned {type(got).__name__}; return a torch.Tensor.")
         if got.dtype != torch.float32:
-            fail(f"round_to(x, {fmt!r}) returned a {got.dtype} tensor; return float32 holding the rounded values (cast back with .float()).")
+            fail(f"{label} returned a {got.dtype} tensor; return float32 holding the rounded values (cast back with .float()).")
         if got.shape != x.shape:
-            fail(f"round_to(x, {fmt!r}) returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
-        nan = torch.isnan(x)
+            fail(f"{label} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
         if not torch.equal(torch.isnan(got), nan):
-            fail(f"round_to(x, {fmt!r}): nan must stay nan and nothing else may become nan.")
-        if fmt in ("fp16", "bf16", "fp32"):
-            want = x.to(FORMATS[fmt].dtype).float()
-            if torch.equal(got[~nan], want[~nan]):
-                continue
-            if fmt == "bf16" and torch.equal(got[~nan], _truncated(x, 16)[~nan]):
-                fail("round_to(x, 'bf16') chopped off the low 16 bits (truncation). Casts round to nearest, ties to even: "
-                     "truncation always rounds toward zero and biases every result.")
-            bad = int((got != want).logical_and(~nan).nonzero()[0])
-            fail(f"round_to(x, {fmt!r}) gave {got[bad].item()!r} for {x[bad].item()!r}; "
-                 f"torch's own cast to {FORMATS[fmt].dtype} gives {want[bad].item()!r}.")
-        else:
-            if torch.equal(got[~nan], _truncated(x, 13)[~nan]):
-                fail("round_to(x, 'tf32') chopped off the low 13 mantissa bits (truncation): "
-                     f"1 + 3·2⁻¹² became {_truncated(torch.tensor([1 + 3 * 2.0**-12]), 13).item()!r}, "
-                     "but 1 + 2⁻¹⁰ is nearer. Round to nearest, ties to even.")
-            bits = got[~nan].view(torch.int32)
-            if (bits & 0x1FFF).any():
-                fail("round_to(x, 'tf32') left nonzero bits below tf32's 10 mantissa bits; the low 13 bits of each fp32 result must be 0.")
-            for xi, gi in zip(x.tolist(), got.tolist()):
-                problem = _tf32_problem(xi, gi, (_fp32_bits(gi) >> 13) & 0x3FF if math.isfinite(gi) else 0)
-                if problem == "a tie that went to the odd mantissa":
-                    fail(f"round_to(x, 'tf32') sent {xi!r}, exactly halfway between two tf32 values, to {gi!r}: "
-                         "a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always up.")
-                if problem:
-                    fail(f"round_to(x, 'tf32') gave {gi!r} for {xi!r}: {problem}.")
+            fail(f"{label}: nan must stay nan and nothing else may become nan.")
+        want = x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
+        if torch.equal(got[~nan], want[~nan]):
+            continue
+        if fmt in _DROPPED and torch.equal(got[~nan], _truncated(x, _DROPPED[fmt])[~nan]):
+            fail(f"{label} chopped off the low {_DROPPED[fmt]} bits (truncation): that always rounds toward zero, so a "
+                 "value just below the next number up lands a whole step short of it. Round to the nearest.")
+        if fmt in _DROPPED and (got[~nan].view(torch.int32) & ((1 << _DROPPED[fmt]) - 1)).any():
+            fail(f"{label} left nonzero bits below {fmt}'s {FORMATS[fmt].mantissa_bits} mantissa bits; each result must "
+                 f"be a {fmt} number, its low {_DROPPED[fmt]} fp32 bits 0.")
+        bad = [i for i in range(len(x)) if not nan[i] and float(got[i]) != float(want[i])]
+        i = bad[0]
+        xi, gi = float(x[i]), float(got[i])
+        if fmt in _DROPPED:
+            low = _fp32_bits(xi) & ((1 << _DROPPED[fmt]) - 1)
+            tie = math.isfinite(xi) and low == 1 << (_DROPPED[fmt] - 1)
+            if tie and ties == "away" and abs(gi) < abs(xi):
+                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, toward zero. Ties away from "
+                     "zero means the neighbour of larger magnitude, whatever the sign and whatever its last bit.")
+            if tie and ties == "even":
+                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, to {gi!r}, whose last mantissa "
+                     "bit is 1: a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always one way.")
+            if tie and ties == "away":
+                fail(f"{label} sent {xi!r}, exactly halfway, to {gi!r}: with ties='away' a tie goes to the neighbour of "
+                     "larger magnitude, even where that neighbour's last bit is 1.")
+        if xi < 0 and all(float(got[j]) == float(want[j]) for j in range(len(x)) if not nan[j] and float(x[j]) > 0):
+            fail(f"{label} is right for positive values and wrong for negative ones (it gave {gi!r} for {xi!r}): "
+                 "rounding to nearest works on the magnitude; the sign is kept as it is.")
+        fail(f"{label} gave {gi!r} for {xi!r}, which is not the {fmt} number nearest to it"
+             + (" (ties: look at the bits that are dropped)." if fmt in _DROPPED else f": compare with torch's own cast."))
 
 
-check_round_to = _recorded_with_copies("round_to", "round_to", lambda: [(_round_input(), fmt) for fmt in _ROUND_FORMATS],
-                                       _judge_round_to)
+check_round_to = _recorded_with_copies(
+    "round_to", "round_to",
+    lambda: [(_round_input(), fmt) if ties == "even" else (_round_input(), fmt, ties) for fmt, ties in _ROUND_CASES],
+    _judge_round_to)
 
 
 _ROUNDED = {"1 + 2**-8 in bf16": (1 + 2.0**-8, torch.bfloat16), "1 + 3 * 2**-8 in bf16": (1 + 3 * 2.0**-8, torch.bfloat16),
@@ -325,19 +354,19 @@ def _judge_rounded_by_hand(answers: Any) -> None:
                  "is it between, and which is nearer?")
         if label == "65519 in fp16":
             if math.isinf(got):
-                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but 65,519 is only 15 above fp16's largest number "
-                     "65,504, less than half the gap there (32). The nearest representable number is 65,504. A cast "
-                     "gives inf only from 65,520 up, halfway to where 65,536 would be.")
+                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but a cast does not overflow as soon as a value passes "
+                     "the largest number: it keeps the nearest, and inf stands where the next power of two would be. "
+                     "How far past fp16's largest number is 65,519, against the gap between numbers there?")
             fail(f"ROUNDED_BY_HAND['65519 in fp16'] is {got!r}, which fp16 does not hold. Near 65,504 (its largest "
                  "number) fp16 numbers are 32 apart.")
         if got > want and (x - want) == (got - x):
-            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: {x!r} is exactly halfway between {want!r} and {got!r}, and "
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: {x!r} is exactly halfway between two {fmt} numbers, and "
                  "you sent the tie up (away from zero). A cast sends a tie to the neighbour whose last mantissa bit "
                  "is 0 (to even), so that ties round up as often as down and a long sum is not biased.")
         if got < x < want:
             fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: that drops the bits that do not fit (truncation). {x!r} is "
-                 f"exactly halfway between {got!r} and {want!r}; a cast sends the tie to the neighbour whose last "
-                 "mantissa bit is 0, and here that is the one above.")
+                 "exactly halfway between two numbers; a cast sends the tie to the neighbour whose last mantissa bit "
+                 "is 0, which is not always the one below.")
         fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}; a cast to {fmt} keeps the {fmt} number nearest to {x!r} "
              "(at a tie, the one whose last mantissa bit is 0).")
 
@@ -348,7 +377,7 @@ check_rounded_by_hand = Check("ROUNDED_BY_HAND", _prediction("ROUNDED_BY_HAND"),
 # --- predict, then measure: which gradients vanish -----------------------------------------------
 
 
-def vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
+def _vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
     """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
     bias = 2 ** (exponent_bits - 1) - 1
     half_smallest = 2.0 ** (-bias - mantissa_bits)
@@ -389,7 +418,7 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         mine = _as_bools(got, len(values))
         if mine is None:
             fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
-        want = vanishing_model(values, e, m)
+        want = _vanishing_model(values, e, m)
         if mine == want:
             continue
         bias = 2 ** (e - 1) - 1
@@ -406,7 +435,7 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         if mine == [v != 0 and abs(v) < half for v in values]:
             fail(f"for {fmt} you predicted that {half!r}, exactly half the smallest subnormal, survives: a tie rounds "
                  "to the even neighbour, and that is 0 (mantissa 0), so it vanishes. Use <=, not <.")
-        if mine == vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
+        if mine == _vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
             fail(f"for {fmt} your threshold is off by a factor of two. The bias is 2^(e−1) − 1 = {bias}, and an "
                  f"all-zero exponent field stands for 2^(1 − bias), the smallest normal's power of two, not 2^(0 − bias): "
                  f"the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
@@ -420,7 +449,8 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
              "nearer to 0, and exactly half is a tie that goes to 0.")
 
 
-check_predict_vanishing = recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing)
+check_predict_vanishing = guard(recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing),
+                                "predict_vanishing", {_vanishing_model: "the course's own vanishing model"})
 
 
 # --- underflow ------------------------------------------------------------------------------
@@ -474,7 +504,7 @@ _SPREAD = (-12, -2, 10001)  # torch.logspace(-12, -2, 10001): made-up magnitudes
 _SHARE_TOLERANCE = 0.02
 
 
-def zero_share(dtype: torch.dtype) -> float:
+def _zero_share(dtype: torch.dtype) -> float:
     """Share of torch.logspace(-12, -2, 10001) that a cast to dtype turns into 0 (measured)."""
     spread = torch.logspace(*_SPREAD)
     return float((spread.to(dtype) == 0).float().mean())
@@ -485,39 +515,42 @@ def _share_below(threshold: float, inclusive: bool = True) -> float:
     return float(((spread <= threshold) if inclusive else (spread < threshold)).double().mean())
 
 
-def _judge_zero_share(answers: Any) -> None:
-    """ZERO_SHARE: the share of ten decades of magnitudes that fp16 and bf16 turn into 0, predicted."""
-    got = _answers(answers, "ZERO_SHARE", ["fp16", "bf16"], '{"fp16": 0.5, "bf16": 0.5}')
-    for fmt in ("fp16", "bf16"):
-        if not is_number(got[fmt]) or not math.isfinite(float(got[fmt])):
-            fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; write a share as a number between 0 and 1.")
-        if not 0 <= float(got[fmt]) <= 1:
-            fail(f"ZERO_SHARE[{fmt!r}] is {got[fmt]!r}; a share is a fraction between 0 and 1 (0.25 for a quarter, not 25).")
-    fp16, bf16 = float(got["fp16"]), float(got["bf16"])
-    want16, want_bf = zero_share(torch.float16), zero_share(torch.bfloat16)
-    if bf16 > want_bf + _SHARE_TOLERANCE and bf16 >= fp16:
-        fail(f"You predicted that bf16 loses at least as many ({bf16:.0%}) as fp16 ({fp16:.0%}). bf16 has fewer mantissa "
-             "bits, but those set its precision, not its range: its 8 exponent bits are fp32's, so it holds numbers "
-             "down to about 1e-40. fp16's 5 exponent bits stop far higher.")
-    if abs(bf16 - want_bf) > _SHARE_TOLERANCE:
-        fail(f"ZERO_SHARE['bf16'] is {bf16:.3g}: bf16 has fp32's 8 exponent bits, so its smallest subnormal is about "
-             "9e-41. How much of 1e-12 to 1e-2 lies below that?")
-    if abs(fp16 - want16) <= _SHARE_TOLERANCE:
-        return
-    normal16, sub16 = 2.0**-14, 2.0**-24
-    if abs(fp16 - _share_below(normal16, inclusive=False)) <= _SHARE_TOLERANCE:
-        fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}: that is the share below fp16's smallest normal number (6.1e-5). Below "
-             "it come the subnormals, down to 6e-8, which keep small values nonzero with fewer digits.")
-    if abs(fp16 - _share_below(sub16, inclusive=False)) <= _SHARE_TOLERANCE:
-        fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}: that is the share below fp16's smallest subnormal (6e-8). A value "
-             "between half of it and it is nearer to the subnormal than to 0, so the cast keeps it: only values up "
-             "to half the smallest subnormal (about 3e-8) become 0.")
-    fail(f"ZERO_SHARE['fp16'] is {fp16:.3g}. The magnitudes are spread evenly over the ten decades from 1e-12 to "
-         "1e-2, so the share that becomes 0 is the number of decades below fp16's cut-off, divided by ten. The cut-off "
-         "is half the smallest subnormal: values nearer to 0 than to it become 0.")
+LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
 
-check_zero_share = Check("ZERO_SHARE", _prediction("ZERO_SHARE"), _judge_zero_share)
+def _zero_share_mistake(answer: dict) -> str | None:
+    """ZERO_SHARE's known mistakes, in words with no value in them; None when the answer matches none."""
+    fp16, bf16 = answer["fp16"], answer["bf16"]
+    if fp16 > 1:
+        return "a share is a fraction between 0 and 1 (0.25 for a quarter, not 25)"
+    if bf16 != "none":
+        return ("bf16 has fewer mantissa bits, but those set its precision, not its range: its 8 exponent bits are "
+                "fp32's, so its smallest numbers lie far below anything in these ten decades")
+    if abs(fp16 - _share_below(2.0**-14, inclusive=False)) <= _SHARE_TOLERANCE:
+        return ("the fp16 share is the share below its smallest normal number; below it come the subnormals, which "
+                "keep small values nonzero with fewer digits")
+    if abs(fp16 - _share_below(2.0**-24, inclusive=False)) <= _SHARE_TOLERANCE:
+        return ("the fp16 share stops at the smallest subnormal; a value between half of it and it is nearer to the "
+                "subnormal than to 0, so the cast keeps it")
+    if abs(fp16 - _zero_share(torch.float16)) > _SHARE_TOLERANCE:
+        return ("the magnitudes are spread evenly in log scale, so the share is the part of the ten decades below "
+                "fp16's cut-off, the value nearer to 0 than to its smallest number")
+    return None
+
+
+def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
+    """ZERO_SHARE's first guess: one half for each format (fp16 within 0.02 of the measured cast, bf16 'none')."""
+    right16 = first["fp16"] <= 1 and abs(first["fp16"] - _zero_share(torch.float16)) <= _SHARE_TOLERANCE
+    right_bf = first["bf16"] == "none"
+    mistake = _zero_share_mistake(first)
+    return (right16 + right_bf) / 2, ("your first guess matches the casts" if right16 and right_bf
+                                      else f"your first guess: {mistake}")
+
+
+check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"fp16": "number", "bf16": ("none", "some", "most")}, points=1,
+                              band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
+                              model=lambda context: (f"a cast turns {_zero_share(torch.float16):.1%} of the spread into 0 "
+                                                     "in fp16, none of it in bf16"))
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -528,7 +561,7 @@ def _all_finite(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> bool:
     return bool(torch.isfinite((grads.double() * scale).to(dtype)).all())
 
 
-def largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
+def _largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
     """The largest power of two S such that every gradient × S stays finite in dtype (grads finite, one nonzero)."""
     amax = float(grads.abs().max())
     k = math.floor(math.log2(torch.finfo(dtype).max / amax))
@@ -556,6 +589,8 @@ _SCALE_CASES = [
     (torch.tensor([1e5, 1.0]), torch.float16),  # overflows fp16 even unscaled: the scale goes below 1
     (torch.tensor([-3000.0, 2.0, 1e-6]), torch.float16),  # the largest magnitude is negative
     (torch.tensor([1.0]), torch.float16),
+    (torch.tensor([65519.0 / 1024]), torch.float16),  # × 1024 lands past fp16's largest number and rounds back to it
+    (torch.tensor([3.39e38 / 2.0**100, 1.0]), torch.bfloat16),  # × 2^100 lands just past bf16's largest: still finite
 ]
 
 
@@ -575,11 +610,11 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if not is_number(got) or not math.isfinite(float(got)) or float(got) <= 0:
             fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
         got = float(got)
-        want = largest_finite_scale(grads, dtype)
+        want = _largest_finite_scale(grads, dtype)
         if got == want:
             continue
         if got.is_integer() and abs(got) < 400 and got == math.log2(want):
-            fail(f"{label} returned {_pow2(got)}, which is the exponent k; return the scale itself, 2.0 ** k = {_pow2(want)}.")
+            fail(f"{label} returned {_pow2(got)}, which looks like the exponent k; return the scale itself, 2.0 ** k.")
         if got != 2.0 ** round(math.log2(got)):
             fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
         amax_at = int(grads.abs().argmax())
@@ -587,33 +622,35 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if not _all_finite(grads, dtype, got):
             if want < 1 and got == 1:
                 fail(f"{label} returned 1, but {largest:g} overflows {dtype} already at scale 1 (its largest finite value "
-                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1, to {_pow2(want)} here. GradScaler's goes "
+                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1. GradScaler's goes "
                      "below 1 too after enough overflows.")
             if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
                 fail(f"{label} returned {_pow2(got)}, which turns {largest:g} into -inf: the gradient with the largest "
                      "magnitude is negative. Compare magnitudes (abs), not signed values.")
             if got == 2 * want:
                 fail(f"{label} returned {_pow2(got)}: one power of two too high, it turns {largest:g} into inf in {dtype}. "
-                     f"The largest scale that keeps every scaled gradient finite is {_pow2(want)}.")
+                     "A cast overflows only when the nearest number is past the largest: which side of that is yours?")
             if got == _rescue_scale(grads, dtype):
                 fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
                      f"{largest:g} into inf. Aim for the largest scale that keeps every gradient finite, not for rescuing the smallest.")
             fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
-                 f"a scale must keep the largest gradient finite (here at most {_pow2(want)}).")
+                 f"a scale must keep the largest gradient finite.")
         if got == _rescue_scale(grads, dtype):
             fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
-                 f"Return the largest power of two that keeps every scaled gradient finite ({_pow2(want)} here): that is "
+                 f"Return the largest power of two that keeps every scaled gradient finite: that is "
                  "where GradScaler's dynamic scale settles, and it leaves the large gradients, which carry the update, intact.")
         if got == want / 2:
-            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that, {_pow2(want)}, still keeps every gradient "
-                 f"finite in {dtype} (|{largest:g}| × {want:g} = {abs(largest) * want:g} ≤ {torch.finfo(dtype).max:g}). "
-                 "Return the largest such scale.")
-        fail(f"{label} returned {_pow2(got)}; the largest power of two that keeps every scaled gradient finite in {dtype} "
-             f"is {_pow2(want)}: check how you find it.")
+            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that still keeps every gradient finite in "
+                 f"{dtype}. A cast rounds to the nearest number, so a scaled gradient a little past the largest finite "
+                 "number can still round down to it. Return the largest such scale.")
+        fail(f"{label} returned {_pow2(got)}, which is not the largest power of two that keeps every scaled gradient "
+             f"finite in {dtype}: check how you find it.")
 
 
-check_choose_loss_scale = _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
-                                                _judge_choose_loss_scale)
+check_choose_loss_scale = guard(
+    _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
+                          _judge_choose_loss_scale),
+    "choose_loss_scale", {_largest_finite_scale: "the course's own largest-finite-scale search"})
 
 
 # --- stall point ----------------------------------------------------------------------------
@@ -662,15 +699,16 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
         if close(got, 2 * want):
             spacing = float(torch.finfo(dtype).eps) * want
             fail(
-                f"{label} returned {got:g}, but the sum already stops at {want:g}: there the numbers are {spacing:g} "
-                f"apart, and {want:g} + {step} lands at most halfway to the next one. A tie rounds to the even "
+                f"{label} returned {got:g}, but the sum already stops below it, at half that: there the step lands "
+                "exactly halfway to the next number. A tie rounds to the even "
                 "neighbour, the sum itself, so a step of exactly half the spacing is lost too: the sum stops where "
                 "the step is at most half the spacing, not only where it is less."
             )
         fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
         if is_number(fp32) and close(got, float(fp32)):
             fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
-        fail(f"{label} returned {got:g}; adding {step} in {dtype} over and over stops growing at {want:g}.")
+        fail(f"{label} returned {got:g}, which is not where adding {step} in {dtype} over and over stops growing: the sum "
+             "stops where the step is at most half the gap to the next number.")
     for step in _STALL_FP32[:2]:  # too long to run in fp32: check that it stalls there and not just below
         label = f"stall_point(torch.float32, {step})"
         got = _as_float(call(stall_point, torch.float32, step, label=label), label)
@@ -724,7 +762,7 @@ FORECAST_CEILING = 2.0**24  # the largest scale that keeps the gradients finite,
 _FORECAST_STEPS, _FORECAST_FROM = 210, 100  # run this long; the long run is counted from here on (ten 11-step cycles)
 
 
-def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
+def _gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
     """torch.amp.GradScaler on the CPU when a step overflows exactly when its scale exceeds `ceiling`: skipped, per step."""
     return [not applied for applied, _ in _drive_gradscaler(steps, lambda i, scale: scale > ceiling, **settings)]
 
@@ -732,50 +770,53 @@ def gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool
 @functools.lru_cache(maxsize=1)
 def _forecast_reference() -> tuple[int, float]:
     """GradScaler itself on the forecast's case: steps skipped before the first applied one, and the long-run share."""
-    skipped = gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
+    skipped = _gradscaler_with_ceiling(FORECAST_CEILING, _FORECAST_STEPS, **FORECAST_SETTINGS)
     tail = skipped[_FORECAST_FROM:]
     return next(i for i, s in enumerate(skipped) if not s), sum(tail) / len(tail)
 
 
-def _judge_scaler_forecast(answers: Any) -> None:
-    """SCALER_FORECAST: steps skipped at the start and the long-run share skipped, for a fixed ceiling of 2^24."""
-    keys = ["skipped at start", "share skipped in the long run"]
-    got = _answers(answers, "SCALER_FORECAST", keys, '{"skipped at start": 3, "share skipped in the long run": 0.5}')
-    start, share = got["skipped at start"], got["share skipped in the long run"]
-    if not is_number(start) or float(start) != int(float(start)) or start < 0:
-        fail(f"SCALER_FORECAST['skipped at start'] is {start!r}; write a whole number of steps.")
-    if not is_number(share) or not 0 <= float(share) <= 1:
-        fail(f"SCALER_FORECAST['share skipped in the long run'] is {share!r}; write a fraction between 0 and 1.")
+_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "number"}
+
+
+def _forecast_mistakes(answer: dict) -> list[str]:
+    """What is off in a SCALER_FORECAST, in words with no value in them (empty when both parts are right)."""
     want_start, want_share = _forecast_reference()
+    start, share = answer["skipped at start"], answer["share skipped in the long run"]
     interval = FORECAST_SETTINGS["growth_interval"]
-    if int(start) != want_start:
-        if abs(int(start) - want_start) == 1:
-            fail(f"SCALER_FORECAST['skipped at start'] is {int(start)}: count again. Each skipped step halves the scale, "
-                 "starting from 2³⁰; which scales overflow when 2²⁴ is the largest that fits, and is 2²⁴ itself one of them?")
-        if int(start) == 0:
-            fail("SCALER_FORECAST['skipped at start'] is 0, but the scaler starts at 2³⁰, far above the 2²⁴ that fits: "
-                 "the first steps overflow, are skipped, and each one halves the scale.")
-        fail(f"SCALER_FORECAST['skipped at start'] is {int(start)}. The scaler starts at 2³⁰ and each overflow halves it; "
-             "the first step applied is the first whose scale is at most 2²⁴.")
-    share = float(share)
-    if abs(share - want_share) <= 0.003:
-        return
-    if share == 0:
-        fail("SCALER_FORECAST['share skipped in the long run'] is 0, as if the scaler settled at 2²⁴ for good. It never "
-             f"stops probing: after {interval} good steps in a row it grows, to 2²⁵, which overflows; that step is "
-             "skipped and the scale comes back. Count the steps in one such cycle.")
-    if abs(share - 1 / interval) <= 0.003:
-        fail(f"SCALER_FORECAST['share skipped in the long run'] is {share:.3g}, one in {interval}. The skipped step is not "
-             f"one of the {interval} good steps in a row that make the scale grow: after an overflow the count starts "
-             f"again, so each cycle is {interval} applied steps and then one skipped, {interval + 1} steps in all.")
-    if abs(share - 0.5) <= 0.01:
-        fail("SCALER_FORECAST['share skipped in the long run'] is 0.5, as if the scale grew after every good step. It "
-             f"grows only after growth_interval ({interval}) good steps in a row.")
-    fail(f"SCALER_FORECAST['share skipped in the long run'] is {share:.3g}. Follow the scale once it has come down to "
-         f"2²⁴: how many steps are applied before it grows, what happens at 2²⁵, and how long is one cycle?")
+    said = []
+    if start != want_start:
+        said.append("count the start again: each skipped step halves the scale from 2³⁰, and the first step applied "
+                    "is the first whose scale fits; is 2²⁴ itself one that overflows?" if abs(start - want_start) == 1
+                    else "the start: the scaler begins far above the ceiling, and each overflow halves it")
+    if share > 1:
+        said.append("a share is a fraction between 0 and 1")
+    elif abs(share - want_share) > 0.003:
+        if abs(share - 1 / interval) <= 0.003:
+            said.append("the long run: the skipped step is not one of the good steps in a row that make the scale grow; "
+                        "after an overflow the count starts again")
+        elif abs(share - 0.5) <= 0.01:
+            said.append("the long run: the scale grows only after growth_interval good steps in a row, not after each")
+        else:
+            said.append("the long run: the scaler never stops probing; follow the scale once it is at the ceiling, "
+                        "through one growth and the overflow that follows")
+    return said
 
 
-check_scaler_forecast = Check("SCALER_FORECAST", _prediction("SCALER_FORECAST"), _judge_scaler_forecast)
+def _forecast_band(first: dict, context: dict) -> tuple[float, str]:
+    """SCALER_FORECAST's first guess against GradScaler run on the case: one half for each part."""
+    said = _forecast_mistakes(first)
+    fraction = max(0, 2 - len(said)) / 2  # one half for each part that is right
+    return fraction, "your first guess is what GradScaler does" if not said else "your first guess: " + "; ".join(said)
+
+
+def _forecast_said(context: dict) -> str:
+    start, share = _forecast_reference()
+    return f"GradScaler skips {start} steps at the start and {share:.3f} of the steps in the long run"
+
+
+check_scaler_forecast = Prediction(LESSON, "SCALER_FORECAST", _FORECAST_KEYS, points=1, band=_forecast_band,
+                                   mistakes=lambda answer, context: "; ".join(_forecast_mistakes(answer)) or None,
+                                   model=_forecast_said)
 
 
 def _same_flag(got: Any, want: bool) -> bool:
@@ -841,24 +882,28 @@ def _judge_loss_scaler(observation: dict) -> None:
             if mine_scale != scale:
                 if found_inf and mine_scale >= before:
                     fail(f"On an overflow {where} your scale stayed at {mine_scale:g}; multiply it by backoff_factor "
-                         f"(GradScaler goes to {scale:g}), or the next step overflows again.")
+                         "or the next step overflows again.")
                 if not found_inf and scale > before and mine_scale == before:
-                    fail(f"After {settings['growth_interval']} good steps in a row {where}, GradScaler grows the scale "
-                         f"to {scale:g}; yours stayed at {mine_scale:g}. A scaler that never grows back leaves the scale "
+                    fail(f"After {settings['growth_interval']} good steps in a row {where}, GradScaler grows the scale; "
+                         f"yours stayed at {mine_scale:g}. A scaler that never grows back leaves the scale "
                          "low after one early overflow, and small gradients underflow again.")
                 if not found_inf and mine_scale > before and scale == before:
                     if good_run < settings["growth_interval"] and any(flags[:i]):
                         fail(f"Your scale grew to {mine_scale:g} {where} after only {good_run + 1} good step(s) since the "
                              "last overflow: an overflow resets the count of good steps to zero.")
                     fail(f"Your scale grew to {mine_scale:g} {where}; GradScaler grows only after growth_interval good steps in a row.")
-                fail(f"Your scale is {mine_scale:g} {where}; GradScaler's is {scale:g}.")
+                fail(f"Your scale is {mine_scale:g} {where}, not GradScaler's: grow by growth_factor after growth_interval good "
+                     "steps in a row, multiply by backoff_factor on an overflow.")
             good_run = 0 if found_inf else good_run + 1
             if good_run == settings["growth_interval"]:
                 good_run = 0
             before = mine_scale
 
 
-check_loss_scaler = Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler)
+check_loss_scaler = guard(Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler), "LossScaler",
+                          {gradscaler_trace: "grader.checks.lesson03.gradscaler_trace",
+                           _drive_gradscaler: "the course's own GradScaler driver",
+                           torch.amp.GradScaler: "torch.amp.GradScaler (the scaler it is compared with)"})
 
 
 def _observe_scaler_on(LossScaler: type, settings: dict, flags: list) -> dict:

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from grader import memory
-from grader.checks._common import Check, call, fail, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, call, fail, guard, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import NotDone
 
@@ -39,10 +39,7 @@ def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Modul
 
 # --- predict, then measure: bytes per parameter before and after AdamW's first step ------------------
 
-_PHASES = ("before step()", "after step()")
-
-
-def measured_bytes_per_param() -> dict[str, float]:
+def _measured_bytes_per_param() -> dict[str, float]:
     """A float32 MLP with AdamW after one backward: bytes per parameter of everything, before and after step()."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -55,45 +52,49 @@ def measured_bytes_per_param() -> dict[str, float]:
     return {"before step()": before, "after step()": sum(memory.totals(memory.state_table(model, opt)).values()) / n}
 
 
-def _observe_bytes_per_param(answers):
-    if answers is None or (isinstance(answers, dict) and not answers):
-        raise NotDone("BYTES_PER_PARAM")
-    return answers
+LESSON = "04_memory"  # the lesson's name in the predictions record (grader.predictions)
 
 
-def _judge_bytes_per_param(answers) -> None:
-    """BYTES_PER_PARAM: everything's bytes per parameter for float32 + AdamW, before and after the first step()."""
-    if not isinstance(answers, dict) or sorted(answers) != sorted(_PHASES):
-        fail(f"BYTES_PER_PARAM should be a dict with exactly the keys {list(_PHASES)!r}, each a number of bytes per "
-             f"parameter; it is {answers!r}.")
-    for phase in _PHASES:
-        if not is_number(answers[phase]):
-            fail(f"BYTES_PER_PARAM[{phase!r}] is {answers[phase]!r}; write a number of bytes per parameter.")
-    before, after = float(answers["before step()"]), float(answers["after step()"])
-    want = measured_bytes_per_param()
+def _bytes_per_param_mistakes(answer: dict) -> list[str]:
+    """What is off in a BYTES_PER_PARAM, in words with no value in them (empty when both phases are right)."""
+    before, after = answer["before step()"], answer["after step()"]
+    want = _measured_bytes_per_param()
+    said = []
     if abs(before - want["before step()"]) > 0.1:
         if abs(before - want["after step()"]) <= 0.1:
-            fail(f"You predicted {before:g} bytes per parameter before step(), as much as after it. AdamW makes its "
-                 "running averages on its first step(), not when it is built: before that, optimizer.state is empty "
-                 "and the optimizer costs nothing yet. That is why a run can pass its first forward and backward and "
-                 "then run out of memory at the first step.")
-        if abs(before - 4) <= 0.1:
-            fail(f"You predicted {before:g} bytes per parameter before step(): the weights alone. The backward pass has "
-                 "run, so every trained parameter has a .grad of its own shape and dtype.")
-        fail(f"You predicted {before:g} bytes per parameter before step(). Count what exists after a backward pass and "
-             "before the optimizer has done anything: which tensors, and how many bytes per element?")
+            said.append("before step() you counted AdamW's state, but it makes its running averages on its first "
+                        "step(), not when it is built; that is why a run can pass its first backward and then run out "
+                        "of memory at the first step")
+        elif abs(before - 4) <= 0.1:
+            said.append("before step() you counted the weights alone; the backward pass has run, so every trained "
+                        "parameter has a .grad of its own shape and dtype")
+        else:
+            said.append("before step(): count what exists after a backward pass and before the optimizer has done "
+                        "anything, which tensors and how many bytes per element")
     if abs(after - want["after step()"]) > 0.1:
-        if abs(after - 12) <= 0.1:
-            fail(f"You predicted {after:g} bytes per parameter after step(): one running average. AdamW keeps two per "
-                 "parameter, the average of the gradients and the average of their squares, each a float32.")
         if abs(after - before) <= 0.1:
-            fail(f"You predicted {after:g} bytes per parameter after step(), no more than before: the step makes "
-                 "AdamW's state, two float32 running averages per parameter.")
-        fail(f"You predicted {after:g} bytes per parameter after step(). Add AdamW's state to what was there before: "
-             "what does it keep per parameter, and in which dtype?")
+            said.append("after step() you counted no more than before: the step makes AdamW's state")
+        else:
+            said.append("after step(): what does AdamW keep per parameter (its running averages), and in which dtype?")
+    return said
 
 
-check_bytes_per_param = Check("BYTES_PER_PARAM", _observe_bytes_per_param, _judge_bytes_per_param)
+def _bytes_per_param_band(first: dict, context: dict) -> tuple[float, str]:
+    """BYTES_PER_PARAM's first guess against the measured MLP: one half for each phase."""
+    said = _bytes_per_param_mistakes(first)
+    return (2 - len(said)) / 2, ("your first guess is what the tensors hold" if not said
+                                 else "your first guess: " + "; ".join(said))
+
+
+def _bytes_per_param_said(context: dict) -> str:
+    want = _measured_bytes_per_param()
+    return f"{want['before step()']:.2f} bytes per parameter before step(), {want['after step()']:.2f} after"
+
+
+check_bytes_per_param = Prediction(LESSON, "BYTES_PER_PARAM", {"before step()": "number", "after step()": "number"},
+                                   points=1, band=_bytes_per_param_band, model=_bytes_per_param_said,
+                                   mistakes=lambda answer, context: "; ".join(_bytes_per_param_mistakes(answer)) or None)
+
 
 
 _STATE_CASES = {  # name: (optimizer, step, what the learner is told on a crash)
@@ -140,15 +141,15 @@ def _judge_state_bytes(observation: dict) -> None:
             "that counts elements, not bytes. Multiply each tensor's numel() by its element_size() (4 for float32)."
         )
     if got["parameters"] != want["parameters"]:
-        fail(f"state_bytes gave {got['parameters']} bytes of parameters; the model's parameter tensors hold "
-             f"{want['parameters']}. Sum numel() × element_size() over model.parameters().")
+        fail(f"state_bytes gave {got['parameters']} bytes of parameters, not what the model's parameter tensors hold: "
+             "read every parameter tensor's own size and element width.")
     if got["gradients"] == want["parameters"] and want["gradients"] != want["parameters"]:
         fail(
             "state_bytes counted a gradient for every parameter, but this model has a frozen layer whose .grad is None. "
             "Read the gradients themselves (p.grad), skipping parameters that have none."
         )
     if got["gradients"] != want["gradients"]:
-        fail(f"state_bytes gave {got['gradients']} bytes of gradients; the .grad tensors hold {want['gradients']}.")
+        fail(f"state_bytes gave {got['gradients']} bytes of gradients, not what the .grad tensors hold.")
     if got["optimizer"] == 0:
         fail(
             "state_bytes found 0 bytes of optimizer state after AdamW took a step. The state is in optimizer.state "
@@ -166,8 +167,8 @@ def _judge_state_bytes(observation: dict) -> None:
             "before any step() there is no state at all."
         )
     if got["optimizer"] not in (want["optimizer"], want["optimizer"] - steps):
-        fail(f"state_bytes gave {got['optimizer']} bytes of optimizer state; AdamW's tensors in optimizer.state hold "
-             f"{want['optimizer']} (including its step counters). Sum every tensor in every optimizer.state[p].")
+        fail(f"state_bytes gave {got['optimizer']} bytes of optimizer state, not what AdamW's tensors in optimizer.state "
+             "hold (its step counters may count or not); read every tensor the optimizer keeps.")
     fresh = observation["fresh"]
     if not isinstance(fresh, dict) or fresh.get("optimizer") != 0:
         shown = fresh.get("optimizer") if isinstance(fresh, dict) else fresh
@@ -180,7 +181,9 @@ def _judge_state_bytes(observation: dict) -> None:
              "measure optimizer.state rather than assuming Adam.")
 
 
-check_state_bytes = Check("state_bytes", _observe_state_bytes, _judge_state_bytes)
+check_state_bytes = guard(Check("state_bytes", _observe_state_bytes, _judge_state_bytes), "state_bytes",
+                          {memory.state_table: "grader.memory.state_table", memory.totals: "grader.memory.totals",
+                           memory.storage_nbytes: "grader.memory.storage_nbytes"})
 
 
 def _observe_state_bytes_on(state_bytes: Callable, widths: list, optimizer: str = "adam", step: bool = True) -> dict:
@@ -249,7 +252,7 @@ def _judge_training_bytes(training_bytes: Callable) -> None:
             continue
         if precision == "mixed" and got == want - 4:
             fail(
-                f"{case} gave {got:g} bytes per parameter, {want - 4:g} = 2 + 2 + the optimizer's moments: the "
+                f"{case} gave {got:g} bytes per parameter, 2 + 2 + the optimizer's moments: the "
                 "fp32 master copy of the weights is missing. The optimizer updates float32 weights (4 bytes each); "
                 "the bfloat16 weights are a copy made from them for the forward and backward passes."
             )
@@ -262,34 +265,38 @@ def _judge_training_bytes(training_bytes: Callable) -> None:
         if got == t["parameters"] + t["gradients"] and t["optimizer"] > 0:
             fail(f"{case} gave {got:g} bytes per parameter: weights and gradients only, no optimizer state. "
                  f"Momentum keeps one float32 number per parameter, Adam two.")
-        fail(f"{case} gave {got:g} bytes per parameter; a layer trained one step this way holds {want:g} "
-             f"({', '.join(f'{k} {v:g}' for k, v in t.items())}).")
+        fail(f"{case} gave {got:g} bytes per parameter, not what a layer trained one step this way holds: list every "
+             "copy of the parameters that exists for training, and the width of each.")
     small = call(training_bytes, 3, "fp32", "adam")
     if not is_number(small) or isinstance(small, float):
         fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
 
 
-check_training_bytes = recorded(
-    "training_bytes", "training_bytes",
-    [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")], _judge_training_bytes)
+check_training_bytes = guard(
+    recorded("training_bytes", "training_bytes",
+             [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")], _judge_training_bytes),
+    "training_bytes", {memory.training_terms: "grader.memory.training_terms",
+                       memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter"})
 
 
 # --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------
 
-_PREDICT_CASES = [(10, [32, 64, 16]), (4, [10, 20, 30, 5]), (1, [7, 5]), (3, [8, 8, 8, 8])]
+_PREDICT_CASES = [(10, [32, 64, 16], "relu"), (4, [10, 20, 30, 5], "tanh"), (1, [7, 5], "relu"), (3, [8, 8, 8, 8], "gelu"),
+                  (2, [6, 9, 4], "sigmoid"), (5, [4, 12, 12, 3], "gelu")]
+_FROM_OUTPUT = ("relu", "tanh", "sigmoid")  # their derivative is a function of their output
 
 
-def _measured(batch: int, widths: list) -> int:
-    """What memory.relu_mlp(widths) saves for backward on a float32 batch, measured with the course's recorder."""
-    return memory.saved_bytes(memory.relu_mlp(widths), torch.randn(batch, widths[0]))
+def _measured(batch: int, widths: list, activation: str) -> int:
+    """What memory.mlp(widths, activation) saves for backward on a float32 batch, measured with the course's recorder."""
+    return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
 
 
 def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
-    """predict_saved_bytes(batch, widths): the bytes the recorder measures on memory.relu_mlp(widths)."""
-    for batch, widths in _PREDICT_CASES:
-        got = call(predict_saved_bytes, batch, widths)
-        want = _measured(batch, widths)
-        shown = f"predict_saved_bytes({batch}, {widths})"
+    """predict_saved_bytes(batch, widths, activation): the bytes the recorder measures on memory.mlp(widths, activation)."""
+    for batch, widths, activation in _PREDICT_CASES:
+        got = call(predict_saved_bytes, batch, widths, activation)
+        want = _measured(batch, widths, activation)
+        shown = f"predict_saved_bytes({batch}, {widths}, {activation!r})"
         if not is_number(got) or isinstance(got, float):
             fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of bytes.")
         if got == want:
@@ -297,31 +304,37 @@ def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
         hidden = 4 * batch * sum(widths[1:-1])  # the hidden layers, batch × width float32 each
         weights = 4 * sum(a * b for a, b in zip(widths, widths[1:]))
         if got * 4 == want:
-            fail(f"{shown} returned {got}, the number of saved elements; the recorder measures {want} bytes. "
+            fail(f"{shown} returned {got}, the number of saved elements, not bytes. "
                  "Each float32 element takes 4 bytes.")
         if got == want // batch and batch > 1:
             fail(f"{shown} returned {got}, the bytes for one sample; every sample in the batch keeps its own "
-                 f"activations, so a batch of {batch} saves {want}.")
-        if hidden and got == want + hidden:
-            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted each hidden layer twice. "
-                 "ReLU keeps only its output (its backward needs nothing else), and the next Linear keeps that same "
-                 "tensor as its input: one storage, counted once. The Linear's output before ReLU is not kept.")
+                 "activations.")
+        if hidden and got == want + hidden and activation in _FROM_OUTPUT:
+            fail(f"{shown} returned {got}: you counted each hidden layer twice. {activation}'s backward can be "
+                 "computed from its output alone (look at its derivative), and the next Linear keeps that same tensor "
+                 "as its input: one storage, counted once. What comes before it is not kept.")
+        if hidden and got == want - hidden and activation == "gelu":
+            fail(f"{shown} returned {got}: GELU's derivative is not a function of its output alone, so its backward "
+                 "needs its input, the Linear's output before it. That is a second tensor per hidden layer, beside "
+                 "the GELU output the next Linear keeps.")
         if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
-            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted the last layer's output. "
+            fail(f"{shown} returned {got}: you counted the last layer's output. "
                  "A Linear keeps its input (for the weight's gradient), not its output.")
         if got == want - 4 * batch * widths[0]:
-            fail(f"{shown} returned {got}, but the recorder measures {want}: the input batch is missing. The first "
+            fail(f"{shown} returned {got}: the input batch is missing. The first "
                  "Linear keeps its input to compute its weight's gradient, even though the input needs no gradient.")
         if got in (want + weights, want + weights - 4 * widths[0] * widths[1]):
-            fail(f"{shown} returned {got}, but the recorder measures {want}: you counted the weights. Autograd does "
+            fail(f"{shown} returned {got}: you counted the weights. Autograd does "
                  "save a Linear's weight (to pass the gradient back to its input), but parameters are not "
                  "activations: they are in memory anyway, counted once among the parameters.")
-        fail(f"{shown} returned {got}; the recorder measures {want} bytes saved for backward on that stack "
-             f"(float32, batch {batch}).")
+        fail(f"{shown} returned {got}, not what autograd keeps for backward on that float32 stack: ask what each "
+             "layer's backward needs, and whether two of them keep the same tensor.")
 
 
-check_predict_saved_bytes = recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES,
-                                     _judge_predict_saved_bytes)
+check_predict_saved_bytes = guard(
+    recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES, _judge_predict_saved_bytes),
+    "predict_saved_bytes", {memory.saved_bytes: "grader.memory.saved_bytes", memory.SavedTensors: "grader.memory.SavedTensors",
+                            memory.mlp: "grader.memory.mlp (to measure it)"})
 
 
 # --- activations: write the recorder ------------------------------------------------------------
@@ -411,48 +424,50 @@ def _judge_activation_bytes(observation: dict) -> None:
              "and add up the storages that pack receives.")
     elements = sum(t // 4 for t in saved.storages.values())
     if got == elements or got * 4 == want:
-        fail(f"activation_bytes returned {got} for tensors holding {want} bytes: that counts elements, not bytes. "
+        fail(f"activation_bytes returned {got}: that counts elements, not bytes. "
              "Use the storage's nbytes() (or numel() × element_size()).")
     if got == with_params:
         fail(
-            f"activation_bytes returned {got}, but the activations are {want} bytes: the weights (which pack also "
+            f"activation_bytes returned {got}, which counts the weights (which pack also "
             "receives, since a Linear saves its weight for backward) were counted too. Parameters are not "
             "activations: skip any tensor whose storage is a parameter's."
         )
     if got == per_save:
         fail(
-            f"activation_bytes returned {got} for an MLP that saves {want} bytes: the same storage was counted "
+            f"activation_bytes returned {got} for an MLP: the same storage was counted "
             "more than once (ReLU's output is saved by ReLU and again by the next Linear). Count each storage "
             "once: key it by t.untyped_storage().data_ptr()."
         )
     if got != want:
-        fail(f"activation_bytes on a 32→64→16 MLP with a batch of 10 returned {got}; it saves {want} bytes of "
-             "activations (its input, and the hidden layer after ReLU), parameters excluded.")
+        fail(f"activation_bytes on a 32→64→16 MLP with a batch of 10 returned {got}, not the bytes of activations it "
+             "keeps for backward (parameters excluded, each storage once).")
     want2, got2 = _recorded("squares").nbytes, observation["squares"]
     if is_number(got2) and got2 > want2:
         fail(
-            f"activation_bytes returned {got2} for a model that saves {want2} bytes: the same storage was counted "
+            f"activation_bytes returned {got2}, more than a model that saves one tensor twice keeps: the same storage was counted "
             "more than once (x * x saves x twice; a split gives two views of one storage). Count each storage "
             "once: key it by t.untyped_storage().data_ptr()."
         )
     if got2 != want2:
-        fail(f"activation_bytes returned {got2!r} where the model saves {want2} bytes of distinct storages.")
+        fail(f"activation_bytes returned {got2!r}, not the bytes of the distinct storages that model saves.")
     want3, got3 = _recorded("slice").nbytes, observation["slice"]
     if is_number(got3) and got3 < want3:
         fail(
-            f"activation_bytes returned {got3} for a model that keeps {want3} bytes alive for backward: it saves a "
+            f"activation_bytes returned {got3}, less than that model keeps alive for backward: it saves a "
             "slice (a view) of a Linear's output, and a view keeps its whole storage in memory, not just the part it "
             "shows. Count each storage once, at its full size (t.untyped_storage().nbytes())."
         )
     if got3 != want3:
-        fail(f"activation_bytes returned {got3!r} where the model keeps {want3} bytes of distinct storages alive.")
+        fail(f"activation_bytes returned {got3!r}, not the bytes of the distinct storages that model keeps alive.")
     bigger = observation["mlp20"]
     if bigger != 2 * want:
-        fail(f"activation_bytes gave {want} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
+        fail(f"activation_bytes gave {got} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
              "with the batch. Measure each call from scratch (a fresh record every call).")
 
 
-check_activation_bytes = Check("activation_bytes", _observe_activation_bytes, _judge_activation_bytes)
+check_activation_bytes = guard(Check("activation_bytes", _observe_activation_bytes, _judge_activation_bytes),
+                               "activation_bytes", {memory.saved_bytes: "grader.memory.saved_bytes",
+                                                    memory.SavedTensors: "grader.memory.SavedTensors"})
 
 
 def _observe_activation_on(activation_bytes: Callable, widths: list, batch: int) -> dict:
@@ -521,10 +536,10 @@ def _judge_max_batch(max_batch: Callable) -> None:
             fail(f"{shown} returned {got}: {got} samples need {fixed} + {got} × {per} = {fixed + got * per} bytes, more "
                  f"than {memory_bytes}. Round down.")
         if got == want - 1 and fixed + want * per == memory_bytes:
-            fail(f"{shown} returned {got}, but {fixed} + {want} × {per} = {memory_bytes} fits exactly: a batch that fills "
+            fail(f"{shown} returned {got}, one short: the next batch fills memory exactly, and a batch that fills "
                  "memory to the last byte still fits (use <=, not <).")
-        fail(f"{shown} returned {got}; from {batches}, one more sample costs {per} bytes and {fixed} bytes are there "
-             f"whatever the batch, so the largest batch that fits in {memory_bytes} is {want}.")
+        fail(f"{shown} returned {got}, not the largest batch that fits in {memory_bytes}: from {batches}, work out what one "
+             "more sample costs and what is there whatever the batch.")
 
 
 check_max_batch = recorded("max_batch", "max_batch", _MAX_BATCH_CASES, _judge_max_batch)

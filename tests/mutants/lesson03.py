@@ -101,7 +101,7 @@ def decode(x, fmt):
             "by hand: anything past fp16's largest number is inf",
             "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-8 in bf16': 1 + 2**-6, "
             "'2049 in fp16': 2048.0, '65519 in fp16': float('inf')}",
-            r"less than half the gap",
+            r"[Hh]ow far past fp16.s largest number",
         ),
         (
             "by hand: truncation",
@@ -113,7 +113,7 @@ def decode(x, fmt):
             "rounding by truncation",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     drop = {"fp32": 0, "tf32": 13, "bf16": 16}.get(fmt)
     if drop is None:
         return x.half().float()
@@ -125,7 +125,7 @@ def round_to(x, fmt):
             "tf32 by truncation",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     if fmt == "tf32":
         return (x.float().view(torch.int32) & ~0x1FFF).view(torch.float32)
     return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
@@ -136,7 +136,7 @@ def round_to(x, fmt):
             "ties round up, not to even",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     if fmt == "tf32":
         return torch.where(torch.isnan(x), x, ((x.float().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32))
     return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
@@ -147,10 +147,44 @@ def round_to(x, fmt):
             "returns the low-precision dtype",
             """
 import torch
-def round_to(x, fmt):
+def round_to(x, fmt, ties="even"):
     return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[fmt])
 """,
             r"return float32",
+        ),
+        (
+            "ties='away' ignored: every tie to even",
+            """
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "tf32":
+        bits = x.view(torch.int32)
+        return torch.where(torch.isnan(x), x, ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32))
+    return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+""",
+            r"neighbour of larger magnitude|toward zero",
+        ),
+        (
+            "ties away done on the value: half a step added, so negative ties go toward zero",
+            """
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "fp32" or fmt == "fp16" or (fmt == "bf16" and ties == "even"):
+        return x.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+    drop = 13 if fmt == "tf32" else 16
+    bits = x.view(torch.int32)
+    if ties == "even":
+        bits = bits + (1 << (drop - 1)) - 1 + ((bits >> drop) & 1)
+        return torch.where(torch.isnan(x), x, (bits & ~((1 << drop) - 1)).view(torch.float32))
+    mantissa_bits = 10 if fmt == "tf32" else 7
+    step = torch.ldexp(torch.ones_like(x), torch.frexp(x)[1] - 1 - mantissa_bits)  # one kept step at x
+    rounded = torch.floor(x / step + 0.5) * step  # half a step up, on the value: ties go toward +inf
+    even = x.to(torch.bfloat16).float() if fmt == "bf16" else round_to(x, fmt)
+    return torch.where(torch.isfinite(x) & (x.abs() >= 2.0**-126), rounded, even)  # normal numbers only
+""",
+            r"toward zero|positive values and wrong for negative",
         ),
     ],
     "predict_vanishing_check": [
@@ -230,22 +264,22 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     "underflows_check": [
         (
             "share: bf16 loses more (fewer mantissa bits)",
-            "ZERO_SHARE = {'fp16': 0.45, 'bf16': 0.6}",
+            "ZERO_SHARE = {'fp16': 0.45, 'bf16': 'most'}",
             r"precision, not its range",
         ),
         (
             "share: fp16 loses everything below its smallest normal",
-            "ZERO_SHARE = {'fp16': 0.78, 'bf16': 0.0}",
-            r"below fp16's smallest normal",
+            "ZERO_SHARE = {'fp16': 0.78, 'bf16': 'none'}",
+            r"below its smallest normal",
         ),
         (
             "share: fp16 loses everything below its smallest subnormal",
-            "ZERO_SHARE = {'fp16': 0.478, 'bf16': 0.0}",
+            "ZERO_SHARE = {'fp16': 0.478, 'bf16': 'none'}",
             r"nearer to the subnormal than to 0",
         ),
         (
             "share: a percentage, not a fraction",
-            "ZERO_SHARE = {'fp16': 44.7, 'bf16': 0.0}",
+            "ZERO_SHARE = {'fp16': 44.7, 'bf16': 'none'}",
             r"not 25",
         ),
         (
@@ -343,6 +377,15 @@ def choose_loss_scale(grads, dtype):
 """,
             r"the exponent k",
         ),
+        (
+            "the largest finite number taken as the overflow line (a cast rounds to nearest)",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    return 2.0 ** math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max())))
+""",
+            r"round down to it",
+        ),
     ],
     "stall_point_check": [
         (
@@ -377,7 +420,7 @@ def stall_point(dtype, step):
     "LossScaler_check": [
         (
             "forecast: the scale settles and nothing is skipped once it has come down",
-            "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.0}",
+            "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.002}",
             r"never\s+stops probing",
         ),
         (
@@ -388,7 +431,7 @@ def stall_point(dtype, step):
         (
             "forecast: 2^24 counted among the overflowing scales",
             "SCALER_FORECAST = {'skipped at start': 7, 'share skipped in the long run': 1 / 11}",
-            r"count again",
+            r"count the start again",
         ),
         (
             "never grows back",
@@ -465,3 +508,50 @@ def stall_point(dtype, step):
         ),
     ],
 }
+
+# Shortcuts (issue 29): the course's own code called instead of the reasoning; each check notices and says so.
+MUTANTS["predict_vanishing_check"].append((
+    "shortcut: the course's vanishing model",
+    "from grader.checks import lesson03 as _course\n"
+    "def predict_vanishing(values, exponent_bits, mantissa_bits):\n"
+    "    return _course._vanishing_model(values, exponent_bits, mantissa_bits)\n",
+    r"calls the course's own vanishing model",
+))
+MUTANTS["choose_loss_scale_check"].append((
+    "shortcut: the course's largest-finite-scale search",
+    "from grader.checks import lesson03 as _course\n"
+    "def choose_loss_scale(grads, dtype):\n"
+    "    return _course._largest_finite_scale(grads, dtype)\n",
+    r"calls the course's own largest-finite-scale search",
+))
+MUTANTS["LossScaler_check"].append((
+    "shortcut: GradScaler's trace replayed",
+    """
+from grader.checks import lesson03 as _course
+class LossScaler:
+    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+        self.settings = dict(init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
+                             growth_interval=growth_interval)
+        self.scale, self.flags = init_scale, []
+    def update(self, found_inf):
+        self.flags.append(bool(found_inf))
+        applied, self.scale = _course.gradscaler_trace(self.flags, **self.settings)[-1]
+        return applied
+""",
+    r"calls grader.checks.lesson03.gradscaler_trace",
+))
+
+
+# A prediction's wrong value is scored, not failed (issue 29: a graded cell of its own, banded credit on the first
+# guess): those mutants move to PREDICTION_MUTANTS, run by tests/test_prediction_scores.py in both graders. What
+# fails a prediction's cell is a malformed answer.
+PREDICTION_MUTANTS = {}
+for _check, _name, _cell in (("underflows_check", "ZERO_SHARE", "ZERO_SHARE_check"),
+                             ("LossScaler_check", "SCALER_FORECAST", "SCALER_FORECAST_check")):
+    PREDICTION_MUTANTS[_cell] = [(n, src + f"\n{_name}['why'] = 'a guess with a reason'", pattern)
+                                 for n, src, pattern in MUTANTS[_check] if src.startswith(f"{_name} =")]
+    MUTANTS[_check] = [m for m in MUTANTS[_check] if not m[1].startswith(f"{_name} =")]
+    MUTANTS[_cell] = [
+        ("prediction without a reason", f"{_name}.pop('why')", r"needs exactly the keys"),
+        ("prediction as a bare number", f"{_name} = 0.5", r"should be a dict"),
+    ]

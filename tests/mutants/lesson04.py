@@ -48,7 +48,7 @@ MUTANTS = {
         (
             "prediction: one running average after step()",
             "BYTES_PER_PARAM = {'before step()': 8, 'after step()': 12}",
-            r"AdamW keeps two",
+            r"what does AdamW keep",
         ),
         (
             "elements counted instead of bytes",
@@ -155,21 +155,21 @@ def training_bytes(n, precision, optimizer):
         ),
     ],
     "predict_saved_bytes_check": [
-        ("elements, not bytes", "def predict_saved_bytes(batch, widths): return batch * sum(widths[:-1])",
+        ("elements, not bytes", "def predict_saved_bytes(batch, widths, activation='relu'): return batch * sum(widths[:-1])",
          r"number of saved elements"),
         ("each hidden layer counted twice (before and after ReLU)",
-         "def predict_saved_bytes(batch, widths): return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))",
+         "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))",
          r"counted each hidden layer twice"),
         ("every layer's output counted, the last one too",
-         "def predict_saved_bytes(batch, widths): return 4 * batch * sum(widths)", r"last layer's output"),
-        ("the input batch forgotten", "def predict_saved_bytes(batch, widths): return 4 * batch * sum(widths[1:-1])",
+         "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * batch * sum(widths)", r"last layer's output"),
+        ("the input batch forgotten", "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * batch * sum(widths[1:-1])",
          r"input batch is missing"),
-        ("one sample, not the batch", "def predict_saved_bytes(batch, widths): return 4 * sum(widths[:-1])",
+        ("one sample, not the batch", "def predict_saved_bytes(batch, widths, activation='relu'): return 4 * sum(widths[:-1])",
          r"bytes for one sample"),
         (
             "the weights counted as activations",
             """
-def predict_saved_bytes(batch, widths):
+def predict_saved_bytes(batch, widths, activation="relu"):
     return 4 * batch * sum(widths[:-1]) + 4 * sum(a * b for a, b in zip(widths, widths[1:]))
 """,
             r"counted the weights",
@@ -299,7 +299,53 @@ def max_batch(m, peaks):
         b += 1
     return b
 """,
-            r"fits exactly",
+            r"fills memory exactly",
         ),
     ],
 }
+
+# Shortcuts (issue 29): the course's own code called instead of the reasoning; each check notices and says so.
+MUTANTS["training_bytes_check"].append((
+    "shortcut: memory.training_terms",
+    "from grader import memory as _course\n"
+    "def training_bytes(n_params, precision, optimizer):\n"
+    "    return int(n_params * sum(_course.training_terms(precision, optimizer).values()))\n",
+    r"calls grader\.memory\.training_terms",
+))
+MUTANTS["activation_bytes_check"].append((
+    "shortcut: memory.saved_bytes",
+    "from grader import memory as _course\n"
+    "def activation_bytes(model, batch):\n"
+    "    return _course.saved_bytes(model, batch)\n",
+    r"calls grader\.memory\.saved_bytes",
+))
+MUTANTS["predict_saved_bytes_check"].append((
+    "shortcut: measure with the course's recorder instead of predicting",
+    "import torch\nfrom grader import memory as _course\n"
+    "def predict_saved_bytes(batch, widths, activation='relu'):\n"
+    "    return _course.saved_bytes(_course.mlp(widths, activation), torch.randn(batch, widths[0]))\n",
+    r"calls grader\.memory\.(saved_bytes|mlp)",
+))
+MUTANTS["state_bytes_check"].append((
+    "shortcut: memory.state_table",
+    "from grader import memory as _course\n"
+    "def state_bytes(model, optimizer):\n"
+    "    return _course.totals(_course.state_table(model, optimizer))\n",
+    r"calls grader\.memory\.(state_table|totals)",
+))
+
+
+# A prediction's wrong value is scored, not failed (issue 29): see tests/mutants/lesson03.py.
+PREDICTION_MUTANTS = {"BYTES_PER_PARAM_check": [
+    (n, src + "\nBYTES_PER_PARAM['why'] = 'a guess with a reason'", pattern)
+    for n, src, pattern in MUTANTS["state_bytes_check"] if src.startswith("BYTES_PER_PARAM =")]}
+MUTANTS["state_bytes_check"] = [m for m in MUTANTS["state_bytes_check"] if not m[1].startswith("BYTES_PER_PARAM =")]
+MUTANTS["BYTES_PER_PARAM_check"] = [
+    ("prediction without a reason", "BYTES_PER_PARAM.pop('why')", r"needs exactly the keys"),
+    ("prediction as a bare number", "BYTES_PER_PARAM = 16", r"should be a dict"),
+]
+MUTANTS["predict_saved_bytes_check"].append((
+    "every activation keeps only its output, GELU too",
+    "def predict_saved_bytes(batch, widths, activation='relu'):\n    return 4 * batch * sum(widths[:-1])\n",
+    r"GELU's derivative is not a function of its output",
+))
