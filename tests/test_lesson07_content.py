@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -350,7 +351,11 @@ def test_the_explorer_prices_fp32_gradients_over_the_network_beyond_8_gpus():
     """07 widget: 2 bytes per parameter (DeepSpeed's layout) over NVLink for 256 GPUs."""
     inside, beyond = _explorer_verdict(8), _explorer_verdict(64)
     assert "fp32 gradients over NVLink" in inside and "InfiniBand" not in inside
-    assert "InfiniBand" in beyond and "slowest link" in beyond
+    assert "InfiniBand" in beyond and "slowest link" not in beyond and "all-gather in the node" in beyond
+    gigabytes = float(re.search(r"averaging its ([\d.]+) GB of fp32", beyond).group(1))
+    ms = float(re.search(r"at least <b>([\d.]+) ms", beyond).group(1))
+    one_nic_ring = _ring(gigabytes * 1e9, 64, 0.0, 50e9) * 1e3
+    assert ms < one_nic_ring / 4, f"64 GPUs priced at {ms} ms: a node's eight NICs carry its share, not one"
     assert "fp16 gradients" not in inside + beyond
 
 
