@@ -487,31 +487,53 @@ def load_networks() -> list[dict]:
     with open(specs.data_dir() / "networks.csv", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
-        for key in ("gpus_per_node", "line_rate_gbit_per_gpu", "gbs_per_gpu_one_way"):
+        for key in ("gpus_per_node", "line_rate_gbit_per_gpu", "gbs_per_gpu_one_way", "achieved_gbs_per_nic"):
             row[key] = float(row[key]) if row[key] else None
     return rows
 
 
-def ring_link(nvlink_gbs: float, world: int, networks: list[dict] | None = None, chip: str = "") -> dict:
-    """The one-way bandwidth (bytes/s) a ring all-reduce of `world` GPUs runs at, with the link that sets it.
+def cluster_links(nvlink_gbs: float, world: int, networks: list[dict] | None = None, chip: str = "") -> dict:
+    """The links an all-reduce of `world` GPUs uses: NVLink inside each node, one network adapter per GPU between nodes.
 
-    `nvlink_gbs` is the datasheet's NVLink figure (both directions summed, as in chips.csv). Up to one node's GPUs
-    (8 on an HGX board) the ring stays on NVLink, one direction: half that figure. A ring of more GPUs crosses
-    the network between nodes, and a ring runs at its slowest link: the network adapter's rate per GPU, taken
-    from data/networks.csv: the row whose `gpus` names the chip (`chip`, a chips.csv name), else the fastest.
+    `nvlink_gbs` is the datasheet's NVLink figure (both directions summed, as in chips.csv): a GPU sends at half of
+    it. Up to one node's GPUs (8 on an HGX board) everything stays on NVLink. Beyond, the nodes are joined by one
+    network adapter per GPU (data/networks.csv: the row whose `gpus` names the chip, a chips.csv name, else the
+    fastest), and NCCL's channels leave a node through all of its adapters at once, not through one.
+    Returns {"gpus_per_node", "nodes", "nvlink" (bytes/s one way), "nic" (bytes/s one way per GPU, None inside
+    one node), "link" (what they are, in words)}.
     """
     networks = load_networks() if networks is None else networks
     nvlink = nvlink_gbs / 2 * 1e9
     node = int(next(r["gpus_per_node"] for r in networks if r["between"] == "GPUs of one node"))
     if world <= node:
-        return {"bandwidth": nvlink, "link": f"NVLink, {nvlink / 1e9:g} GB/s one way", "across_nodes": False}
+        return {"gpus_per_node": world, "nodes": 1, "nvlink": nvlink, "nic": None,
+                "link": f"NVLink, {nvlink / 1e9:g} GB/s one way"}
+    if world % node:
+        raise ValueError(f"{world} GPUs do not fill whole nodes of {node}: the model prices whole nodes")
     between = [r for r in networks if r["between"] == "nodes"]
     named = [r for r in between if any(g in chip.split() for g in r["gpus"].split())]
     net = max(named or between, key=lambda r: r["gbs_per_gpu_one_way"])
-    bandwidth = min(nvlink, net["gbs_per_gpu_one_way"] * 1e9)
+    nic = net["gbs_per_gpu_one_way"] * 1e9
     guess = "" if named or not chip else " (data/networks.csv has no row for this chip's systems: its fastest)"
-    return {"bandwidth": bandwidth, "link": f"{net['link']}, {bandwidth / 1e9:g} GB/s per GPU one way{guess}",
-            "across_nodes": True}
+    return {"gpus_per_node": node, "nodes": world // node, "nvlink": nvlink, "nic": nic,
+            "link": (f"NVLink ({nvlink / 1e9:g} GB/s one way) in each node and {net['link']} between nodes, "
+                     f"{nic / 1e9:g} GB/s per GPU one way, {node} adapters per node{guess}")}
+
+
+def cluster_allreduce_seconds(nbytes: float, links: dict, allreduce_seconds: Callable[[float, int, float, float], float],
+                              latency: float = 0.0) -> float:
+    """A hierarchical all-reduce priced with a ring model `allreduce_seconds(nbytes, world, latency, bandwidth)`.
+
+    Inside each node a reduce-scatter over NVLink leaves each of its g GPUs the node's sum of 1/g of the message;
+    each GPU then all-reduces its 1/g with the GPUs of the same position in the other m nodes (its rail: one
+    adapter per GPU, all g rails at once); an all-gather over NVLink gives every GPU the whole sum. The
+    reduce-scatter and the all-gather together cost what a ring all-reduce of the message costs in the node.
+    The phases are priced one after another: NCCL pipelines chunks through them, so this is an upper bound.
+    It holds on rail-optimised, non-blocking fabrics (one switch port per adapter, no oversubscription).
+    """
+    g, m = links["gpus_per_node"], links["nodes"]
+    inside = allreduce_seconds(nbytes, g, latency, links["nvlink"])
+    return inside + (allreduce_seconds(nbytes / g, m, latency, links["nic"]) if m > 1 else 0.0)
 
 
 def activations_in_flight(stages: int, microbatches: int, schedule: str) -> int:

@@ -219,7 +219,8 @@ def data_parallel_explorer(
     card_bytes: Callable[[Chip], int],
 ) -> widgets.Widget:
     """Pick a model shape, a chip with NVLink and a number of GPUs: training state per GPU under DDP and ZeRO, and the
-    gradient all-reduce's time over NVLink, or over the network beyond one node's 8 GPUs (bandwidth term only: a model).
+    gradient all-reduce's time over NVLink, and beyond one node's 8 GPUs hierarchically over the nodes' network adapters
+    (distributed.cluster_allreduce_seconds; bandwidth terms only: a model).
 
     `bytes_per_rank` and `allreduce_seconds` are the learner's; `card_bytes(chip)` is the chip's memory in bytes.
     """
@@ -244,16 +245,18 @@ def data_parallel_explorer(
             bars[stage] = {"kept whole on every GPU": one - shard, f"this GPU's 1/{n} of the sharded part": shard / n}
         memory = card_bytes(chip)
         fitting = [s for s in stages if sum(bars[s].values()) <= memory]
-        from grader.distributed import ring_link  # NVLink inside a node, the network (data/networks.csv) beyond
+        from grader.distributed import cluster_allreduce_seconds, cluster_links  # NVLink in a node, NICs beyond
 
-        link = ring_link(chip.nvlink_gbs, n, chip=chip.name)
+        links = cluster_links(chip.nvlink_gbs, n, chip=chip.name)
         # DDP under torch autocast all-reduces the fp32 gradients: 4 bytes per parameter (no compression hook)
-        seconds = allreduce_seconds(4.0 * params, n, 0.0, link["bandwidth"])
+        seconds = cluster_allreduce_seconds(4.0 * params, links, allreduce_seconds)
         html = (f"<b>{row['model']}</b> on {n} × {chip.name}: training state fits with "
                 f"<b>{', '.join(fitting) if fitting else 'no stage'}</b> (before activations). DDP averaging its "
-                f"{4 * params / 1e9:.3g} GB of fp32 gradients over {link['link']}"
-                + (" (more GPUs than one node's 8: the ring runs at its slowest link)" if link["across_nodes"] else "")
-                + f" takes at least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth term only).")
+                f"{4 * params / 1e9:.3g} GB of fp32 gradients over {links['link']}"
+                + (f" (across {links['nodes']} nodes: reduce-scatter in each node, each GPU's share over its own "
+                   "adapter, all-gather in the node)" if links["nodes"] > 1 else "")
+                + f" takes at least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth terms only, phases "
+                "one after another).")
         fig = plots.memory_per_rank({row["model"]: bars}, [(chip.name, memory)],
                                     f"Training state per GPU on {n} GPUs (mixed-precision Adam)")
         return html, fig

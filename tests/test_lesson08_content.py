@@ -66,3 +66,17 @@ def test_the_judges_carry_no_hidden_answers():
     text = open(lesson08.__file__, encoding="utf-8").read()
     for hidden in ("100_000, 1024", "8192, 12288", "8192, 128, 128, 64"):
         assert hidden not in text
+
+
+def test_registers_spill_silently_and_torch_softmax_is_one_kernel():
+    """08 said a GPU rejects a kernel whose tiles do not fit in shared memory and registers: Triton's compiler raises
+    OutOfResources for shared memory only (triton/compiler/compiler.py), registers spill silently (n_spills). And it
+    called torch's eager softmax several passes 'unless a kernel fuses it': it is one fused kernel."""
+    from conftest import ROOT, read_notebook
+
+    name = "08_inside_a_kernel"
+    text = "\n".join(c.source for c in read_notebook(ROOT / "solutions" / name / f"{name}.ipynb").cells)
+    assert "do not fit in its shared memory and registers" not in text, "08 still says registers are refused"
+    assert "spills" in text and "OutOfResources" in text
+    assert "(max, then sum, then divide) unless a kernel fuses it" not in text
+    assert "eager softmax is one fused kernel" in text
