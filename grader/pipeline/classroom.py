@@ -46,6 +46,7 @@ from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.grades import CellResult, write_csv, write_gradebook
 from grader.pipeline.cgroups import make_groups
 from grader.pipeline.judging import Isolated
+from grader.pipeline.privacy import private_files
 from grader.pipeline.runner import _memory_bytes, run_cells
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
@@ -147,9 +148,17 @@ def _done(out_dir: Path, submissions: Path, student: str, lesson: str) -> bool:
 
 def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings | None = None,
                 only: Iterable[str] | None = None, log: Callable[[str], None] = print) -> Path:
-    """Grade every submission (this shard's), in parallel, skipping those already graded; returns grades.csv."""
+    """Grade every submission (this shard's), in parallel, skipping those already graded; returns grades.csv.
+
+    Everything it writes is readable by the grader's group only (grader.pipeline.privacy).
+    """
     settings = settings or Settings()
     root, submissions, out_dir = root.resolve(), submissions.resolve(), out_dir.resolve()
+    with private_files(out_dir):
+        return _grade_class(root, submissions, out_dir, settings, only, log)
+
+
+def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings, only, log) -> Path:
     kind = sandboxes.choose(settings.sandbox)  # before anything is graded: no sandbox only when asked for by name
     skipped: list[str] = []
     known = set(lessons(root))
@@ -252,6 +261,11 @@ def _load(path: Path) -> dict | None:
 
 def finish(root: Path, out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """From out_dir/results/: grades.csv, nbgrader's gradebook in out_dir/course/, and the summary."""
+    with private_files(out_dir):
+        return _finish(root, out_dir, log)
+
+
+def _finish(root: Path, out_dir: Path, log: Callable[[str], None]) -> Path:
     results = load_results(out_dir)
     skipped = _load_skipped(out_dir)
     rows = [CellResult(**{**r, "score": float(r["score"]), "max_score": float(r["max_score"])})
@@ -309,6 +323,11 @@ def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
 def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """Merge the out folders of several shards into out_dir: results, notebooks, feedback, then finish."""
     out_dir = out_dir.resolve()
+    with private_files(out_dir):
+        return _merge(root, shards, out_dir, log)
+
+
+def _merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], None]) -> Path:
     seen: dict[tuple[str, str], Path] = {}
     skipped: list[str] = []
     for shard in shards:
