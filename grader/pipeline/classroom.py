@@ -51,7 +51,7 @@ from grader.pipeline.runner import _memory_bytes, run_cells
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import (SubmissionError, check_modules, clean, clean_text, notebook_digest, plan,
-                                         read_submission, shard_of, shown, submissions_of)
+                                         one_line, read_submission, shard_of, shown, submissions_of)
 from grader.pipeline.tools import lessons
 
 NORMAL = ("passed", "failed")
@@ -168,7 +168,7 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
     pairs = shard_of([p for p in pairs if p[1] in known], *settings.shard)
     _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     for line in skipped:
-        log(line)
+        log(one_line(line))
     todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p)]
     if len(todo) < len(pairs):
         log(f"{len(pairs) - len(todo)} of {len(pairs)} submissions already graded; grading the other {len(todo)}")
@@ -203,7 +203,8 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
         best = sum(r["max_score"] for r in result["rows"])
         with lock:
             done[0] += 1
-            log(f"[{done[0]}/{len(todo)}] {pair[0]}/{pair[1]}: {got:g}/{best:g} ({result['seconds']:.1f} s)")
+            log(f"[{done[0]}/{len(todo)}] {one_line(shown(pair[0]))}/{one_line(pair[1])}: {got:g}/{best:g} "
+                f"({result['seconds']:.1f} s)")
         return result
 
     start = time.perf_counter()
@@ -312,12 +313,12 @@ def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
         reasons += sorted({f"note: {r['message']}" for r in res["rows"]
                            if r["status"] in NORMAL and NOTEWORTHY.search(r["message"])})
         if reasons:
-            odd.append(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6]))
+            odd.append(one_line(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6])))
     skipped = list(skipped or [])
     head = f"summary: {len(results)} submissions graded; {len(odd)} without a normal grade"
     if skipped:
         head += f"; {len(skipped)} entries in the submissions folder skipped"
-    return [head] + odd + [f"- {line}" for line in skipped]
+    return [head] + odd + [one_line(f"- {line}") for line in skipped]  # no student text makes a line of its own
 
 
 def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], None] = print) -> Path:
@@ -336,7 +337,7 @@ def _merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], N
         for res_path in sorted((shard / "results").glob("*/*.json")):
             student, lesson = res_path.parent.name, res_path.stem
             if (student, lesson) in seen:
-                log(f"merge: {student}/{lesson} is in both {seen[(student, lesson)]} and {shard}; keeping the second")
+                log(one_line(f"merge: {student}/{lesson} is in both {seen[(student, lesson)]} and {shard}; keeping the second"))
             seen[(student, lesson)] = shard
             if shard == out_dir:
                 continue
