@@ -2,10 +2,13 @@
 
 bwrap (Debian's `bubblewrap`) gives each run of the cell runner:
 
-- the whole file system read-only, with the course checkout, the grades
-  folder, the submissions folder, the home folder and any other path asked
-  for hidden under empty tmpfs mounts (the course's grader/ and data/ and the
-  Python environment are put back, read-only);
+- an empty root with only what a run needs, read-only: /usr (and the
+  merged-/usr links /bin, /lib...), the dynamic loader's files and fonts of
+  /etc, the course's grader/ and data/, and the Python it runs (its prefix,
+  venv and site-packages). No /home, /root, /run, /var, /srv, /opt or /mnt:
+  no other user's files and no Unix socket of the host (munge's, D-Bus's, a
+  database's), which a fresh network namespace does not cover. A folder
+  asked to be hidden inside one of these is an empty tmpfs;
 - a workspace (/tmp/work, also HOME and TMPDIR) that is a size-limited tmpfs of
   its own: nothing a submission writes lands on the host's disk, it can write
   no more than the disk quota, and it is gone when its runner ends (a restarted
