@@ -57,11 +57,16 @@ from grader.pipeline.tools import lessons
 NORMAL = ("passed", "failed")
 
 
-def _atomic_write(path: Path, data: str | bytes) -> None:
+FEEDBACK_MODE = 0o644  # nbgrader release_feedback copies it with its mode: its student must read it; the 0750 folders above keep others out
+
+
+def _atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None:
     """Write a file so that a reader (or a rerun after a kill) sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(clean_text(data).encode("utf-8") if isinstance(data, str) else data)
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 
@@ -103,7 +108,8 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         rows = score(student, lesson, cells, replies, notes)
         executed = executed_notebook(cells, replies, rows, notes)
         _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
-        _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed))
+        _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed),
+                      FEEDBACK_MODE)
         _exchange_files(folder, out_dir / "course" / "feedback" / student / lesson)
     except SubmissionError as exc:
         rows = error_rows(student, lesson, source_nb, clean_text(str(exc)))
@@ -130,7 +136,7 @@ def _exchange_files(submitted: Path, feedback: Path) -> None:
     for name in EXCHANGE_FILES:
         src = submitted / name
         if not src.is_symlink() and src.is_file() and src.stat().st_size < 4096:
-            _atomic_write(feedback / name, src.read_bytes())
+            _atomic_write(feedback / name, src.read_bytes(), FEEDBACK_MODE)
 
 
 def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
@@ -345,7 +351,8 @@ def _merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], N
             for part, name in (("autograded", f"{lesson}.ipynb"), ("feedback", f"{lesson}.html")):
                 src = shard / "course" / part / student / lesson / name
                 if src.is_file():
-                    _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes())
+                    _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes(),
+                                  FEEDBACK_MODE if part == "feedback" else None)
             _exchange_files(shard / "course" / "feedback" / student / lesson, out_dir / "course" / "feedback" / student / lesson)
     _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     log(f"merged {len(seen)} results from {len(shards)} folders into {out_dir}")
