@@ -124,7 +124,10 @@ def cmd_export(args) -> int:
     grades = Path(args.grades)
     grades = grades / "grades.csv" if grades.is_dir() else grades
     out = Path(args.out) if args.out else grades.with_name(f"{args.to}.csv")
-    print(f"{args.to}: {WRITERS[args.to](grades, out)}")
+    from grader.pipeline.privacy import private_files
+
+    with private_files(out.parent):  # the class's grades: the instructor's group only
+        print(f"{args.to}: {WRITERS[args.to](grades, out)}")
     left = ungraded(grades)
     if left:
         print(f"left blank: {len(left)} submissions the grader could not grade ({', '.join(left[:5])}"
@@ -172,6 +175,11 @@ def doctor_lines() -> list[str]:
         found = shutil.which(tool)
         lines.append(f"{tool:<11} {found or 'not found'} ({why})")
     lines.append(f"class       {shared_python_note()}")
+    from grader.pipeline.privacy import exposed
+
+    open_now = exposed(Path(__file__).resolve().parents[1], Path.home())
+    lines.append("            other users could read: " + ("; ".join(open_now) + " (README, 'Running a class')"
+                                                          if open_now else "nothing of the course's or in any home"))
     lines.append("missing     " + (", ".join(missing) if missing else "nothing"))
     return lines
 

@@ -419,6 +419,8 @@ def cases() -> dict[str, object]:
     out["kills_every_process_it_can"] = _append(good, "linear_forecast", KILL_ALL)
     out["observation_over_4_mib"] = _set(good, "matmul_flops", OVER_CAP)
     out["giant_line_on_the_result_pipe"] = _set(good, "matmul_flops", GIANT_LINE)
+    out["output_flood_in_added_cells"] = output_flood(120)
+    out["thousands_of_one_line_cells"] = many_one_line_cells(2000)
     for name in NEIGHBOURED:  # a good copy graded beside each: what the attack costs another student
         out[f"{name}{NEIGHBOUR}"] = good
     return out
@@ -429,7 +431,8 @@ NEIGHBOURED = ["huge_tensor_shape", "many_small_values", "opaque_type_names_forg
                "busy_processes_in_own_sessions", "busy_forks_in_own_sessions", "memory_in_many_processes",
                "long_wrong_answer", "long_answer_with_nul_and_formula", "tensor_torch_cannot_rebuild",
                "tensor_int_too_big", "kills_its_keeper_leaves_a_daemon", "kills_every_process_it_can",
-               "observation_over_4_mib", "giant_line_on_the_result_pipe"]
+               "observation_over_4_mib", "giant_line_on_the_result_pipe", "output_flood_in_added_cells",
+               "thousands_of_one_line_cells"]
 
 
 # issue 21: what a submission does to the grader's side and to its neighbours (each graded beside a good copy)
@@ -518,6 +521,29 @@ KILL_ALL = """
 import os, signal
 os.kill(-1, signal.SIGKILL)  # every process it may signal
 """
+
+
+# issue 28: what one submission makes the grader keep, write and render
+FLOOD = ("import sys\nprint('x' * 30000)\nsys.stderr.write('y' * 30000)\nraise ValueError('z' * 30000)\n"
+         "# {i}")  # each run: 20,000 characters of stdout, of stderr and of error kept, before issue 28's bound
+
+
+def output_flood(cells: int) -> nbformat.NotebookNode:
+    """The good notebook with `cells` added cells, each printing 30,000 characters to stdout and stderr and raising 30,000 more."""
+    return _added(_good(), [FLOOD.format(i=i) for i in range(cells)])
+
+
+def many_one_line_cells(cells: int) -> nbformat.NotebookNode:
+    """The good notebook with `cells` added one-line cells (4.5 MB at 45,000): cheap to hand in, costly to run and render."""
+    return _added(_good(), [f"x{i} = {i}" for i in range(cells)])
+
+
+def _added(nb, sources: list[str]) -> nbformat.NotebookNode:
+    """`nb` with code cells of these sources added before its first exercise cell."""
+    nb = copy.deepcopy(nb)
+    first = next(i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    nb.cells[first:first] = [nbformat.v4.new_code_cell(src, id=f"added-{i}") for i, src in enumerate(sources)]
+    return nb
 
 
 def _blank_then(good, grade_id: str) -> nbformat.NotebookNode:

@@ -48,21 +48,27 @@ from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.grades import UNGRADED, CellResult, write_csv, write_gradebook
 from grader.pipeline.cgroups import make_groups
 from grader.pipeline.judging import Isolated
+from grader.pipeline.privacy import private_files
 from grader.pipeline.runner import _memory_bytes, run_cells
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import (SubmissionError, check_modules, clean, clean_text, notebook_digest, plan,
-                                         read_submission, shard_of, shown, submissions_of)
+                                         one_line, read_submission, shard_of, shown, submissions_of)
 from grader.pipeline.tools import lessons
 
 NORMAL = ("passed", "failed")
 
 
-def _atomic_write(path: Path, data: str | bytes) -> None:
+FEEDBACK_MODE = 0o644  # nbgrader release_feedback copies it with its mode: its student must read it; the 0750 folders above keep others out
+
+
+def _atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None:
     """Write a file so that a reader (or a rerun after a kill) sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(clean_text(data).encode("utf-8") if isinstance(data, str) else data)
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 
@@ -115,7 +121,8 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         if not all(r.status == UNGRADED for r in rows):  # nothing decided: no feedback page to release
             executed = executed_notebook(cells, replies, rows, notes)
             _atomic_write(out_dir / "course" / "autograded" / student / lesson / f"{lesson}.ipynb", nbformat.writes(executed))
-            _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed))
+            _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed),
+                          FEEDBACK_MODE)
             _exchange_files(folder, out_dir / "course" / "feedback" / student / lesson)
     except SubmissionError as exc:
         rows = error_rows(student, lesson, source_nb, clean_text(str(exc)))
@@ -150,7 +157,7 @@ def _exchange_files(submitted: Path, feedback: Path) -> None:
     for name in EXCHANGE_FILES:
         src = submitted / name
         if not src.is_symlink() and src.is_file() and src.stat().st_size < 4096:
-            _atomic_write(feedback / name, src.read_bytes())
+            _atomic_write(feedback / name, src.read_bytes(), FEEDBACK_MODE)
 
 
 def _release(root: Path, lesson: str) -> nbformat.NotebookNode | None:
@@ -168,9 +175,17 @@ def _done(out_dir: Path, submissions: Path, student: str, lesson: str, due=None)
 
 def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings | None = None,
                 only: Iterable[str] | None = None, log: Callable[[str], None] = print) -> Path:
-    """Grade every submission (this shard's), in parallel, skipping those already graded; returns grades.csv."""
+    """Grade every submission (this shard's), in parallel, skipping those already graded; returns grades.csv.
+
+    Everything it writes is readable by the grader's group only (grader.pipeline.privacy).
+    """
     settings = settings or Settings()
     root, submissions, out_dir = root.resolve(), submissions.resolve(), out_dir.resolve()
+    with private_files(out_dir):
+        return _grade_class(root, submissions, out_dir, settings, only, log)
+
+
+def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings, only, log) -> Path:
     kind = sandboxes.choose(settings.sandbox)  # before anything is graded: no sandbox only when asked for by name
     skipped: list[str] = []
     known = set(lessons(root))
@@ -180,7 +195,7 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
     pairs = shard_of([p for p in pairs if p[1] in known], *settings.shard)
     _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     for line in skipped:
-        log(line)
+        log(one_line(line))
     config = deadlines.course_config(root)  # due dates and the late penalty, as the instructor's nbgrader reads them
     dues = {lesson: deadlines.due_date(lesson, config, root) for lesson in {p[1] for p in pairs}}
     todo = [p for p in pairs if settings.regrade or not _done(out_dir, submissions, *p, dues[p[1]])]
@@ -228,7 +243,8 @@ def grade_class(root: Path, submissions: Path, out_dir: Path, settings: Settings
             else:
                 decided[0] += 1
             got_text = "not graded" if nothing else f"{got:g}/{best:g}"
-            log(f"[{done[0]}/{len(todo)}] {pair[0]}/{pair[1]}: {got_text} ({result['seconds']:.1f} s)")
+            log(f"[{done[0]}/{len(todo)}] {one_line(shown(pair[0]))}/{one_line(pair[1])}: {got_text} "
+                f"({result['seconds']:.1f} s)")
         return result
 
     start = time.perf_counter()
@@ -319,6 +335,11 @@ def _load(path: Path) -> dict | None:
 
 def finish(root: Path, out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """From out_dir/results/: grades.csv, nbgrader's gradebook in out_dir/course/, and the summary."""
+    with private_files(out_dir):
+        return _finish(root, out_dir, log)
+
+
+def _finish(root: Path, out_dir: Path, log: Callable[[str], None]) -> Path:
     results = load_results(out_dir)
     skipped = _load_skipped(out_dir)
     rows = [CellResult(**{**r, "score": float(r["score"]), "max_score": float(r["max_score"])}, **_dating(res))
@@ -376,7 +397,7 @@ def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
         reasons += sorted({f"note: {r['message']}" for r in res["rows"]
                            if r["status"] in NORMAL and NOTEWORTHY.search(r["message"])})
         if reasons:
-            odd.append(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6]))
+            odd.append(one_line(f"- {res['student']}/{res['lesson']}: " + " | ".join(reasons[:6])))
     skipped = list(skipped or [])
     head = f"summary: {len(results)} submissions graded; {len(odd)} without a normal grade"
     ungraded = sum(any(r["status"] == UNGRADED for r in res["rows"]) for res in results)
@@ -385,12 +406,17 @@ def summary(results: list[dict], skipped: list[str] | None = None) -> list[str]:
                  "exported; the same command grades them again)")
     if skipped:
         head += f"; {len(skipped)} entries in the submissions folder skipped"
-    return [head] + odd + [f"- {line}" for line in skipped]
+    return [head] + odd + [one_line(f"- {line}") for line in skipped]  # no student text makes a line of its own
 
 
 def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], None] = print) -> Path:
     """Merge the out folders of several shards into out_dir: results, notebooks, feedback, then finish."""
     out_dir = out_dir.resolve()
+    with private_files(out_dir):
+        return _merge(root, shards, out_dir, log)
+
+
+def _merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], None]) -> Path:
     seen: dict[tuple[str, str], Path] = {}
     skipped: list[str] = []
     for shard in shards:
@@ -399,7 +425,7 @@ def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], No
         for res_path in sorted((shard / "results").glob("*/*.json")):
             student, lesson = res_path.parent.name, res_path.stem
             if (student, lesson) in seen:
-                log(f"merge: {student}/{lesson} is in both {seen[(student, lesson)]} and {shard}; keeping the second")
+                log(one_line(f"merge: {student}/{lesson} is in both {seen[(student, lesson)]} and {shard}; keeping the second"))
             seen[(student, lesson)] = shard
             if shard == out_dir:
                 continue
@@ -407,7 +433,8 @@ def merge(root: Path, shards: list[Path], out_dir: Path, log: Callable[[str], No
             for part, name in (("autograded", f"{lesson}.ipynb"), ("feedback", f"{lesson}.html")):
                 src = shard / "course" / part / student / lesson / name
                 if src.is_file():
-                    _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes())
+                    _atomic_write(out_dir / "course" / part / student / lesson / name, src.read_bytes(),
+                                  FEEDBACK_MODE if part == "feedback" else None)
             _exchange_files(shard / "course" / "feedback" / student / lesson, out_dir / "course" / "feedback" / student / lesson)
     _atomic_write(out_dir / "skipped.json", json.dumps(skipped, indent=1))
     log(f"merged {len(seen)} results from {len(shards)} folders into {out_dir}")

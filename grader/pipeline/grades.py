@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from grader.pipeline.submissions import one_line
 from grader.pipeline.tools import lessons as course_lessons
 from grader.pipeline.tools import nbgrader, tool_env
 
@@ -27,7 +28,7 @@ FIELD_CHARS = 10_000  # the longest text field grades.csv holds (csv's own reade
 
 def csv_text(value: str) -> str:
     """A text field as grades.csv holds it: at most FIELD_CHARS, no NUL, and one starting like a formula gets a leading apostrophe."""
-    value = value.replace("\0", "\ufffd")
+    value = one_line(value.replace("\0", "\ufffd"))  # a line-oriented reader sees one row per line
     if len(value) > FIELD_CHARS:
         value = value[:FIELD_CHARS // 3] + " ... " + value[-(FIELD_CHARS - FIELD_CHARS // 3 - 5):]
     return "'" + value if value.startswith(FORMULA_START) else value

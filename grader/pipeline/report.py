@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from grader.pipeline.grades import TEXT_FIELDS, csv_untext
+from grader.pipeline.privacy import private_files
 from grader.pipeline.scoring import md_text
 
 TOP_MESSAGES = 5
@@ -101,7 +102,11 @@ def report(grades: Path, out_dir: Path | None = None) -> list[Path]:
     if not csv_path.is_file():
         raise FileNotFoundError(f"no grades.csv at {csv_path}: run `python -m grader autograde` first")
     out_dir = out_dir or csv_path.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with private_files(out_dir):
+        return _report(csv_path, out_dir)
+
+
+def _report(csv_path: Path, out_dir: Path) -> list[Path]:
     data = pd.read_csv(csv_path, keep_default_na=False, dtype={k: str for k in TEXT_FIELDS})
     for column in TEXT_FIELDS:  # grades.csv guards formula-like text with an apostrophe: take it off
         data[column] = data[column].map(csv_untext)

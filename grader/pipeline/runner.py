@@ -21,7 +21,7 @@ from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.judging import GRADER_ERROR, CellFormatError, judge_cell
 from grader.pipeline.keeper import TOO_MANY
 from grader.pipeline.settings import Settings
-from grader.pipeline.submissions import Cell
+from grader.pipeline.submissions import Cell, one_line
 
 
 HEADER_BYTES = 1 << 20  # a reply line longer than this is not the runner's: skipped unread
@@ -142,7 +142,7 @@ class _Runner:
         used = Clock.charged(start, self.clock.sample())
         if state != "ok":
             return state, None, used
-        return "ok", {"ok": raw.get("ok") is True, "ename": _field(raw, "ename", 200), "evalue": _field(raw, "evalue"),
+        return "ok", {"ok": raw.get("ok") is True, "ename": _student_name(_field(raw, "ename", 200)), "evalue": _field(raw, "evalue"),
                       "stdout": _field(raw, "stdout"), "stderr": _field(raw, "stderr"),
                       "notes": _changed(raw.get("changed")),
                       "observation": raw.get("observation")}, used
@@ -260,6 +260,29 @@ def _field(reply: dict, name: str, cap: int = 20_000) -> str:
     return value[:cap] if isinstance(value, str) else ""
 
 
+RESERVED = (GRADER_ERROR, "CourseError")  # names the grader gives its own failures: never a student's
+
+
+def _student_name(ename: str) -> str:
+    """An exception class name from the sandbox, on one line, never one of the names the grader keeps for its own failures."""
+    ename = one_line(ename)
+    return f"{ename} (a class of your code)" if ename in RESERVED else ename
+
+
+OUTPUT_TOTAL_CHARS = 200_000  # stdout, stderr and error text kept of one submission, over all its cells
+
+
+def _charge_output(reply: dict, left: int) -> int:
+    """Cut the reply's stdout, stderr and evalue to the `left` characters the submission has still; returns what is left."""
+    for name in ("stdout", "stderr", "evalue"):
+        text = reply.get(name) or ""
+        if len(text) > left:
+            reply[name] = text[:left] + (f"\n[... {len(text) - left} more characters cut: this submission's outputs "
+                                         f"reached the grader's limit of {OUTPUT_TOTAL_CHARS:,} characters in all]")
+        left = max(left - len(text), 0)
+    return left
+
+
 def _changed(names) -> list[str]:
     """The note on what a student cell replaced in builtins or the course's modules (from the runner's reply)."""
     if not isinstance(names, list):
@@ -339,6 +362,7 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     ran_ok: list[Cell] = []
     runner: _Runner | None = None
     charged = 0.0  # the submission's own seconds, over all its cells and restarts (see Clock)
+    output_left = OUTPUT_TOTAL_CHARS  # characters of output it may still leave in its results
     restarts = 0
     failed_starts = 0  # runners that did not start: the sandbox or the host, never the submission
     try:
@@ -373,6 +397,7 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                 reply["outside"] = reply.get("ename") == GRADER_ERROR
                 if cell.kind == "student" and reply["ok"]:
                     ran_ok.append(cell)
+                output_left = _charge_output(reply, output_left)
                 replies.append(reply)
                 if _hit_process_cap(reply):  # copies of the runner fill the cap: start a fresh one for the next cell
                     runner.kill()

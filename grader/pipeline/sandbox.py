@@ -2,10 +2,13 @@
 
 bwrap (Debian's `bubblewrap`) gives each run of the cell runner:
 
-- the whole file system read-only, with the course checkout, the grades
-  folder, the submissions folder, the home folder and any other path asked
-  for hidden under empty tmpfs mounts (the course's grader/ and data/ and the
-  Python environment are put back, read-only);
+- an empty root with only what a run needs, read-only: /usr (and the
+  merged-/usr links /bin, /lib...), the dynamic loader's files and fonts of
+  /etc, the course's grader/ and data/, and the Python it runs (its prefix,
+  venv and site-packages). No /home, /root, /run, /var, /srv, /opt or /mnt:
+  no other user's files and no Unix socket of the host (munge's, D-Bus's, a
+  database's), which a fresh network namespace does not cover. A folder
+  asked to be hidden inside one of these is an empty tmpfs;
 - a workspace (/tmp/work, also HOME and TMPDIR) that is a size-limited tmpfs of
   its own: nothing a submission writes lands on the host's disk, it can write
   no more than the disk quota, and it is gone when its runner ends (a restarted
@@ -82,7 +85,8 @@ class Sandbox:
             return [sys.executable, "-I", "-m", "grader.pipeline.keeper", "--max-processes", str(self.max_processes),
                     *who, "--", *command]
         root = os.geteuid() == 0
-        args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev",
+        # an empty root (bwrap's own tmpfs), then only what the runner needs: no host file is there unless named
+        args = [shutil.which("bwrap") or "bwrap", *_system_mounts(), "--dev", "/dev",
                 "--perms", "1777", "--size", str(int(self.shm_bytes)), "--tmpfs", "/dev/shm",
                 "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -90,23 +94,10 @@ class Sandbox:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         else:
             args += ["--unshare-user"]  # the process cap then counts this namespace's processes only
-        hidden = sorted({p.resolve() for p in self.hide if p.exists() and p.resolve() != Path("/")},
-                        key=lambda p: len(p.parts))
-        for path in hidden:
-            args += ["--tmpfs", str(path)]
-        kept = sorted({p.resolve() for p in self.keep if p.exists()}, key=lambda p: len(p.parts))
-        made: set[Path] = set()
-        for path in kept:
-            for parent in reversed(path.parents):  # folders bwrap would make 0700 under a hidden one: 0755
-                # /tmp is an empty tmpfs in the sandbox too: a checkout or venv under it needs its parents made 0755
-                inside_hidden = any(h in parent.parents for h in [*hidden, Path("/tmp")])
-                inside_kept = any(k == parent or k in parent.parents for k in kept if k != path)
-                if inside_hidden and not inside_kept and parent not in made:
-                    args += ["--perms", "0755", "--dir", str(parent)]
-                    made.add(parent)
-            args += ["--ro-bind", str(path), str(path)]
+        args += _kept_mounts([p for p in self.keep if p.exists()], [p for p in self.hide if p.exists()])
         args += ["--perms", "0777", "--size", str(int(self.disk_bytes)), "--tmpfs", WORKDIR,
-                 "--chdir", WORKDIR, "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR, "--"]
+                 "--remount-ro", "/", "--chdir", WORKDIR, "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR,
+                 "--"]
         if root:
             who = str(UID_BASE if uid is None else uid)
             args += [shutil.which("setpriv") or "setpriv", "--reuid", who, "--regid", who, "--clear-groups",
@@ -125,6 +116,63 @@ class Sandbox:
         return {**keep, "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "HOME": home, "TMPDIR": home,
                 "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
                 "MPLCONFIGDIR": home, "IPYTHONDIR": os.path.join(home, ".ipython")}
+
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # programs, libc, the dynamic loader
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts")  # ld.so, time, fonts
+
+
+def _system_mounts() -> list[str]:
+    """bwrap arguments for the system's programs and libraries, read-only: a merged-/usr link stays a link.
+
+    Nothing else of the host is there: no /home, /root, /run, /var, /srv,
+    /opt or /mnt, so no other user's files and no Unix socket of the host
+    (munge's, D-Bus's, a database's): a fresh network namespace does not
+    cover a socket file, only an empty file system does.
+    """
+    args = ["--perms", "0755", "--dir", "/etc"]  # made with the grader's umask otherwise: the run's uid could not enter
+    for name in (*SYSTEM_DIRS, *SYSTEM_FILES):
+        if os.path.islink(name):
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.exists(name):
+            args += ["--ro-bind", name, name]
+    return args
+
+
+def _kept_mounts(keep: list[Path], hide: list[Path]) -> list[str]:
+    """bwrap arguments that put back the kept folders, read-only, with any hidden folder inside one made empty.
+
+    Outermost first, a hidden folder before a kept one at the same depth (a
+    folder both kept and hidden is kept); each folder made on the way gets
+    mode 0755, whatever the grader's umask, so the run's own uid can enter it.
+    """
+    kept = {p.resolve() for p in keep}
+    hidden = {p.resolve() for p in hide if p.resolve() != Path("/")} - kept
+    system = {Path(os.path.realpath(d)) for d in SYSTEM_DIRS if os.path.exists(d)}
+    shown = kept | system
+    hidden = {h for h in hidden if any(k in h.parents for k in shown)}  # elsewhere nothing is there to hide
+
+    def nearest(path: Path) -> str:
+        """'keep' or 'hide': what the innermost folder above `path` that is either does to it ('hide' if none)."""
+        above = [(len(p.parts), kind) for p, kind in [*((k, "keep") for k in shown), *((h, "hide") for h in hidden)]
+                 if p in path.parents]
+        return max(above)[1] if above else "hide"
+
+    kept = {k for k in kept if nearest(k) == "hide" and k not in system}  # one inside a shown folder is there already
+    args: list[str] = []
+    made: set[Path] = {Path("/tmp")}  # an empty tmpfs already
+    for path, kind in sorted([(p, "keep") for p in kept] + [(h, "hide") for h in hidden],
+                             key=lambda x: (len(x[0].parts), x[1] == "keep", str(x[0]))):
+        for parent in reversed(path.parents):  # folders bwrap would make with the grader's umask: 0755
+            inside_shown = any(k == parent or k in parent.parents for k in shown if k != path)
+            if parent != Path("/") and not inside_shown and parent not in made:
+                args += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        if kind == "hide":
+            args += ["--tmpfs", str(path)]
+        else:
+            args += ["--ro-bind", str(path), str(path)]
+    return args
 
 
 def take_uid() -> int | None:

@@ -95,8 +95,26 @@ def error_rows(student: str, lesson: str, source_nb, reason: str, status: str = 
             for c in source_nb.cells if c.cell_type == "code" and _nbg(c).get("grade")]
 
 
+SOURCE_CHARS = 20_000  # of one cell's source, shown in the autograded notebook and the feedback
+SOURCES_TOTAL_CHARS = 400_000  # of all its cells' sources together: with the outputs' 200,000, what a page renders
+
+
+def _shown_source(source: str, left: int) -> tuple[str, int]:
+    """A cell's source as the pages show it: at most SOURCE_CHARS and what is `left` of the total, the cut said."""
+    room = min(SOURCE_CHARS, left)
+    if len(source) <= room:
+        return source, left - len(source)
+    return (source[:room] + f"\n# [... {len(source) - room} more characters of this cell not shown: the grader shows at "
+            f"most {SOURCE_CHARS:,} per cell and {SOURCES_TOTAL_CHARS:,} in all; all of it ran]"), left - room
+
+
 def executed_notebook(cells: list[Cell], replies: list[dict], rows: list[CellResult], notes: list[str]) -> nbformat.NotebookNode:
-    """The cells as they ran, with their outputs and a summary on top: the autograded notebook."""
+    """The cells as they ran, with their outputs and a summary on top: the autograded notebook.
+
+    Its size is bounded whatever the submission held: at most MAX_ADDED_CELLS
+    added cells, SOURCES_TOTAL_CHARS of source and runner.OUTPUT_TOTAL_CHARS
+    of output (each cut says so where it is).
+    """
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     total, best = sum(r.score for r in rows), sum(r.max_score for r in rows)
@@ -105,8 +123,10 @@ def executed_notebook(cells: list[Cell], replies: list[dict], rows: list[CellRes
         for r in rows]
     lines += [""] + [f"- note: {md_code(n)}" for n in notes]
     nb.cells.append(nbformat.v4.new_markdown_cell("\n".join(lines)))
+    left = SOURCES_TOTAL_CHARS
     for cell, reply in zip(cells, replies):
-        code = nbformat.v4.new_code_cell(cell.source)
+        source, left = (cell.source, left) if cell.kind == "check" else _shown_source(cell.source, left)
+        code = nbformat.v4.new_code_cell(source)
         code.metadata["nbgrader"] = {"grade_id": cell.grade_id, "grade": cell.kind == "check", "solution": cell.kind == "student",
                                      "points": cell.points, "locked": cell.kind == "check", "schema_version": 3}
         for name in ("stdout", "stderr"):

@@ -17,6 +17,8 @@ from nbgrader.utils import compute_checksum, is_grade, is_solution
 
 MAX_NOTEBOOK_BYTES = 20 * 1024**2  # a notebook bigger than this is not read: 0 with the reason
 MAX_DEPTH = 64  # JSON nested deeper than this is not a notebook
+MAX_ADDED_CELLS = 40  # code cells a student added that are run, over the whole notebook; the rest are not (a note says so)
+MAX_NOTES = 30  # notes kept on one submission; the rest are counted
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CHECKS_IMPORT = re.compile(r"^\s*from\s+(grader\.checks)\s+import\s+(\w+)|^\s*import\s+(grader\.checks\.\w+)", re.M)
 _HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S)
@@ -47,6 +49,14 @@ def _nbg(cell) -> dict:
 def clean_text(text: str) -> str:
     """Text any file can hold: lone surrogates (from JSON escapes or undecodable file names) become U+FFFD."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """Text that cannot start a line of its own in a line-oriented file: every line break shown as its escape."""
+    return _LINE_BREAKS.sub(lambda m: ascii(m.group())[1:-1], clean_text(str(text)))
 
 
 def clean(value):
@@ -214,6 +224,7 @@ def plan(source_nb: nbformat.NotebookNode, student_nb: nbformat.NotebookNode,
     pending: list[str] = []
     student_checks: dict[str, str] = {}
     edited: set[str] = set()
+    added_count = [0]
     for cell in student_nb.cells:
         if cell.get("cell_type") != "code":
             continue
@@ -239,7 +250,9 @@ def plan(source_nb: nbformat.NotebookNode, student_nb: nbformat.NotebookNode,
             if gid in released and "grade_id" in meta and _checksum(cell) != released[gid]:
                 edited.add(gid)
         elif not meta and cell.source.strip() and cell.source not in known_sources:
-            pending.append(cell.source)
+            if added_count[0] < MAX_ADDED_CELLS:
+                pending.append(cell.source)
+            added_count[0] += 1
     cells: list[Cell] = []
     for cell in source_nb.cells:
         meta = _nbg(cell)
@@ -262,7 +275,17 @@ def plan(source_nb: nbformat.NotebookNode, student_nb: nbformat.NotebookNode,
             elif gid in edited or (gid not in released and _bare(student_checks[gid]) != _bare(cell.source)):
                 notes.append(f"check cell '{gid}' was edited; the course's own was run")
             cells.append(Cell("check", gid, cell.source, float(meta.get("points", 0) or 0)))
-    return cells, notes
+    if added_count[0] > MAX_ADDED_CELLS:
+        notes.append(f"{added_count[0] - MAX_ADDED_CELLS} of the {added_count[0]} code cells you added were not run: "
+                     f"the grader runs at most {MAX_ADDED_CELLS} added cells (put helpers in fewer cells)")
+    return cells, bounded_notes(notes)
+
+
+def bounded_notes(notes: list[str]) -> list[str]:
+    """Each note once, on one line, at most MAX_NOTES of them (and how many more there were)."""
+    unique = list(dict.fromkeys(one_line(n)[:500] for n in notes))
+    extra = [f"and {len(unique) - MAX_NOTES} more notes like these"] if len(unique) > MAX_NOTES else []
+    return unique[:MAX_NOTES] + extra
 
 
 def _quote(grade_id) -> str:
