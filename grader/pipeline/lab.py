@@ -15,6 +15,7 @@ reused: its URL is printed again and no second server writes to the same log.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -57,9 +58,38 @@ def server_command(folder: Path, port: int, token: str, instructor: bool = False
                 "--MappingKernelManager.cull_interval=300", "--MappingKernelManager.cull_connected=False"]
     if not (instructor or presenter):
         cmd.append(f"--ServerApp.default_url=/lab/tree/{INDEX}")
+    if presenter:
+        cmd.append(f"--RiseApp.labextensions_path={json.dumps([str(slide_extensions(folder))])}")
     if hasattr(os, "getuid") and os.getuid() == 0:  # containers, cloud notebooks
         cmd.append("--allow-root")
     return cmd
+
+
+# Front-end extensions the slides page (jupyterlab-rise's own app) must not load: Notebook 7's needs Notebook's shell,
+# and on /rise/ its load fails with two console errors on every deck. JupyterLab itself keeps them.
+NOT_ON_SLIDES = ("@jupyter-notebook/lab-extension",)
+
+
+def slide_extensions(folder: Path) -> Path:
+    """folder/.rise-labextensions: a link to every installed front-end extension but NOT_ON_SLIDES (RiseApp reads it)."""
+    import shutil
+
+    from jupyter_core.paths import jupyter_path
+
+    target = folder / ".rise-labextensions"
+    shutil.rmtree(target, ignore_errors=True)
+    for base in map(Path, jupyter_path("labextensions")):  # the first found wins, as Jupyter's own lookup
+        for package in [*base.glob("*/package.json"), *base.glob("@*/*/package.json")]:
+            name = package.parent.relative_to(base).as_posix()
+            link = target / name
+            if name in NOT_ON_SLIDES or name.startswith("@") and "/" not in name or link.exists():
+                continue
+            link.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                link.symlink_to(package.parent.resolve(), target_is_directory=True)
+            except OSError:  # no symlinks (Windows without developer mode): a copy
+                shutil.copytree(package.parent, link)
+    return target
 
 
 def server_env(root: Path, instructor: bool = False, presenter: bool = False) -> dict[str, str]:
@@ -177,7 +207,7 @@ def banner(url: str, log: Path, instructor: bool, stop_hint: str = "press Ctrl-C
              f"({who}; server log: {log}; {stop_hint})"]
     if slides:
         lines = ["The presenter copies are served. Each deck's slides, full screen in their own tab",
-                 "(F11; arrows move; Shift-Enter reruns a cell on its slide):", "", *slides, "",
+                 "(F11; arrows move; Ctrl-Enter reruns a cell on its slide, Shift-Enter runs it and moves on):", "", *slides, "",
                  "Each deck has run in the kernel it is shown with: its widgets are live, and its cells",
                  "rerun with the instructor's answers. The decks in JupyterLab:", "", url, "",
                  f"(server log: {log}; {stop_hint})"]
@@ -202,7 +232,6 @@ def slide_urls(base: str, token: str, folder: Path) -> list[str]:
 
 def _deck_kernel(base: str, token: str, name: str):
     """A kernel manager attached to the kernel the server runs for the notebook `name` (a new session for it)."""
-    import json
 
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
@@ -244,13 +273,13 @@ def set_up_decks(root: Path, folder: Path, base: str, token: str, decks: list[st
     """
     import nbformat
 
-    from grader.pipeline.run import RISE_CSS, _lesson_source_module, _release, presented, run_deck
+    from grader.pipeline.run import _lesson_source_module, _release, presented, run_deck, write_deck_styles
     from grader.pipeline.tools import lessons
 
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "rise.css").write_text(RISE_CSS)
     slides = _lesson_source_module(root)
     chosen = decks or lessons(root)
+    write_deck_styles(root, folder, chosen)
     for i, lesson in enumerate(chosen, 1):
         started = time.monotonic()
         executed, status = run_deck(root, lesson, km=_deck_kernel(base, token, f"{lesson}.ipynb"))
@@ -279,6 +308,7 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
     if running is not None:
         base = f"http://127.0.0.1:{running['port']}"
         how = ("make lab-stop" if not (instructor or presenter) and folder.name == "my-work" else
+               "make present-stop" if presenter and folder.resolve() == (root / "runs" / "presenter").resolve() else
                f".venv/bin/python -m grader lab {'--instructor' if instructor else ('--presenter ' if presenter else '') + str(folder)} --stop")
         out(f"A course server is already running on {folder} (pid {running['pid']}, port {running['port']}): "
             f"using it, not starting another. To stop it: {how} (or kill {running['pid']}).")
