@@ -15,7 +15,6 @@ reused: its URL is printed again and no second server writes to the same log.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
@@ -58,38 +57,9 @@ def server_command(folder: Path, port: int, token: str, instructor: bool = False
                 "--MappingKernelManager.cull_interval=300", "--MappingKernelManager.cull_connected=False"]
     if not (instructor or presenter):
         cmd.append(f"--ServerApp.default_url=/lab/tree/{INDEX}")
-    if presenter:
-        cmd.append(f"--RiseApp.labextensions_path={json.dumps([str(slide_extensions(folder))])}")
     if hasattr(os, "getuid") and os.getuid() == 0:  # containers, cloud notebooks
         cmd.append("--allow-root")
     return cmd
-
-
-# Front-end extensions the slides page (jupyterlab-rise's own app) must not load: Notebook 7's needs Notebook's shell,
-# and on /rise/ its load fails with two console errors on every deck. JupyterLab itself keeps them.
-NOT_ON_SLIDES = ("@jupyter-notebook/lab-extension",)
-
-
-def slide_extensions(folder: Path) -> Path:
-    """folder/.rise-labextensions: a link to every installed front-end extension but NOT_ON_SLIDES (RiseApp reads it)."""
-    import shutil
-
-    from jupyter_core.paths import jupyter_path
-
-    target = folder / ".rise-labextensions"
-    shutil.rmtree(target, ignore_errors=True)
-    for base in map(Path, jupyter_path("labextensions")):  # the first found wins, as Jupyter's own lookup
-        for package in [*base.glob("*/package.json"), *base.glob("@*/*/package.json")]:
-            name = package.parent.relative_to(base).as_posix()
-            link = target / name
-            if name in NOT_ON_SLIDES or name.startswith("@") and "/" not in name or link.exists():
-                continue
-            link.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                link.symlink_to(package.parent.resolve(), target_is_directory=True)
-            except OSError:  # no symlinks (Windows without developer mode): a copy
-                shutil.copytree(package.parent, link)
-    return target
 
 
 def server_env(root: Path, instructor: bool = False, presenter: bool = False) -> dict[str, str]:
@@ -232,6 +202,7 @@ def slide_urls(base: str, token: str, folder: Path) -> list[str]:
 
 def _deck_kernel(base: str, token: str, name: str):
     """A kernel manager attached to the kernel the server runs for the notebook `name` (a new session for it)."""
+    import json
 
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
