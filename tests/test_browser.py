@@ -537,11 +537,11 @@ def test_presenting_live_full_screen(browser, presenting):
 
     _go(page, *where[uses])
     slide = page.locator(".reveal section.present section.present")
-    count_before = slide.locator(".jp-InputArea-prompt").first.inner_text()
+    count_before = slide.locator(".jp-CodeCell .jp-InputArea-prompt").first.inner_text()
     page.keyboard.press("Shift+Enter")  # RISE runs the selected cell, then moves on (Ctrl-Enter stays: below)
     _go(page, *where[uses])
     page.wait_for_function("(before) => { const p = document.querySelector('.reveal section.present section.present "
-                           ".jp-InputArea-prompt'); return p && p.innerText !== before && !p.innerText.includes('*'); }",
+                           ".jp-CodeCell .jp-InputArea-prompt'); return p && p.innerText !== before && !p.innerText.includes('*'); }",
                            arg=count_before, timeout=_ms(60))
     page.wait_for_timeout(500)
     _shot(page, f"present-{PRESENTED}-rerun-cell-1280x800")
@@ -629,11 +629,11 @@ def test_every_deck_presents_offline_and_reruns_a_cell_on_its_slide(browser, pre
                            timeout=_ms(30))
     _go(page, *where[cell])
     slide = page.locator(".reveal section.present section.present")
-    prompt = slide.locator(".jp-InputArea-prompt").first
+    prompt = slide.locator(".jp-CodeCell .jp-InputArea-prompt").first
     count_before = prompt.inner_text()
     page.keyboard.press("Control+Enter")
     page.wait_for_function("(before) => { const p = document.querySelector('.reveal section.present section.present "
-                           ".jp-InputArea-prompt'); return p && p.innerText !== before && !p.innerText.includes('*'); }",
+                           ".jp-CodeCell .jp-InputArea-prompt'); return p && p.innerText !== before && !p.innerText.includes('*'); }",
                            arg=count_before, timeout=_ms(60))
     page.wait_for_timeout(500)
     _shot(page, f"present-{lesson}-ctrl-enter-1280x800")
