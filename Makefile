@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 LAB_FLAGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab lab-stop lab-instructor demo present test release run grade doctor clean
+.PHONY: lab lab-stop lab-instructor demo present present-stop test release run grade doctor clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ demo: $(STAMP)
 ## (one deck: make present LAB_FLAGS="--deck 01_crossover")
 present: $(STAMP)
 	$(BIN)/python -m grader lab --presenter $(LAB_FLAGS)
+
+## make present-stop: stop the presenter's server (a closed terminal leaves it running; make present reuses it)
+present-stop: $(STAMP)
+	$(BIN)/python -m grader lab --presenter --stop
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)

@@ -607,7 +607,7 @@ def memory_per_rank(
 def tile_tradeoff(sizes: Sequence[int], traffic_gb: Sequence[float], footprint_kb: Sequence[float], limit_kb: float,
                   floor_gb: float, limit_label: str, title: str, chosen: int | None = None) -> Figure:
     """Lesson 08: a matmul's traffic and its tiles' on-chip footprint against a square tile size, the limit marked."""
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    fig = Figure(figsize=(9, 4.4), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
     ticks = [str(t) for t in sizes]
     ax.plot(sizes, traffic_gb, marker="o", label="requested by the programs")
@@ -618,12 +618,13 @@ def tile_tradeoff(sizes: Sequence[int], traffic_gb: Sequence[float], footprint_k
     ax2.axhline(limit_kb, color="black", ls="--", label=limit_label)
     ax2.set_ylabel("KB of shared memory")
     ax2.set_title("On-chip footprint of those tiles", fontsize=10)
-    for a, where in ((ax, "lower left"), (ax2, "lower right")):
+    for a in (ax, ax2):
         a.set_xscale("log", base=2)
         a.set_yscale("log")
         a.set_xticks(list(sizes), ticks)
         a.set_xlabel("square tile BM = BN")
         if chosen is not None:
             a.axvline(chosen, color="#55A868", lw=1, label=f"BM = BN = {chosen}")
-        a.legend(fontsize=FONT, loc=where)
+        # under its panel, off the data: inside, it covered the dashed floor line it names
+        a.legend(fontsize=FONT, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     return fig

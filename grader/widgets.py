@@ -43,6 +43,9 @@ def controls_row(controls: Sequence[widgets.Widget]) -> widgets.HBox:
                                               grid_gap="4px 12px", align_items="center"))
 
 
+VERDICT_FONT = "15px"  # the verdict line under a widget's controls
+
+
 def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], tuple[str, object]]) -> widgets.Widget:
     """Rows of controls, then a verdict line and a figure; `draw()` returns both and runs on every change.
 
@@ -53,7 +56,8 @@ def _figure_panel(rows: Sequence[Sequence[widgets.Widget]], draw: Callable[[], t
     while each redraw went below it, off the slide. An Image's PNG is widget state, held by the
     kernel and saved with the notebook, so every front end shows the current figure in its place.
     """
-    verdict = widgets.HTML(layout=widgets.Layout(max_width="100%"))
+    # 15 px, not the widgets' 13 px (about 11 px on a slide scaled to a projector's window): read from the back row
+    verdict = widgets.HTML(layout=widgets.Layout(max_width="100%"), style={"font_size": VERDICT_FONT})
     # Its own shape (not stretched to the panel's width), at most the panel's width (no margin beside it).
     figure = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", width="auto", height="auto",
                                                                align_self="flex-start", margin="0"))

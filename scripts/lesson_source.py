@@ -5,7 +5,8 @@
     python scripts/lesson_source.py slides solutions/*/*.ipynb     # re-mark slides in place
 
 `mark_presenter_slides` (finer slides for presenting: a slide per heading, a subslide per
-code cell) is applied only to presenter copies, by `python -m grader run --demo`.
+code cell with its lead-in and its explanation) is applied only to presenter copies, by
+`python -m grader run --demo` and `make present`.
 
 Cell metadata (nbgrader's, tags) travels in the `# %%` header lines. The
 notebook written is normalised the way the repository stores notebooks: no
@@ -33,8 +34,9 @@ def mark_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-# jupyterlab-rise's notebook settings for presenting: a 1280×800 slide that scrolls where a part is long.
-RISE = {"scroll": True, "width": 1280, "height": 800, "minScale": 0.5, "center": False, "theme": "simple",
+# jupyterlab-rise's notebook settings for presenting: a 1280×800 slide that scrolls where a part is long. The "white"
+# theme's font ships with jupyterlab-rise ("simple", its default, asks Google's font service: a room offline waits).
+RISE = {"scroll": True, "width": 1280, "height": 800, "minScale": 0.5, "center": False, "theme": "white",
         "transition": "none", "start_slideshow_at": "beginning", "enable_chalkboard": False}
 
 
@@ -51,28 +53,46 @@ def _is_stub(cell) -> bool:
     return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
 
 
-def mark_presenter_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Slides that fit a screen, for presenter copies (`python -m grader run --demo`), not the stored lessons.
+# Prose this short (characters) shares a slide with the code it introduces or the output it explains.
+LEAD_IN_CHARS = 500
 
-    Every heading (any level) starts a slide; every code cell, with its output, is a
-    subslide of its own, and so is an exercise's stub and prose that follows a code cell;
-    prose right after prose or a heading stays on that slide. Check cells are no slide
-    ("skip": what they printed was the instructor's answer's). Sets jupyterlab-rise's
-    settings (RISE) too.
+
+def _is_code(cell) -> bool:
+    return cell.cell_type == "code" or _is_stub(cell)
+
+
+def _is_short_prose(cell) -> bool:
+    return cell.cell_type == "markdown" and not _is_stub(cell) and len(cell.source) <= LEAD_IN_CHARS
+
+
+def mark_presenter_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Slides that carry one thought each, for presenter copies (`python -m grader run --demo`), not the stored lessons.
+
+    Every heading (any level) starts a slide. Each code cell (or exercise stub) starts a
+    subslide with its output, unless the prose right before it is short (LEAD_IN_CHARS): then
+    that lead-in and the cell it introduces share one. Prose right after a code cell opens the
+    next code cell's subslide when it leads into it (short, and code comes next); otherwise, when
+    short, it stays with the output it explains; long, it has a subslide of its own. Prose after
+    prose or a heading stays on that slide. Check cells are no slide ("skip": what they printed was
+    the instructor's answer's). Sets jupyterlab-rise's settings (RISE) too.
     """
-    previous = None
+    shown = [cell for cell in nb.cells if not _is_check(cell)]
     for cell in nb.cells:
         if _is_check(cell):
             cell.metadata["slideshow"] = {"slide_type": "skip"}
-            continue
+    for k, cell in enumerate(shown):
+        previous = shown[k - 1] if k else None
+        following = shown[k + 1] if k + 1 < len(shown) else None
         if _is_heading(cell):
             kind = "slide"
-        elif cell.cell_type == "code" or _is_stub(cell) or (previous is not None and (previous.cell_type == "code" or _is_stub(previous))):
-            kind = "subslide"
+        elif _is_code(cell):
+            kind = "-" if previous is not None and _is_short_prose(previous) else "subslide"
+        elif previous is not None and _is_code(previous):
+            leads_in = _is_short_prose(cell) and following is not None and _is_code(following)
+            kind = "-" if _is_short_prose(cell) and not leads_in else "subslide"
         else:
             kind = "-"
         cell.metadata["slideshow"] = {"slide_type": kind}
-        previous = cell
     nb.metadata["rise"] = dict(RISE)
     return nb
 

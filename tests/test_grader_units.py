@@ -446,16 +446,20 @@ def test_presenter_copy_shows_stubs_no_hidden_tests_and_slides_that_fit():
     marked = presented(source, release, lesson_source)
     assert "BEGIN SOLUTION" not in str(marked) and "HIDDEN TESTS" not in str(marked)
     kinds = [c.metadata["slideshow"]["slide_type"] for c in marked.cells]
+    shown = [c for c, kind in zip(marked.cells, kinds) if kind != "skip"]
+    lead_in = {id(b) for a, b in zip(shown, shown[1:]) if a.cell_type == "markdown" and not a.metadata.get(
+        "nbgrader", {}).get("solution") and len(a.source) <= lesson_source.LEAD_IN_CHARS}  # shares a short lead-in's
     for cell, kind in zip(marked.cells, kinds):
         grading = cell.metadata.get("nbgrader", {})
+        opens = "-" if id(cell) in lead_in else "subslide"
         if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
             assert kind == "slide"
         elif grading.get("solution"):  # the stub, as text: rerunning it cannot replace the answer in a live kernel
-            assert cell.cell_type == "markdown" and "raise NotImplementedError()" in cell.source and kind == "subslide"
+            assert cell.cell_type == "markdown" and "raise NotImplementedError()" in cell.source and kind == opens
         elif grading.get("grade"):  # a check: its "all checks passed" was the instructor's answer's, so no slide
             assert kind == "skip"
         elif cell.cell_type == "code" and cell.get("id") != "presenter-focus":
-            assert kind == "subslide"
+            assert kind == opens
     shown_on_slides = [c for c, kind in zip(marked.cells, kinds) if kind != "skip"]
     assert not any("all checks passed" in str(c.get("outputs", "")) for c in shown_on_slides if
                    c.metadata.get("nbgrader", {}).get("grade"))

@@ -80,3 +80,26 @@ def test_registers_spill_silently_and_torch_softmax_is_one_kernel():
     assert "spills" in text and "OutOfResources" in text
     assert "(max, then sum, then divide) unless a kernel fuses it" not in text
     assert "eager softmax is one fused kernel" in text
+
+
+def test_a_blank_add_kernel_is_named_first_as_its_cell_lists_it(tmp_path, monkeypatch):
+    """Run All on a blank lesson 08 stops at check_add: the line names add_kernel (first in the cell), not add_grid."""
+    import importlib
+    import json
+
+    from conftest import ROOT
+    from grader.notebook import NotDone
+    from mutants import lesson08 as mutants
+
+    cells = json.loads((ROOT / "notebooks" / "08_inside_a_kernel" / "08_inside_a_kernel.ipynb").read_text())["cells"]
+    stub = next("".join(c["source"]) for c in cells if "def add_kernel" in "".join(c["source"]))
+    (tmp_path / "blank_add.py").write_text(stub)  # files: triton.jit reads the kernel's source
+    (tmp_path / "done_add.py").write_text(mutants._ADD_KERNEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    blank, done = importlib.import_module("blank_add"), importlib.import_module("done_add")
+    with pytest.raises(NotDone) as raised:
+        lesson08.check_add(blank.add_kernel, blank.add_grid, blank.masked_lanes)
+    assert raised.value.name == "add_kernel"
+    with pytest.raises(NotDone) as raised:  # the kernel written, the grid not: then add_grid is named
+        lesson08.check_add(done.add_kernel, blank.add_grid, blank.masked_lanes)
+    assert raised.value.name == "add_grid"

@@ -178,7 +178,7 @@ def banner(url: str, log: Path, instructor: bool, stop_hint: str = "press Ctrl-C
              f"({who}; server log: {log}; {stop_hint})"]
     if slides:
         lines = ["The presenter copies are served. Each deck's slides, full screen in their own tab",
-                 "(F11; arrows move; Shift-Enter reruns a cell on its slide):", "", *slides, "",
+                 "(F11; arrows move; Ctrl-Enter reruns a cell on its slide, Shift-Enter runs it and moves on):", "", *slides, "",
                  "Each deck has run in the kernel it is shown with: its widgets are live, and its cells",
                  "rerun with the instructor's answers. The decks in JupyterLab:", "", url, "",
                  f"(server log: {log}; {stop_hint})"]
@@ -245,13 +245,13 @@ def set_up_decks(root: Path, folder: Path, base: str, token: str, decks: list[st
     """
     import nbformat
 
-    from grader.pipeline.run import RISE_CSS, _lesson_source_module, _release, presented, run_deck
+    from grader.pipeline.run import _lesson_source_module, _release, presented, run_deck, write_deck_styles
     from grader.pipeline.tools import lessons
 
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "rise.css").write_text(RISE_CSS)
     slides = _lesson_source_module(root)
     chosen = decks or lessons(root)
+    write_deck_styles(root, folder, chosen)
     for i, lesson in enumerate(chosen, 1):
         started = time.monotonic()
         executed, status = run_deck(root, lesson, km=_deck_kernel(base, token, f"{lesson}.ipynb"))
@@ -291,6 +291,7 @@ def lab(root: Path, folder: Path, instructor: bool = False, port: int | None = N
     if running is not None:
         base = f"http://127.0.0.1:{running['port']}"
         how = ("make lab-stop" if not (instructor or presenter) and folder.name == "my-work" else
+               "make present-stop" if presenter and folder.resolve() == (root / "runs" / "presenter").resolve() else
                f".venv/bin/python -m grader lab {'--instructor' if instructor else ('--presenter ' if presenter else '') + str(folder)} --stop")
         out(f"A course server is already running on {folder} (pid {running['pid']}, port {running['port']}): "
             f"using it, not starting another. To stop it: {how} (or kill {running['pid']}).")

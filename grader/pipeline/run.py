@@ -25,6 +25,8 @@ _SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[ \t]*$",
 _STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 # jupyterlab-rise reads rise.css beside the notebook: type big enough for a projector on a 1280×800 slide.
 RISE_CSS = """\
+/* The "white" theme's headings are capitals; the lessons' are written as sentences. */
+:root { --r-heading-text-transform: none; }
 .reveal .jp-RenderedHTMLCommon { font-size: 19px; line-height: 1.45; }
 .reveal .jp-RenderedHTMLCommon h1 { font-size: 1.9em; }
 .reveal .jp-RenderedHTMLCommon h2 { font-size: 1.6em; }
@@ -37,6 +39,15 @@ RISE_CSS = """\
 .reveal .jp-Cell { padding-right: 96px; }
 .reveal .slides section section { padding-bottom: 110px; box-sizing: border-box; }
 """
+
+
+def write_deck_styles(root: Path, folder: Path, decks: Iterable[str]) -> None:
+    """rise.css (RISE_CSS after lab-config/custom/custom.css, the course's wrapping of printed text) and, per deck,
+    the <deck>.css jupyterlab-rise also asks for (empty: a missing one is a 404 and a console error on every deck)."""
+    wrapping = (root / "lab-config" / "custom" / "custom.css").read_text()
+    (folder / "rise.css").write_text(wrapping + RISE_CSS)
+    for lesson in decks:
+        (folder / f"{lesson}.css").write_text("/* this deck's own styles: none; rise.css holds the course's */\n")
 
 
 def run(
@@ -257,7 +268,7 @@ def presenter_copies(
         seconds = time.perf_counter() - start
         log(f"[{i}/{len(chosen)}] {lesson}: {status} ({seconds:.1f} s) -> {out_dir / f'{lesson}.ipynb'}")
         results.append((lesson, seconds, status))
-    (out_dir / "rise.css").write_text(RISE_CSS)
+    write_deck_styles(root, out_dir, chosen)
     log(f"presenter copies in {out_dir}. To present: make present (it serves them and prints each deck's "
         f"slides URL), or .venv/bin/python -m grader lab --presenter {out_dir}")
     return results
