@@ -25,6 +25,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from notebook_cells import honest_predictions
 from grader.pipeline.grades import read_csv
 
 from infra_machine import ROOT, needs_root
@@ -69,13 +70,15 @@ def _notebook(solved: set[str], wrong: dict[str, str] | None = None) -> nbformat
     return blank
 
 
-def _hand_in(users, student: str, nb: nbformat.NotebookNode, nbgrader, env) -> None:
-    """The student writes the notebook in ~/01_crossover/ and runs `nbgrader submit` as themselves."""
+def _hand_in(users, student: str, nb: nbformat.NotebookNode, nbgrader, env, guesses: bool = False) -> None:
+    """The student writes the notebook in ~/01_crossover/ (with the first guesses their run recorded, if `guesses`)
+    and runs `nbgrader submit` as themselves."""
     folder = users.home(student) / LESSON
     folder.mkdir(exist_ok=True)
     nbformat.write(nb, str(folder / f"{LESSON}.ipynb"))
+    made = [honest_predictions(LESSON, folder)] if guesses else []
     ids = pwd.getpwnam(student)
-    for path in (folder, folder / f"{LESSON}.ipynb"):
+    for path in (folder, folder / f"{LESSON}.ipynb", *made):
         os.chown(path, ids.pw_uid, ids.pw_gid)
     users.run(student, [*nbgrader, "submit", LESSON], env=env)
 
@@ -141,7 +144,7 @@ def test_deadlines_four_students(shared_machine):  # noqa: F811
     env, nbgrader, teacher, course, inbound = _class(users, scratch, penalty_config)
     honest, blank, half, late = (users.add(r) for r in ("honest", "blank", "half", "late"))
     everyone = ThreadPoolExecutor(3)
-    list(everyone.map(lambda job: _hand_in(users, job[0], job[1], nbgrader, env),
+    list(everyone.map(lambda job: _hand_in(users, job[0], job[1], nbgrader, env, guesses=job[0] == honest),
                       [(honest, _solved_release(LESSON)), (blank, _notebook(set())), (late, _notebook({"matmul_flops"}))]))
     time.sleep(1.5)
     due = datetime.now(timezone.utc).replace(tzinfo=None)

@@ -162,7 +162,10 @@ def test_bandwidth_probe_counts_the_bytes_that_move():
     cell = _cell_with("here_bandwidth =")
     assert "big + big" not in cell, "adding a tensor to itself reads one array but counts two"
     probe = cell.split("with skip_if_not_done")[0]
-    ns = {"torch": torch, "timing": timing, "statistics": statistics, "DEVICE": torch.device("cpu"),
+    from grader import device as dev
+
+    ns = {"torch": torch, "timing": timing, "statistics": statistics, "DEVICE": torch.device("cpu"), "dev": dev,
+          "math": __import__("math"),
           "SYNC": lambda: None, "warmup": 0, "repeats": 1, "rounds": 1, "spread_of": _defined("spread_of"),
           "BUSY_SPREAD": 0.5}
     exec(compile(probe, "<probe>", "exec"), ns)

@@ -281,9 +281,12 @@ WHAT_TO_DO = [  # words in the reason, and what the instructor can do about it
 def not_graded_line(undecided: list[dict], submissions: int) -> str:
     """One line: why no submission could be graded, and what to do (the reason is the grader's, never a student's)."""
     reasons = [r["message"] for res in undecided for r in res["rows"] if r["status"] == UNGRADED and r["message"]]
-    reason = max(set(reasons), key=reasons.count) if reasons else "no reason given"
-    reason = re.sub(r"^not run: |; graded again on the next run$", "", reason)
-    todo = next((hint for words, hint in WHAT_TO_DO if words in reason), "fix that")
+    reasons = [re.sub(r"^not run: |; graded again on the next run$", "", r) for r in reasons]
+    # the cause is the first death, not the rows after it ("the process died too many times"): a reason with a
+    # known remedy names it, else the commonest
+    known = [(r, hint) for words, hint in WHAT_TO_DO for r in reasons if words in r]
+    reason, todo = known[0] if known else (max(set(reasons), key=reasons.count) if reasons else "no reason given",
+                                           "fix that")
     return (f"stopped: {len(undecided)} of {submissions} submissions failed for a reason outside the students and none "
             f"was graded ({reason}); no grade was written: {todo}, then run the same command again")
 
