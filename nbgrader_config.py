@@ -13,7 +13,7 @@ c.CourseDirectory.db_url = "sqlite:///course/gradebook.db"
 # Student code must not hang the grader: a cell gets this many seconds.
 c.ExecutePreprocessor.timeout = 300
 # formgrader's Autograde button (plain `nbgrader autograde`) without the widget-cell stall (nbclient#312)
-from grader.pipeline.nbgrader_plain import AUTOGRADE_PREPROCESSORS  # noqa: E402
+from grader.pipeline.grades import AUTOGRADE_PREPROCESSORS  # noqa: E402
 
 c.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -5,7 +5,7 @@ Instruments (they measure, on any device):
 - `SavedTensors`: THE course's saved-tensor recorder (lessons 02 and 04), built on
   torch.autograd.graph.saved_tensors_hooks: it sees every tensor autograd keeps for backward,
   counts each storage once (parameters left out, `exclude`), and keeps weak references so
-  `alive()` says how many are still held later (lesson 02; `grader.graph_memory` re-exports it).
+  `alive()` says how many are still held later (lesson 02, with `skip_leaves=True`).
 - `graph_nodes`: backward nodes a set of tensors still reaches through grad_fn.
 - `probe_bytes_per_parameter`: trains a tiny layer one step in fp32 or mixed precision and
   reads bytes per parameter off its tensors; the training-memory model is built from it.

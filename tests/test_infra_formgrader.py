@@ -9,8 +9,8 @@ import pytest
 
 from notebook_cells import honest_predictions
 from grader.pipeline.classroom import grade_class
-from grader.pipeline.grades import read_csv
-from grader.pipeline.nbgrader_plain import AUTOGRADE_PREPROCESSORS, autograde_plain
+from grader.pipeline.grades import AUTOGRADE_PREPROCESSORS, read_csv
+from grader.pipeline.nbgrader_plain import autograde_plain
 from grader.pipeline.settings import Settings
 from infra_machine import ROOT
 from test_infra_exchange import _solved_release

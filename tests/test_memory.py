@@ -139,14 +139,10 @@ def test_will_it_fit_widget_redraws_and_uses_the_learners_functions():
 # --- issue 11: one recorder, the recompute peak, serving, the chip's memory, the calculator's arithmetic ---------
 
 
-def test_graph_memory_re_exports_the_one_recorder():
-    from grader import graph_memory
-
-    assert issubclass(graph_memory.SavedTensors, memory.SavedTensors)
-    assert graph_memory.graph_nodes is memory.graph_nodes
+def test_the_recorder_skips_leaves_in_lesson_02s_form():
     lin = torch.nn.Linear(4, 3)
     x = torch.randn(2, 4)
-    with graph_memory.SavedTensors() as saved:  # lesson 02's form: leaves (x, the weight) are not recorded
+    with memory.SavedTensors(skip_leaves=True) as saved:  # lesson 02's form: leaves (x, the weight) are not recorded
         y = lin(x).relu()
     assert saved.rows and all(r["shape"] == (2, 3) for r in saved.rows)
     assert saved.alive() == (1, 24)

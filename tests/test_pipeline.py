@@ -181,3 +181,36 @@ def test_both_graders_give_the_same_scores_partial_credit_included(tmp_path):
     assert by(ours)["dave", "CROSSOVER_PREDICTION_check"] == 1.5  # the commitment and half the band
     assert by(ours)["erin", "CROSSOVER_PREDICTION_check"] == 0.0  # nothing recorded: nothing to credit
     assert by(ours)["alice", "CROSSOVER_PREDICTION_check"] == 2.0
+
+
+def _grader_imports(path) -> set[str]:
+    """The grader.* modules a module imports anywhere in it (inside functions too): each name, or its package."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("grader")}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("grader"):
+            found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+    return found
+
+
+def test_the_pipeline_has_no_import_circle():
+    """Dependencies run one way (DESIGN.md): no grader.pipeline module reaches itself through its imports."""
+    folder = ROOT / "grader" / "pipeline"
+    modules = {f"grader.pipeline.{p.stem}": p for p in folder.glob("*.py") if p.stem != "__init__"}
+    edges = {name: {m for m in _grader_imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+    def reaches(start, goal, seen=()):
+        return any(m == goal or (m not in seen and reaches(m, goal, (*seen, m))) for m in edges[start])
+
+    assert not [name for name in modules if reaches(name, name)]
+    assert "grader.pipeline.nbgrader_plain" not in edges["grader.pipeline.grades"]  # the circle issue 32 broke
+
+
+def test_graph_memory_is_retired():
+    """Lesson 02 uses the course's one recorder from grader.memory, not a re-export kept for old imports."""
+    assert not (ROOT / "grader" / "graph_memory.py").exists()
+    for path in [*(ROOT / "notebooks").rglob("*.ipynb"), *(ROOT / "solutions").rglob("*.ipynb"), *(ROOT / "grader").rglob("*.py")]:
+        assert "grader.graph_memory" not in path.read_text(encoding="utf-8"), path

@@ -86,6 +86,19 @@ def read_csv(path: Path) -> list[CellResult]:
         ]
 
 
+# nbgrader's autograde preprocessors with the course's PatientExecute (grader.pipeline.nbgrader_plain) first, by
+# dotted name: the course's nbgrader_config.py and every grading folder's (COURSE_CONFIG) set this list.
+AUTOGRADE_PREPROCESSORS = [
+    "grader.pipeline.nbgrader_plain.PatientExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
+
 COURSE_CONFIG = """\
 # Written by `python -m grader autograde`; nbgrader reads it from this folder.
 c = get_config()  # noqa: F821
@@ -111,8 +124,6 @@ c.GenerateFeedback.preprocessors = [
 def write_course_config(course: Path, source: Path) -> Path:
     """nbgrader_config.py for a grading folder: where everything is, and how feedback is made."""
     path = course / "nbgrader_config.py"
-    from grader.pipeline.nbgrader_plain import AUTOGRADE_PREPROCESSORS
-
     path.write_text(COURSE_CONFIG.format(root=str(course), source=str(source), db=str(course / "gradebook.db"),
                                          autograde=AUTOGRADE_PREPROCESSORS))
     return path

@@ -20,20 +20,8 @@ class PatientExecute(_Sliced, Execute):
     """nbgrader's Execute preprocessor (what `nbgrader autograde` and formgrader's Autograde button run), polling
     the kernel in slices: a widget cell's reply is read when it comes, not after the cell timeout (nbclient#312).
 
-    nbgrader_config.py names it in place of nbgrader's own Execute (AUTOGRADE_PREPROCESSORS).
+    nbgrader_config.py names it in place of nbgrader's own Execute (grades.AUTOGRADE_PREPROCESSORS).
     """
-
-
-# nbgrader's autograde preprocessors with PatientExecute first: the course's nbgrader_config.py files set this list.
-AUTOGRADE_PREPROCESSORS = [
-    "grader.pipeline.nbgrader_plain.PatientExecute",
-    "nbgrader.preprocessors.IgnorePattern",
-    "nbconvert.preprocessors.ClearMetadataPreprocessor",
-    "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades",
-    "nbgrader.preprocessors.AssignLatePenalties",
-    "nbgrader.preprocessors.CheckCellMetadata",
-]
 
 
 def autograde_plain(root: Path, submissions: Path, out_dir: Path, only: Iterable[str] | None = None, log=print) -> Path:
