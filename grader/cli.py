@@ -94,7 +94,7 @@ def cmd_autograde(args) -> int:
     settings = Settings(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                         memory_gib=args.memory_gib, sandbox=args.sandbox, shard=parse_shard(args.shard),
                         disk_mib=args.disk_mib, shm_mib=args.shm_mib, max_processes=args.max_processes,
-                        regrade=args.regrade, hide=[Path(p) for p in args.hide])
+                        regrade=args.regrade, hide=[Path(p) for p in args.hide], warm=not args.cold)
     if args.workers:
         settings.workers = args.workers
     path = grade_class(_root(args), Path(args.submissions), Path(args.out), settings, args.lesson or None)
@@ -258,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", default="0/1", help="grade only slice I of N (I from 0), e.g. $SLURM_ARRAY_TASK_ID/8")
     p.add_argument("--regrade", action="store_true", help="grade again submissions that already have a result")
     p.add_argument("--hide", action="append", default=[], help="another folder the sandbox must hide (repeatable)")
+    p.add_argument("--cold", action="store_true",
+                   help="start every runner as a fresh Python in a bwrap of its own, not forked from a warm one")
     p.set_defaults(func=cmd_autograde)
 
     p = sub.add_parser("merge", help="merge the out folders of autograde shards into one result")

@@ -297,13 +297,33 @@ def test_no_sandbox_only_when_asked_for_by_name(monkeypatch):
 # What a submission's processes and files can do: cells run with no lesson imported, so each run is short.
 
 FAST = Settings(cell_timeout=20, notebook_timeout=60, memory_gib=2)
-KINDS = [pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")), "none"]
+CAN_WARM = HAS_BWRAP and os.geteuid() == 0  # warm runners (grader.pipeline.zygote): bwrap, as root
+WARM = pytest.param("warm", marks=pytest.mark.skipif(not CAN_WARM, reason="warm runners need bwrap and root"))
+KINDS = [pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")), "none",
+         WARM]
+BWRAP_KINDS = [KINDS[0], WARM]
 
 
 def _box(kind: str) -> sandbox.Sandbox:
-    return sandbox.Sandbox(kind, hide=[ROOT, Path.home()], keep=[ROOT / "grader", ROOT / "data", Path(sys.prefix),
-                                                                 Path(sys.base_prefix)],
+    return sandbox.Sandbox("bwrap" if kind == "warm" else kind, hide=[ROOT, Path.home()],
+                           keep=[ROOT / "grader", ROOT / "data", Path(sys.prefix), Path(sys.base_prefix)],
                            disk_bytes=256 * 1024**2, shm_bytes=16 * 1024**2, max_processes=64)
+
+
+def _run(cells: list[Cell], kind: str, settings: Settings | None = None, modules=()) -> list[dict]:
+    """run_cells in a sandbox of `kind`: bwrap, none, or warm (bwrap runners forked from a zygote, which must be used)."""
+    settings = settings or FAST
+    if kind != "warm":
+        return run_cells(cells, list(modules), _box(kind), settings)
+    from grader.pipeline.runner import Zygotes
+
+    said: list[str] = []
+    warm = Zygotes(_box(kind), settings, log=said.append)
+    try:
+        return run_cells(cells, list(modules), _box(kind), settings, warm=warm)
+    finally:
+        warm.close()
+        assert not said, said  # a zygote that did not start would have run them cold
 
 
 def _live(marker: str) -> list[str]:
@@ -335,7 +355,7 @@ print("left two children behind")
 def test_no_process_outlives_its_submission(tmp_path, kind):
     path = tmp_path / "orphan"
     cells = [Cell("student", "a", ORPHAN.format(path=path)), Cell("student", "b", "print('next')")]
-    replies = run_cells(cells, [], _box(kind), FAST)
+    replies = _run(cells, kind)
     assert [r["status"] for r in replies] == ["ok", "ok"], replies
     time.sleep(0.3)
     assert not _live("sleep 3.7"), _live("sleep 3.7")
@@ -349,7 +369,7 @@ def test_the_runner_comes_from_the_course_not_the_workspace(kind):
             "open('grader/pipeline/cellrunner.py', 'w').write('import sys; print(\"EVIL\"); sys.exit(0)')\n"
             "open('left_behind', 'w').write('x')\nos._exit(1)\n")
     cells = [Cell("student", "a", evil), Cell("student", "b", "import os, grader\nprint(sorted(os.listdir('.')), grader.__file__)")]
-    replies = run_cells(cells, [], _box(kind), FAST)
+    replies = _run(cells, kind)
     assert replies[0]["status"] == "died" and replies[1]["status"] == "ok", replies
     assert "left_behind" not in replies[1]["stdout"] and str(ROOT / "grader") in replies[1]["stdout"]
 
@@ -358,12 +378,12 @@ def test_the_runner_comes_from_the_course_not_the_workspace(kind):
 def test_garbage_on_the_result_pipe_is_skipped(kind):
     garbage = ("import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'[' * 100_000 + b'\\n{\"nonce\": 1}\\n')\n"
                "    except OSError:\n        pass\n")
-    replies = run_cells([Cell("student", "a", garbage), Cell("student", "b", "print('next')")], [], _box(kind), FAST)
+    replies = _run([Cell("student", "a", garbage), Cell("student", "b", "print('next')")], kind)
     assert [r["status"] for r in replies] == ["ok", "ok"] and replies[1]["stdout"] == "next\n", replies
 
 
-@pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")
-def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", BWRAP_KINDS)
+def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path, monkeypatch, kind):
     cells = [
         Cell("student", "disk", "for i in range(32):\n    open(f'hog{i}', 'wb').write(b'x' * 64 * 1024**2)\n"),
         Cell("student", "shm", "open('/dev/shm/hog', 'wb').write(b'x' * 64 * 1024**2)\n"),
@@ -382,7 +402,7 @@ def test_disk_shm_and_processes_are_capped_in_bwrap(tmp_path, monkeypatch):
     real_take_uid = sandbox.take_uid
     monkeypatch.setattr(sandbox, "take_uid", take_uid)
     start = time.monotonic()
-    replies = run_cells(cells, [], _box("bwrap"), FAST)
+    replies = _run(cells, kind)
     assert time.monotonic() - start < 60
     assert "No space left on device" in replies[0]["evalue"] and "No space left on device" in replies[1]["evalue"]
     assert replies[2]["ename"] == "PermissionError"

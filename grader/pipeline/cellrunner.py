@@ -1,6 +1,7 @@
 """The process that runs one submission's code inside the sandbox, as the grader asks, and decides nothing.
 
     python -I -m grader.pipeline.cellrunner --result-fd N --memory-gib G LESSON_MODULE...
+    python -I -m grader.pipeline.cellrunner --zygote --control-fd N LESSON_MODULE...  (grader.pipeline.zygote)
     (started by grader.pipeline.runner, never by hand)
 
 The grader (outside the sandbox) sends one request per line on stdin:
@@ -126,8 +127,16 @@ _EMPTY, _MISSING = _Empty(), object()
 
 
 def main(argv: list[str]) -> int:
-    """Answer the grader's requests, one at a time, until it closes stdin."""
-    result_fd, gib, modules = int(argv[1]), float(argv[3]), argv[4:]  # --result-fd N --memory-gib G MODULE...
+    """Answer the grader's requests, one at a time, until it closes stdin (--zygote: fork warm runners instead)."""
+    if argv[:1] == ["--zygote"]:  # --zygote --control-fd N MODULE...: grader.pipeline.zygote
+        from grader.pipeline.zygote import serve_forks
+
+        return serve_forks(int(argv[2]), argv[3:])
+    return serve(int(argv[1]), float(argv[3]), argv[4:])  # --result-fd N --memory-gib G MODULE...
+
+
+def serve(result_fd: int, gib: float, modules: list[str]) -> int:
+    """The cell loop: requests on stdin, replies on `result_fd`; a cold runner's main, and a warm one's after its fork."""
     requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
     results = os.fdopen(os.dup(result_fd), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDONLY)

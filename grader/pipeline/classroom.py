@@ -49,7 +49,7 @@ from grader.pipeline.grades import UNGRADED, CellResult, write_csv, write_gradeb
 from grader.pipeline.cgroups import make_groups
 from grader.pipeline.judging import Isolated
 from grader.pipeline.privacy import private_files
-from grader.pipeline.runner import _memory_bytes, run_cells
+from grader.pipeline.runner import Zygotes, _memory_bytes, run_cells, warm_problem
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import (SubmissionError, check_modules, clean, clean_text, notebook_digest, plan,
@@ -78,7 +78,7 @@ def result_path(out_dir: Path, student: str, lesson: str) -> Path:
 
 
 def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson: str,
-              box: sandboxes.Sandbox, settings: Settings, groups=None, verdict=None, term=None) -> dict:
+              box: sandboxes.Sandbox, settings: Settings, groups=None, verdict=None, term=None, warm=None) -> dict:
     """Grade one submission and write its result, executed notebook and feedback; returns the result.
 
     Whatever the submission holds, this writes a result: a submission that
@@ -87,8 +87,11 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
     submission never stops the class. `term` is (the course's nbgrader config,
     the lesson's due date): the submission is dated by the timestamp.txt the
     course's collect wrote, and a late one gets the configured penalty.
+    `warm` (grader.pipeline.runner.Zygotes) forks its runners from a warm
+    zygote. The result's "phases" says where its wall seconds went (runner.PHASES).
     """
     start = time.perf_counter()
+    phases: dict[str, float] = {}
     config, due = term or (None, None)
     source_nb = nbformat.read(str(root / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
     folder = submissions / student / lesson
@@ -110,7 +113,10 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         cells, plan_notes = plan(source_nb, student_nb, _release(root, lesson))
         notes += plan_notes
         record = predictions.read(folder / predictions.FILE_NAME)  # the first guesses handed in, read here
-        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings, groups, verdict, record)]
+        phases["read"] = time.perf_counter() - start
+        replies = [clean(r) for r in run_cells(cells, check_modules(cells), box, settings, groups, verdict, record,
+                                               warm, phases)]
+        written = time.perf_counter()
         outside = any(r.get("outside") for r in replies)
         notes += sorted({n for cell, r in zip(cells, replies) if cell.kind == "student" for n in r.get("notes", [])})
         rows = score(student, lesson, cells, replies, notes)
@@ -124,6 +130,7 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
             _atomic_write(out_dir / "course" / "feedback" / student / lesson / f"{lesson}.html", feedback_html(executed),
                           FEEDBACK_MODE)
             _exchange_files(folder, out_dir / "course" / "feedback" / student / lesson)
+        phases["write"] = time.perf_counter() - written
     except SubmissionError as exc:
         rows = error_rows(student, lesson, source_nb, clean_text(str(exc)))
     except Exception as exc:  # noqa: BLE001  the grader's own failure on this submission: said, and the class goes on
@@ -132,7 +139,7 @@ def grade_one(root: Path, submissions: Path, out_dir: Path, student: str, lesson
         outside = True
     result = {"student": student, "lesson": lesson, "sha256": digest, "seconds": time.perf_counter() - start,
               "sandbox": box.kind, "notes": [clean_text(n) for n in notes], "rows": [clean(r.row()) for r in rows],
-              "submission": clean(facts)}
+              "submission": clean(facts), "phases": {k: round(v, 4) for k, v in phases.items()}}
     if outside:
         result["regrade"] = True
     _atomic_write(result_path(out_dir, student, lesson), json.dumps(result, indent=1))
@@ -223,14 +230,22 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
             f"of address space), so one submission can hold up to {settings.max_processes} x that, and its processes "
             "compete for CPU one by one; see README, 'Grading a real class'")
     verdict = Isolated(settings.judge_seconds, int(settings.judge_memory_gib * 1024**3))
+    cold = warm_problem(box, settings)
+    warm = Zygotes(box, settings, log=log) if todo and cold is None else None
+    if todo:
+        log("runners: warm: forked from one zygote per lesson that imported Python, torch and the lesson's checks once, "
+            "each confined before the student's code runs (grader/pipeline/zygote.py)" if warm is not None
+            else f"runners: cold: a fresh Python in a sandbox of its own for each ({cold})")
     lock, done, decided, undecided = threading.Lock(), [0], [0], []
+    progress = Progress(len(todo), settings.workers)
     stop = threading.Event()  # the first submissions all failed outside the students: the rest would too
 
     def one(pair):
         """Grade one submission and print its line."""
         if stop.is_set():
             return None
-        result = grade_one(root, submissions, out_dir, *pair, box, settings, groups, verdict, (config, dues[pair[1]]))
+        result = grade_one(root, submissions, out_dir, *pair, box, settings, groups, verdict, (config, dues[pair[1]]),
+                           warm)
         got = sum(r["score"] for r in result["rows"])
         best = sum(r["max_score"] for r in result["rows"])
         with lock:
@@ -244,21 +259,56 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
                 decided[0] += 1
             got_text = "not graded" if nothing else f"{got:g}/{best:g}"
             log(f"[{done[0]}/{len(todo)}] {one_line(shown(pair[0]))}/{one_line(pair[1])}: {got_text} "
-                f"({result['seconds']:.1f} s)")
+                f"({result['seconds']:.1f} s) | {progress.line(done[0])}")
         return result
 
-    start = time.perf_counter()
     try:
         with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
             list(pool.map(one, todo))
     finally:
+        if warm is not None:
+            warm.close()
         if groups is not None:
             groups.remove()
     if todo and not decided[0]:
         raise NotGraded(not_graded_line(undecided, len(todo)))
     if todo:
-        log(f"graded {len(todo)} submissions in {time.perf_counter() - start:.1f} s with {settings.workers} workers ({kind} sandbox)")
+        log(f"graded {len(todo)} submissions with {settings.workers} workers ({kind} sandbox, "
+            f"{'warm' if warm is not None else 'cold'} runners): {progress.final()}")
     return finish(root, out_dir, log=log)
+
+
+class Progress:
+    """The line an instructor reads while a class grades: done/total, rate, and the time left; then the final figure."""
+
+    def __init__(self, total: int, workers: int, clock=time.monotonic):
+        self.total, self.workers, self.clock = total, max(1, workers), clock
+        self.start = clock()
+
+    def line(self, done: int) -> str:
+        """e.g. '12/300 done, 8.1 notebooks/min, about 35 min left'."""
+        elapsed = max(self.clock() - self.start, 1e-9)
+        rate = done / elapsed * 60
+        left = (self.total - done) / (done / elapsed) if done else None
+        return f"{done}/{self.total} done, {rate:.1f} notebooks/min, " + (
+            "finished" if done >= self.total else f"about {_duration(left)} left" if left is not None else "time left unknown")
+
+    def final(self) -> str:
+        """e.g. '300 notebooks in 37.0 min: 8.1 notebooks/min, 4.1 per core (2 cores)'."""
+        elapsed = max(self.clock() - self.start, 1e-9)
+        rate = self.total / elapsed * 60
+        cores = min(self.workers, os.cpu_count() or 1)
+        return (f"{self.total} notebooks in {_duration(elapsed)}: {rate:.1f} notebooks/min, "
+                f"{rate / cores:.1f} per core ({cores} core{'s' if cores != 1 else ''})")
+
+
+def _duration(seconds: float) -> str:
+    """A duration in the unit an instructor reads it in: '42 s', '12 min', '3.5 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 STOP_AFTER = 3  # this many submissions failing outside the students, and none graded: stop the run

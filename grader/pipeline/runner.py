@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -91,6 +92,7 @@ class _Runner:
             group.wrap(argv) if group else argv, cwd=workspace, env=box.env(workspace), stdin=subprocess.PIPE,
             stdout=self.log, stderr=self.log, pass_fds=(write_fd,), start_new_session=True,
         )
+        self.stdin = self.proc.stdin
         os.close(write_fd)
         self.results = read_fd
         self.buffer = b""
@@ -134,8 +136,8 @@ class _Runner:
         nonce = uuid.uuid4().hex
         start = self.clock.sample()
         try:
-            self.proc.stdin.write((json.dumps({**request, "nonce": nonce}) + "\n").encode())
-            self.proc.stdin.flush()
+            self.stdin.write((json.dumps({**request, "nonce": nonce}) + "\n").encode())
+            self.stdin.flush()
         except (BrokenPipeError, OSError):
             return "died", None, 0.0
         state, raw = self._reply(nonce, budget)
@@ -238,6 +240,276 @@ class _Runner:
         return code
 
 
+class ZygoteUnavailable(RuntimeError):
+    """The warm runner's zygote did not start, or refused to fork: runners are started cold instead."""
+
+
+class Zygote:
+    """One warm runner's zygote (grader.pipeline.zygote) for one set of lesson modules, in a bwrap of its own.
+
+    Started once; each `fork` hands it a runner's pipes and the submission's
+    cgroup.procs files and returns when its fork is made. Forks are made one
+    at a time (a lock); the zygote never sees a submission's notebook.
+    """
+
+    def __init__(self, box: sandboxes.Sandbox, modules: list[str], startup: float):
+        import socket
+
+        self.folder = Path(tempfile.mkdtemp(prefix="gpu-course-zygote-"))
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        command = [sys.executable, "-I", "-B", "-u", "-m", "grader.pipeline.cellrunner", "--zygote",
+                   "--control-fd", str(child.fileno()), *modules]
+        self.log_path = self.folder / "zygote.log"
+        with open(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+            self.proc = subprocess.Popen(box.argv(command, self.folder, zygote=True), cwd=self.folder,
+                                         env=box.env(self.folder), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         pass_fds=(child.fileno(),), start_new_session=True)
+        child.close()
+        self.control = parent
+        self.lock = threading.Lock()
+        hello = self._answer(startup)
+        if not hello.get("ready"):
+            self.close()
+            raise ZygoteUnavailable(str(hello.get("problem") or "it did not start"))
+
+    def _answer(self, timeout: float) -> dict:
+        self.control.settimeout(timeout)
+        try:
+            data = self.control.recv(1 << 16)
+        except OSError as exc:
+            data = b""
+            why = str(exc)
+        else:
+            why = "it ended"
+        try:
+            return json.loads(data) if data else {"problem": f"{why}: {self._log_tail()}"}
+        except ValueError:
+            return {"problem": "it answered garbage"}
+
+    def _log_tail(self) -> str:
+        try:
+            return one_line(self.log_path.read_bytes()[-300:].decode("utf-8", "replace").strip())
+        except OSError:
+            return ""
+
+    def fork(self, request: dict, fds: list[int]) -> None:
+        """Make one warm runner from `fds` (requests, results, log, control, cgroup.procs...); ZygoteUnavailable if not."""
+        import socket
+
+        with self.lock:
+            try:
+                socket.send_fds(self.control, [json.dumps(request).encode()], fds)
+            except OSError as exc:
+                raise ZygoteUnavailable(f"the zygote is gone ({exc})") from None
+            answer = self._answer(60)
+        if not answer.get("forked"):
+            raise ZygoteUnavailable(str(answer.get("problem") or "it did not fork"))
+
+    def close(self) -> None:
+        """End the zygote (its forks are their own submissions' and end with them)."""
+        try:
+            self.control.close()
+        except OSError:
+            pass
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Zygotes:
+    """The warm runners' zygotes of one class run: one per set of lesson modules, started when first needed.
+
+    A zygote that cannot start or refuses to fork is not asked again: its
+    lesson's runners are started cold, and the log says why once.
+    """
+
+    def __init__(self, box: sandboxes.Sandbox, settings: Settings, log=print, keep: int = 4):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.box, self.settings, self.log, self.keep = box, settings, log, keep
+        self.live: dict[tuple[str, ...], Zygote] = {}
+        self.broken: set[tuple[str, ...]] = set()
+        self.lock = threading.Lock()
+        # bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started it ends: zygotes are
+        # started from this one thread, which lives until close(), not from a grading thread that may end first
+        self.starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zygotes")
+
+    def get(self, modules: list[str]) -> Zygote | None:
+        key = tuple(modules)
+        with self.lock:
+            if key in self.broken:
+                return None
+            if key not in self.live:
+                try:
+                    self.live[key] = self.starter.submit(Zygote, self.box, modules, STARTUP_SECONDS).result()
+                except (ZygoteUnavailable, OSError) as exc:
+                    self.broken.add(key)
+                    self.log(f"runners: cold for {', '.join(modules) or 'no checks'} (the warm runner did not start: {exc})")
+                    return None
+                while len(self.live) > self.keep:  # the oldest lesson's zygote goes: its memory is not kept all run
+                    self.live.pop(next(iter(self.live))).close()
+            else:
+                self.live[key] = self.live.pop(key)  # most recently used last
+            return self.live[key]
+
+    def failed(self, modules: list[str], why: str) -> None:
+        key = tuple(modules)
+        with self.lock:
+            zygote = self.live.pop(key, None)
+            self.broken.add(key)
+        if zygote is not None:
+            zygote.close()
+        self.log(f"runners: cold for {', '.join(modules) or 'no checks'} from now on ({one_line(why)[:300]})")
+
+    def close(self) -> None:
+        with self.lock:
+            for zygote in self.live.values():
+                zygote.close()
+            self.live.clear()
+        self.starter.shutdown()
+
+
+def warm_problem(box: sandboxes.Sandbox, settings: Settings) -> str | None:
+    """Why runners are started cold here, in words; None when they are forked from a warm zygote."""
+    if not settings.warm:
+        return "not asked for (--cold)"
+    if box.kind != "bwrap":
+        return "only in bwrap: without a sandbox each runner is a process of its own under the keeper"
+    if os.geteuid() != 0:
+        return "only when the grader is root, which gives each submission a uid of its own"
+    return None
+
+
+class _WarmRunner(_Runner):
+    """A cellrunner forked from a zygote and confined there (grader.pipeline.zygote); the same pipes as a cold one."""
+
+    def __init__(self, zygote: Zygote, workspace: Path, modules: list[str], settings: Settings, box: sandboxes.Sandbox,
+                 uid: int, group=None):
+        import socket
+
+        workspace.mkdir(exist_ok=True)  # only its runner.log lives beside it: the workspace itself is the fork's tmpfs
+        self.kind, self.group, self.settings = "bwrap", group, settings
+        self.log = open(os.open(workspace.parent / "runner.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+        self.log_start = self.log.tell()
+        request_r, request_w = os.pipe()
+        self.results, result_w = os.pipe()
+        try:
+            fcntl.fcntl(self.results, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        procs = [os.open(p, os.O_WRONLY) for p in (group.procs_files() if group else [])]
+        mine = [request_r, result_w, theirs.fileno()]
+        try:
+            zygote.fork({"uid": uid, "disk_bytes": int(box.disk_bytes), "shm_bytes": int(box.shm_bytes),
+                         "max_processes": int(box.max_processes), "memory_gib": settings.memory_gib,
+                         "modules": modules}, [request_r, result_w, self.log.fileno(), theirs.fileno(), *procs])
+        except BaseException:
+            for fd in (request_w, self.results):
+                os.close(fd)
+            self.control.close()
+            self.log.close()
+            raise
+        finally:
+            for fd in procs + mine[:2]:
+                os.close(fd)
+            theirs.close()
+        self.zygote = zygote
+        self.stdin = os.fdopen(request_w, "wb")
+        self.buffer, self.skipping, self.outside = b"", False, False
+        self.clock = Clock(None, group)
+        self.init_pid: int | None = None  # the host's pid of the fork's PID 1: killing it ends all the fork's processes
+        self.status: int | None = None
+        self.said = b""
+
+    def _said(self, timeout: float) -> bool:
+        """Read what the fork's holder says (its init's pid, then its exit status) for up to `timeout` s; False at EOF."""
+        ready, _, _ = select.select([self.control], [], [], max(timeout, 0))
+        if ready:
+            chunk = self.control.recv(256)
+            if not chunk:
+                return False
+            self.said += chunk
+            for line in self.said.decode("ascii", "replace").splitlines():
+                word, _, value = line.partition(" ")
+                if word == "pid" and value.isdigit() and self.init_pid is None:
+                    self.init_pid = _host_pid(self.zygote.proc.pid, int(value))
+                elif word == "exit" and value.lstrip("-").isdigit():
+                    self.status = int(value)
+        return True
+
+    def ready(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while self.init_pid is None and time.monotonic() < deadline and self.status is None:
+            if not self._said(min(1.0, deadline - time.monotonic())):
+                break
+        state = self._reply("ready", max(deadline - time.monotonic(), 0.1), charged=False)[0]
+        if state == "ok" and self.init_pid is not None:
+            self.clock = Clock(_first_child(self.init_pid), self.group)
+        return state
+
+    def kill(self) -> int:
+        if self.init_pid is not None and self.status is None:
+            try:
+                os.kill(self.init_pid, 9)  # PID 1 of the fork's namespace: the kernel ends every process in it
+            except (ProcessLookupError, PermissionError):
+                pass
+        return self.stop()
+
+    def stop(self, grace: float = 10.0) -> int:
+        try:
+            self.stdin.close()
+        except OSError:
+            pass
+        deadline = time.monotonic() + grace
+        while self.status is None and time.monotonic() < deadline and self._said(deadline - time.monotonic()):
+            pass
+        if self.status is None and self.init_pid is not None:
+            try:
+                os.kill(self.init_pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+            deadline = time.monotonic() + 10
+            while self.status is None and time.monotonic() < deadline and self._said(deadline - time.monotonic()):
+                pass
+        self.control.close()  # the holder reaps its init and ends
+        if self.group is not None:
+            self.group.kill_all()
+        os.close(self.results)
+        self.log.close()
+        return self.status if self.status is not None else 137
+
+
+def _host_pid(top: int, inner: int) -> int | None:
+    """The pid, as this grader sees it, of the process below `top` that the zygote's namespace calls `inner` and that is
+    PID 1 of a namespace of its own (/proc/PID/status, NSpid)."""
+    from grader.pipeline.keeper import descendants
+
+    for pid in descendants(top):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                line = next((x for x in f if x.startswith(b"NSpid:")), b"")
+        except OSError:
+            continue
+        ids = line.split()[1:]
+        if len(ids) >= 3 and ids[-2] == str(inner).encode() and ids[-1] == b"1":
+            return pid
+    return None
+
+
+def _first_child(pid: int) -> int | None:
+    """The first child of `pid` (the runner below a fork's init), None if it has none."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    except (OSError, ValueError):
+        return None
+
+
 def _find_runner(top: int) -> int | None:
     """The pid (as this grader sees it) of the cellrunner below process `top`: the first one, nearest the top."""
     from grader.pipeline.keeper import descendants
@@ -338,8 +610,25 @@ def _not_run(why: str, outside: bool = False) -> dict:
     return {"status": "not run", "ename": "", "evalue": why, "stdout": "", "stderr": "", "notes": [], "outside": outside}
 
 
+def _start(box: sandboxes.Sandbox, workspace: Path, modules: list[str], settings: Settings, uid: int | None,
+           group, warm: Zygotes | None) -> _Runner:
+    """A runner: forked from the lesson's warm zygote where there is one, else a fresh Python in a bwrap of its own."""
+    if warm is not None and uid is not None:
+        zygote = warm.get(modules)
+        if zygote is not None:
+            try:
+                return _WarmRunner(zygote, workspace, modules, settings, box, uid, group)
+            except ZygoteUnavailable as exc:
+                warm.failed(modules, str(exc))
+    return _Runner(box, workspace, modules, settings, uid, group)
+
+
+PHASES = ("read", "start", "cells", "observe", "judge", "write")  # where one submission's seconds go (wall time)
+
+
 def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, settings: Settings,
-              groups=None, verdict=None, record: dict | None = None) -> list[dict]:
+              groups=None, verdict=None, record: dict | None = None, warm: Zygotes | None = None,
+              phases: dict | None = None) -> list[dict]:
     """Run the cells in a sandbox; one reply per cell, each with 'status' ok/error/timeout/died/not run.
 
     A reply with "outside": True failed for a reason outside the submission
@@ -349,8 +638,13 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     for all its processes; `verdict` judges each observation
     (grader.pipeline.judging.Isolated; in this process when None); `record`
     is the submission's handed-in predictions (grader.predictions.parse), which
-    its prediction checks are judged with.
+    its prediction checks are judged with; `warm` (Zygotes) forks its runners
+    from a warm zygote; `phases` gets the wall seconds spent starting runners,
+    in student cells, observing and judging (PHASES).
     """
+    phases = phases if phases is not None else {}
+    for name in ("start", "cells", "observe", "judge"):
+        phases.setdefault(name, 0.0)
     scratch = Path(tempfile.mkdtemp(prefix="gpu-course-grade-"))
     os.chmod(scratch, 0o711)  # a runner of its own uid (no sandbox, as root) reaches its workspace; nobody lists it
     workspace = scratch / "work"
@@ -358,6 +652,8 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     group = groups.make(_memory_bytes(box, settings), box.max_processes + 8) if groups is not None else None
     if verdict is not None and group is not None:  # its judging runs in its cgroup too
         verdict = functools.partial(verdict, group=group)
+    if verdict is not None:
+        verdict = _timed(verdict, phases)
     replies: list[dict] = []
     ran_ok: list[Cell] = []
     runner: _Runner | None = None
@@ -374,9 +670,11 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                                         outside=left > 0 and failed_starts > 0))
                 continue
             if runner is None:
-                runner = _Runner(box, workspace, modules, settings, uid, group)
+                began = time.perf_counter()
+                runner = _start(box, workspace, modules, settings, uid, group, warm)
                 oom_before = group.oom_kills() if group else 0
                 started = runner.ready(STARTUP_SECONDS)  # starting Python and torch: not the student's time
+                phases["start"] += time.perf_counter() - began
                 if started != "ok":  # a runner that ended by itself is reaped, not killed: its own status and words
                     code = runner.stop(grace=2.0) if started == "died" else runner.kill()
                     why = _death(code, scratch / "runner.log", runner.log_start)
@@ -390,7 +688,13 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
                     if state != "ok":
                         break
             limit = min(settings.cell_timeout, max(left, 0.1))
+            began, judged = time.perf_counter(), phases["judge"]
             state, reply, used = runner.ask(cell, limit, verdict, record)
+            took = time.perf_counter() - began
+            if cell.kind == "check":
+                phases["observe"] += took - (phases["judge"] - judged)
+            else:
+                phases["cells"] += took
             charged += used
             if state == "ok":
                 reply["status"] = "ok" if reply["ok"] else "error"
@@ -425,6 +729,17 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
             sandboxes.give_uid(uid)
         shutil.rmtree(scratch, ignore_errors=True)
     return replies
+
+
+def _timed(verdict, phases: dict):
+    """`verdict`, adding the wall seconds each call takes to phases["judge"]."""
+    def timed(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return verdict(*args, **kwargs)
+        finally:
+            phases["judge"] += time.perf_counter() - began
+    return timed
 
 
 def _memory_bytes(box: sandboxes.Sandbox, settings: Settings) -> int:

@@ -78,13 +78,20 @@ class Sandbox:
         """
         return self.kind == "none" and other_uid_problem() is None
 
-    def argv(self, command: list[str], workspace: Path, uid: int | None = None) -> list[str]:
-        """The full command line that runs `command` with `workspace` as its working folder."""
+    def argv(self, command: list[str], workspace: Path, uid: int | None = None, zygote: bool = False) -> list[str]:
+        """The full command line that runs `command` with `workspace` as its working folder.
+
+        `zygote` (bwrap, as root): the warm runner's zygote (grader.pipeline.zygote), which stays root with only
+        the capabilities each fork needs to confine itself (namespaces, mounts, its uid) and drops before any
+        student code runs; no setpriv and no prlimit around it.
+        """
         if self.kind == "none":  # as root, the keeper stays root and starts the runner as `uid`: it cannot be killed
             who = ["--uid", str(uid)] if uid is not None else []
             return [sys.executable, "-I", "-m", "grader.pipeline.keeper", "--max-processes", str(self.max_processes),
                     *who, "--", *command]
         root = os.geteuid() == 0
+        if zygote and not root:
+            raise ValueError("the warm runner's zygote is used only when the grader is root")
         # an empty root (bwrap's own tmpfs), then only what the runner needs: no host file is there unless named
         args = [shutil.which("bwrap") or "bwrap", *_system_mounts(), "--dev", "/dev",
                 "--perms", "1777", "--size", str(int(self.shm_bytes)), "--tmpfs", "/dev/shm",
@@ -92,12 +99,16 @@ class Sandbox:
                 "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if root:  # only what setpriv needs to become the run's own uid; it drops them and can never get them back
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+            if zygote:  # and what each fork needs to make its namespaces, mounts and loopback first
+                args += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"]
         else:
             args += ["--unshare-user"]  # the process cap then counts this namespace's processes only
         args += _kept_mounts([p for p in self.keep if p.exists()], [p for p in self.hide if p.exists()])
         args += ["--perms", "0777", "--size", str(int(self.disk_bytes)), "--tmpfs", WORKDIR,
                  "--remount-ro", "/", "--chdir", WORKDIR, "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR,
                  "--"]
+        if zygote:
+            return args + command
         if root:
             who = str(UID_BASE if uid is None else uid)
             args += [shutil.which("setpriv") or "setpriv", "--reuid", who, "--regid", who, "--clear-groups",

@@ -25,3 +25,4 @@ class Settings:
     judge_seconds: float = 10.0  # CPU seconds the grader may spend judging one observation (in a process of its own)
     judge_memory_gib: float = 1.0  # memory one judge process may add to what it starts with
     cgroups: bool = True  # one cgroup per submission where the grader can make one (False: per-process limits only)
+    warm: bool = True  # fork each runner from a warm zygote where it can be confined (grader.pipeline.zygote)
