@@ -236,6 +236,10 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
         log("runners: warm: forked from one zygote per lesson that imported Python, torch and the lesson's checks once, "
             "each confined before the student's code runs (grader/pipeline/zygote.py)" if warm is not None
             else f"runners: cold: a fresh Python in a sandbox of its own for each ({cold})")
+    if todo:  # start what every submission needs now, side by side: the judge server and each lesson's zygote
+        threading.Thread(target=_start_judge_server, daemon=True).start()
+        for lesson in sorted({p[1] for p in todo}) if warm is not None else []:
+            warm.prepare(_lesson_modules(root, lesson))
     lock, done, decided, undecided = threading.Lock(), [0], [0], []
     progress = Progress(len(todo), settings.workers)
     stop = threading.Event()  # the first submissions all failed outside the students: the rest would too
@@ -276,6 +280,23 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
         log(f"graded {len(todo)} submissions with {settings.workers} workers ({kind} sandbox, "
             f"{'warm' if warm is not None else 'cold'} runners): {progress.final()}")
     return finish(root, out_dir, log=log)
+
+
+def _start_judge_server() -> None:
+    """Start the judge server ahead of the first observation (a failure here is met again, and said, when judging)."""
+    from grader.pipeline.judging import _server_path
+
+    try:
+        _server_path()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _lesson_modules(root: Path, lesson: str) -> list[str]:
+    """The check modules a lesson's runners import (its source's check cells: the same for every submission)."""
+    source = nbformat.read(str(root / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+    release = _release(root, lesson)
+    return check_modules(plan(source, release or source, release)[0])
 
 
 class Progress:

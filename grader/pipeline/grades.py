@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Iterable
 
 from grader.pipeline.submissions import one_line
-from grader.pipeline.tools import lessons as course_lessons
-from grader.pipeline.tools import nbgrader, tool_env
 
 
 GRADE_FIELDS = ["student", "lesson", "grade_id", "score", "max_score", "status", "message"]  # a result file's row
@@ -129,6 +127,61 @@ def write_course_config(course: Path, source: Path) -> Path:
     return path
 
 
+_alembic_head: list[str] = []
+
+
+def alembic_head() -> str:
+    """The gradebook schema's alembic revision, as nbgrader's get_alembic_version reads it, without its subprocess.
+
+    nbgrader runs `alembic heads` (a Python of its own importing alembic and
+    SQLAlchemy: seconds) for every gradebook it opens that has no version
+    yet; this reads the same head with alembic's own API, once per process.
+    """
+    if not _alembic_head:
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+        from nbgrader.dbutil import _temp_alembic_ini
+
+        with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+            _alembic_head.append(ScriptDirectory.from_config(Config(ini)).get_current_head())
+    return _alembic_head[0]
+
+
+class in_process_alembic:
+    """While inside: nbgrader's gradebooks take the schema's head from alembic_head(), not from a subprocess."""
+
+    def __enter__(self):
+        import nbgrader.api
+
+        self.saved = nbgrader.api.get_alembic_version
+        nbgrader.api.get_alembic_version = alembic_head
+        return self
+
+    def __exit__(self, *exc):
+        import nbgrader.api
+
+        nbgrader.api.get_alembic_version = self.saved
+
+
+def generate_assignments(course: Path, lessons: list[str]) -> None:
+    """`nbgrader generate_assignment LESSON --force` for each lesson, in this process (nbgrader's own NbGraderAPI):
+    the release in course/release/ and the lesson, its notebooks and graded cells in the gradebook."""
+    if not lessons:
+        return
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    with in_process_alembic():
+        for lesson in lessons:
+            result = api.generate_assignment(lesson, force=True, create=True)
+            if not result.get("success"):
+                raise RuntimeError(f"`nbgrader generate_assignment {lesson}` failed in {course}:\n"
+                                   f"{result.get('log', '')}\n{result.get('error', '')}")
+
+
 def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
     """nbgrader's gradebook.db in course/: every result's scores as autograde scores, and its dating.
 
@@ -149,17 +202,11 @@ def write_gradebook(root: Path, course: Path, results: list[dict]) -> None:
         source = root / "solutions" / lesson / f"{lesson}.ipynb"
         if not released.is_file() or released.stat().st_mtime < source.stat().st_mtime:
             stale.append(lesson)
-    # every lesson of the course (a whole class merged): one nbgrader run for all, not one start per lesson;
-    # otherwise only those graded, so the gradebook holds no lesson nobody submitted
-    for pattern in ["*"] if len(stale) > 1 and stale == course_lessons(root) else stale:
-        nbgrader(["generate_assignment", pattern, "--force"], cwd=course)
+    generate_assignments(course, stale)  # only those graded, so the gradebook holds no lesson nobody submitted
     import warnings
 
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission, harmless
-    # a new gradebook (an empty shard's: no generate_assignment made it) runs `alembic` from PATH, in this process:
-    # under Slurm or cron PATH lacks the venv's bin
-    os.environ["PATH"] = tool_env()["PATH"]
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with in_process_alembic(), Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for res in results:
             student, lesson = res["student"], res["lesson"]
             facts = res.get("submission") or {}

@@ -222,11 +222,15 @@ def _server_path() -> str:
             path = os.path.join(folder, "socket")
             code = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
                     "from grader.pipeline.judging import serve; serve(sys.argv[2])")
-            proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), path], stdin=subprocess.DEVNULL)
+            # one OpenMP/MKL thread: with more, importing torch starts a thread, and a fork copies only one
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), path], stdin=subprocess.DEVNULL,
+                                    env=env)
             deadline = time.monotonic() + 300
             while not os.path.exists(path + ".ready"):
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the grader's judge server did not start")
+                    why = Path(path + ".problem").read_text() if os.path.exists(path + ".problem") else "it ended"
+                    raise RuntimeError(f"the grader's judge server did not start ({why})")
                 time.sleep(0.05)
             _server.update(proc=proc, path=path)
         return _server["path"]
@@ -235,14 +239,19 @@ def _server_path() -> str:
 def serve(path: str) -> None:
     """The judge server: imports torch and the checks, then forks one judge per connection (python -c, see _server_path).
 
-    Single-threaded, so forking is safe; it ends with the grader (PR_SET_PDEATHSIG).
+    It forks only while it has one thread (grader.pipeline.zygote.fork_problem:
+    it never runs a torch op, and starts with one OpenMP thread), and otherwise
+    says why and ends; it ends with the grader (PR_SET_PDEATHSIG).
     """
     import ctypes
     import signal
     import socket
 
+    from grader.pipeline.zygote import fork_problem
+
     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     import torch  # noqa: F401  imported once here, shared by every fork
+    import torch._dynamo  # noqa: F401  what a first autograd step or optimizer imports (seconds): once, not per judge
 
     folder = Path(__file__).resolve().parents[1] / "checks"
     for module in sorted(f"grader.checks.{p.stem}" for p in folder.glob("lesson*.py")):
@@ -251,12 +260,19 @@ def serve(path: str) -> None:
         except Exception:  # noqa: BLE001  a lesson whose imports are missing here is imported by its judge
             pass
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the kernel
+    problem = fork_problem()
+    if problem:
+        Path(path + ".problem").write_text(problem)
+        return
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(64)
     open(path + ".ready", "w").close()
     while True:
         conn, _ = server.accept()
+        if fork_problem():  # never fork with a second thread: this judge's client sees the connection end
+            conn.close()
+            return
         if os.fork() == 0:
             server.close()
             try:

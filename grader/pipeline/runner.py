@@ -320,7 +320,8 @@ class Zygote:
 
 
 class Zygotes:
-    """The warm runners' zygotes of one class run: one per set of lesson modules, started when first needed.
+    """The warm runners' zygotes of one class run: one per set of lesson modules, started when first needed (or
+    ahead, `prepare`), several at once.
 
     A zygote that cannot start or refuses to fork is not asked again: its
     lesson's runners are started cold, and the log says why once.
@@ -330,45 +331,62 @@ class Zygotes:
         from concurrent.futures import ThreadPoolExecutor
 
         self.box, self.settings, self.log, self.keep = box, settings, log, keep
-        self.live: dict[tuple[str, ...], Zygote] = {}
+        self.live: dict[tuple[str, ...], object] = {}  # modules -> the Future of its Zygote, most recently used last
         self.broken: set[tuple[str, ...]] = set()
         self.lock = threading.Lock()
         # bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started it ends: zygotes are
-        # started from this one thread, which lives until close(), not from a grading thread that may end first
-        self.starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zygotes")
+        # started from these threads, which live until close(), not from a grading thread that may end first
+        self.starter = ThreadPoolExecutor(max_workers=keep, thread_name_prefix="zygotes")
+
+    def prepare(self, modules: list[str]) -> None:
+        """Start the zygote for `modules` now, in the background, so the first submission does not wait for it."""
+        with self.lock:
+            self._future(tuple(modules))
+
+    def _future(self, key: tuple[str, ...]):
+        if key not in self.live:
+            self.live[key] = self.starter.submit(Zygote, self.box, list(key), STARTUP_SECONDS)
+            while len(self.live) > self.keep:  # the least recently used lesson's zygote goes: memory is not kept all run
+                old = self.live.pop(next(iter(self.live)))
+                old.add_done_callback(lambda done: done.exception() is None and done.result().close())
+        else:
+            self.live[key] = self.live.pop(key)
+        return self.live[key]
 
     def get(self, modules: list[str]) -> Zygote | None:
         key = tuple(modules)
         with self.lock:
             if key in self.broken:
                 return None
-            if key not in self.live:
-                try:
-                    self.live[key] = self.starter.submit(Zygote, self.box, modules, STARTUP_SECONDS).result()
-                except (ZygoteUnavailable, OSError) as exc:
+            future = self._future(key)
+        try:
+            return future.result()
+        except (ZygoteUnavailable, OSError) as exc:
+            with self.lock:
+                if key not in self.broken:
                     self.broken.add(key)
-                    self.log(f"runners: cold for {', '.join(modules) or 'no checks'} (the warm runner did not start: {exc})")
-                    return None
-                while len(self.live) > self.keep:  # the oldest lesson's zygote goes: its memory is not kept all run
-                    self.live.pop(next(iter(self.live))).close()
-            else:
-                self.live[key] = self.live.pop(key)  # most recently used last
-            return self.live[key]
+                    self.live.pop(key, None)
+                    self.log(f"runners: cold for {', '.join(modules) or 'no checks'} (the warm runner did not start: "
+                             f"{one_line(str(exc))[:300]})")
+            return None
 
     def failed(self, modules: list[str], why: str) -> None:
         key = tuple(modules)
         with self.lock:
-            zygote = self.live.pop(key, None)
+            future = self.live.pop(key, None)
             self.broken.add(key)
-        if zygote is not None:
-            zygote.close()
+        if future is not None and future.done() and future.exception() is None:
+            future.result().close()
         self.log(f"runners: cold for {', '.join(modules) or 'no checks'} from now on ({one_line(why)[:300]})")
 
     def close(self) -> None:
         with self.lock:
-            for zygote in self.live.values():
-                zygote.close()
-            self.live.clear()
+            futures, self.live = list(self.live.values()), {}
+        for future in futures:
+            try:
+                future.result().close()
+            except Exception:  # noqa: BLE001  one that never started has nothing to close
+                pass
         self.starter.shutdown()
 
 

@@ -72,7 +72,10 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 23, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 WORKDIR = "/tmp/work"
-PRELOAD = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell")
+# imported (never run) before any fork: what lessons and their checks import, and what torch imports lazily at the
+# first autograd step or optimizer (torch._dynamo and its ~900 modules: seconds in every fork otherwise)
+PRELOAD = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch.optim",
+           "torch._dynamo")
 MAX_FDS = 8  # requests, results, log, control, and at most four cgroup.procs files
 
 _libc = ctypes.CDLL(None, use_errno=True)
