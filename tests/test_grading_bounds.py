@@ -107,10 +107,30 @@ def test_a_judge_that_spins_or_hogs_memory_fails_its_check_alone():
     assert "you returned [0, 0" in evalue and len(evalue) <= _common.MESSAGE_CHARS
 
 
+def test_one_judge_per_submission_keeps_each_checks_limits_and_its_verdicts():
+    session = judging.Isolated(cpu_seconds=1, memory_bytes=256 << 20).session()
+    strict = judging.Step("judge_traps", "strict", ["fn"])
+    try:
+        assert session("", 0, strict, _reply(1)) is None
+        first = session.pid
+        for name, words in (("spins", "more than 1 s of the grader's CPU time"), ("hogs", "could not judge|MemoryError")):
+            start = time.monotonic()
+            ename, evalue = session("", 0, judging.Step("judge_traps", name, ["fn"]), _reply(1))
+            assert ename == "CheckFailed" and re.search(words, evalue), evalue
+            assert time.monotonic() - start < session.isolated.wall_seconds
+            assert session("", 0, strict, _reply(1)) is None  # the next check is judged as if alone
+        assert session.pid == first  # one process for all of them: no fork per check
+        ename, evalue = session("", 0, strict, _reply([0] * 60000))
+        assert "you returned [0, 0" in evalue and len(evalue) <= _common.MESSAGE_CHARS
+    finally:
+        session.close()
+
+
 def test_an_observation_that_cannot_be_decoded_fails_only_its_check():
     strict = judging.Step("judge_traps", "strict", ["fn"])
     bad = _tensor([1], [10**6], "int8")
-    for verdict in (lambda source, index, step, reply: judging.judge_here(step, reply), judging.Isolated()):
+    for verdict in (lambda source, index, step, reply: judging.judge_here(step, reply), judging.Isolated(),
+                    judging.Isolated().session()):
         ename, evalue = verdict("", 0, strict, _reply(bad))
         assert ename == "CheckFailed" and "could not read what your code returned: bad tensor" in evalue, evalue
 

@@ -46,6 +46,7 @@ seen = {
     "caps": {k: int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")},
     "no_new_privs": status["NoNewPrivs"].strip(), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
     "tmp": sorted(os.listdir("/tmp")), "work": sorted(os.listdir(".")), "shm": sorted(os.listdir("/dev/shm")),
+    "pts": sorted(os.listdir("/dev/pts")),
     "home": os.path.exists("/home"), "solutions": os.path.exists(%(solutions)r),
     "outside": connects(("1.1.1.1", 53)), "loopback": connects(server.getsockname()),
     "threads": len(os.listdir("/proc/self/task")), "cwd": os.getcwd(),
@@ -77,6 +78,7 @@ def test_a_warm_runner_is_confined_before_the_students_code_runs():
     assert seen["no_new_privs"] == "1"
     assert seen["pids"] == [1, 2], seen["pids"]  # its init and itself: no zygote, no other submission
     assert seen["tmp"] == ["work"] and seen["shm"] == [] and seen["cwd"] == sandbox.WORKDIR
+    assert seen["pts"] == ["ptmx"]  # its own pseudo-terminals: none of another submission's
     assert seen["work"] == [".ipython"]  # what its own IPython made: a fresh workspace
     assert not seen["home"] and not seen["solutions"]
     assert not seen["outside"] and seen["loopback"]

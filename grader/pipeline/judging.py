@@ -294,7 +294,11 @@ def _recv_all(conn, size: int) -> bytes:
 
 
 def _judge_child(conn) -> None:
-    """In a forked judge: read the request, set the limits, decode and judge one observation, send the verdict as JSON."""
+    """In a forked judge: read the request, set the limits, decode and judge one observation, send the verdict as JSON.
+
+    A request whose step is SESSION opens a session instead: one judge for one
+    submission, judging its observations one after another (_session).
+    """
     import json
     import pickle
     import resource
@@ -302,6 +306,8 @@ def _judge_child(conn) -> None:
 
     size = int.from_bytes(_recv_all(conn, 8), "big")
     step, observation, cpu_seconds, memory_bytes, procs = pickle.loads(_recv_all(conn, size))  # from the grader itself
+    if step == SESSION:
+        return _session(conn, cpu_seconds, memory_bytes, procs)
     for path in procs:  # the submission's cgroup: its judging shares its CPU weight and its memory limit
         try:
             with open(path, "w") as f:
@@ -318,17 +324,81 @@ def _judge_child(conn) -> None:
     size = _vm_size()
     if size:
         resource.setrlimit(resource.RLIMIT_AS, (size + memory_bytes, size + memory_bytes))
+    conn.sendall(json.dumps(_judged(step, observation, cpu_seconds)).encode())
+    conn.close()
+
+
+def _judged(step, observation, cpu_seconds: int) -> tuple[str, str] | None:
+    """judge_here on one observation in a judge process, its time limit (_OutOfTime) or failure said as a verdict."""
     try:
         if isinstance(step, tuple):  # a step whose keywords do not pickle: planned again from the cell's source
             step = plan_cell(step[0])[step[1]]
-        result = judge_here(step, {"ok": True, "observation": observation})
+        return judge_here(step, {"ok": True, "observation": observation})
     except _OutOfTime:
-        result = ("CheckFailed", f"judging what your code returned took more than {cpu_seconds} s of the grader's "
-                  "CPU time (an observation far bigger or odder than the check expects)")
+        return ("CheckFailed", f"judging what your code returned took more than {cpu_seconds} s of the grader's "
+                "CPU time (an observation far bigger or odder than the check expects)")
     except BaseException as exc:  # noqa: BLE001  MemoryError while judging, say
-        result = ("CheckFailed", f"the check could not judge what your code returned ({type(exc).__name__})")
-    conn.sendall(json.dumps(result).encode())
-    conn.close()
+        return ("CheckFailed", f"the check could not judge what your code returned ({type(exc).__name__})")
+
+
+SESSION = "session"  # the step of a request that opens a session (Isolated.session)
+
+
+def _join(procs: list[str]) -> None:
+    """Move this process into the submission's cgroup (its cgroup.procs files)."""
+    for path in procs:
+        try:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
+
+
+def _session(conn, cpu_seconds: int, memory_bytes: int, procs: list[str]) -> None:
+    """One submission's judge: its observations judged one after another, each within `cpu_seconds` of CPU time.
+
+    Per observation: a profiling timer (user + system CPU time) raises
+    _OutOfTime at `cpu_seconds`, and a virtual one kills the process (the
+    default action of SIGVTALRM, no Python involved) 2 s later, should the
+    judge be stuck where Python cannot raise; both are cleared after each. Its
+    memory is this process's address space + `memory_bytes`, for the whole
+    session: a MemoryError fails the one check, whose objects are then freed.
+    A judge that dies fails its check; the grader opens a new session for the
+    next. Only this submission's observations reach this process, so nothing
+    one submission sends can touch another's judging.
+    """
+    import json
+    import pickle
+    import resource
+    import signal
+
+    _join(procs)
+
+    def out_of_time(*args):
+        raise _OutOfTime
+
+    signal.signal(signal.SIGPROF, out_of_time)
+    signal.signal(signal.SIGVTALRM, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    size = _vm_size()
+    if size:
+        resource.setrlimit(resource.RLIMIT_AS, (size + memory_bytes, size + memory_bytes))
+    conn.sendall(os.getpid().to_bytes(8, "big"))
+    while True:
+        try:
+            head = _recv_all(conn, 8)
+        except (EOFError, OSError):
+            return
+        step, observation = pickle.loads(_recv_all(conn, int.from_bytes(head, "big")))  # from the grader itself
+        try:
+            signal.setitimer(signal.ITIMER_VIRTUAL, cpu_seconds + 2)
+            signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+            result = _judged(step, observation, cpu_seconds)
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        data = json.dumps(result).encode()
+        conn.sendall(len(data).to_bytes(8, "big") + data)
 
 
 class _OutOfTime(BaseException):
@@ -343,6 +413,18 @@ def _vm_size() -> int:
         return int(line.split()[1]) * 1024
     except (OSError, StopIteration, ValueError):
         return 0
+
+
+def _sendable(source: str, index: int, step: Step):
+    """The step as a judge gets it: itself, or (the cell's source, its index) when its keywords do not pickle
+    (a lambda in a check cell's keywords, say), to be planned again there."""
+    import pickle
+
+    try:
+        pickle.dumps(step.kwargs)
+        return step
+    except Exception:  # noqa: BLE001
+        return (source, index)
 
 
 class Isolated:
@@ -367,13 +449,9 @@ class Isolated:
         import socket
         import time
 
-        try:
-            pickle.dumps(step.kwargs)
-            sent: Step | tuple[str, int] = step
-        except Exception:  # noqa: BLE001  a lambda in a check cell's keywords, say
-            sent = (source, index)
         procs = group.procs_files() if group is not None else []
-        request = pickle.dumps((sent, reply.get("observation"), self.cpu_seconds, self.memory_bytes, procs))
+        request = pickle.dumps((_sendable(source, index, step), reply.get("observation"), self.cpu_seconds,
+                                self.memory_bytes, procs))
         deadline = time.monotonic() + self.wall_seconds
         data = b""
         try:
@@ -403,3 +481,81 @@ class Isolated:
             return "CheckFailed", (f"judging what your code returned was stopped: it took more than "
                                    f"{self.cpu_seconds} s of the grader's CPU time or more memory than a judge may have")
         return None if result is None else (str(result[0]), str(result[1]))
+
+    def session(self, group=None) -> "Session":
+        """A judge for one submission's observations, one after another, in a process of its own (with `group`, in
+        its cgroup): no fork and no connection per check. Close it when the submission is done."""
+        return Session(self, group)
+
+
+class Session:
+    """One submission's judge process (judging._session), opened at its first observation; the same verdicts,
+    limits and messages as Isolated, without a process per check."""
+
+    def __init__(self, isolated: Isolated, group=None):
+        self.isolated, self.group = isolated, group
+        self.conn, self.pid = None, None
+
+    def _open(self):
+        import pickle
+        import socket
+
+        procs = self.group.procs_files() if self.group is not None else []
+        request = pickle.dumps((SESSION, None, self.isolated.cpu_seconds, self.isolated.memory_bytes, procs))
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(self.isolated.wall_seconds)
+            conn.connect(_server_path())
+            conn.sendall(len(request).to_bytes(8, "big") + request)
+            self.pid = int.from_bytes(_recv_all(conn, 8), "big")
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+
+    def __call__(self, source: str, index: int, step: Step, reply: dict, group=None) -> tuple[str, str] | None:
+        import pickle
+        import socket
+        import time
+
+        request = pickle.dumps((_sendable(source, index, step), reply.get("observation")))
+        try:
+            if self.conn is None:
+                self._open()
+            deadline = time.monotonic() + self.isolated.wall_seconds
+            self.conn.sendall(len(request).to_bytes(8, "big") + request)
+            self.conn.settimeout(max(deadline - time.monotonic(), 0.01))
+            head = _recv_all(self.conn, 8)
+            data = _recv_all(self.conn, int.from_bytes(head, "big"))
+        except socket.timeout:
+            self.close(kill=True)
+            return GRADER_ERROR, (f"the grader could not judge this check within {self.isolated.wall_seconds:g} s "
+                                  "of wall time (the grading machine was overloaded); it is graded again on the next run")
+        except EOFError:  # the judge died: its CPU or memory limit (the next check gets a new one)
+            self.close()
+            return "CheckFailed", (f"judging what your code returned was stopped: it took more than "
+                                   f"{self.isolated.cpu_seconds} s of the grader's CPU time or more memory than a "
+                                   "judge may have")
+        except (OSError, RuntimeError) as exc:
+            self.close()
+            return GRADER_ERROR, f"the grader could not start a judge ({exc}); it is graded again on the next run"
+        try:
+            result = json.loads(data)
+        except ValueError:
+            return "CheckFailed", "the check's verdict could not be read"
+        return None if result is None else (str(result[0]), str(result[1]))
+
+    def close(self, kill: bool = False) -> None:
+        """End the judge process: it ends when its connection does; `kill` one still busy past its wall time
+        (alive, so its pid is its own)."""
+        import signal
+
+        if kill and self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        self.pid = None

@@ -668,7 +668,10 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     workspace = scratch / "work"
     uid = sandboxes.take_uid() if box.kind == "bwrap" or box.other_uid() else None
     group = groups.make(_memory_bytes(box, settings), box.max_processes + 8) if groups is not None else None
-    if verdict is not None and group is not None:  # its judging runs in its cgroup too
+    session = None
+    if verdict is not None and hasattr(verdict, "session"):  # one judge process for all this submission's checks
+        verdict = session = verdict.session(group)  # in its cgroup too
+    elif verdict is not None and group is not None:  # its judging runs in its cgroup too
         verdict = functools.partial(verdict, group=group)
     if verdict is not None:
         verdict = _timed(verdict, phases)
@@ -741,6 +744,8 @@ def run_cells(cells: list[Cell], modules: list[str], box: sandboxes.Sandbox, set
     finally:
         if runner is not None:
             runner.kill()
+        if session is not None:
+            session.close()
         if group is not None:
             group.remove()
         if uid is not None:

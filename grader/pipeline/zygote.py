@@ -190,6 +190,9 @@ def _holder(request: dict, fds: list[int]) -> None:
     os.mkdir(WORKDIR, 0o777)
     _mount_tmpfs(WORKDIR, f"size={disk},mode=0777")
     _mount_tmpfs("/dev/shm", f"size={shm},mode=1777")
+    if os.path.isdir("/dev/pts"):  # its own pseudo-terminals (bwrap's /dev/ptmx points into /dev/pts)
+        _check(_libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
+                           b"newinstance,ptmxmode=0666,mode=620"), "mount /dev/pts")
     _loopback_up()
     init = os.fork()
     if init == 0:
