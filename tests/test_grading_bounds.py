@@ -120,6 +120,9 @@ def test_one_judge_per_submission_keeps_each_checks_limits_and_its_verdicts():
             assert time.monotonic() - start < session.isolated.wall_seconds
             assert session("", 0, strict, _reply(1)) is None  # the next check is judged as if alone
         assert session.pid == first  # one process for all of them: no fork per check
+        os.kill(first, 9)  # as a runner restart kills every process of its submission's cgroup
+        time.sleep(0.2)
+        assert session("", 0, strict, _reply(1)) is None and session.pid != first  # a new judge for the next check
         ename, evalue = session("", 0, strict, _reply([0] * 60000))
         assert "you returned [0, 0" in evalue and len(evalue) <= _common.MESSAGE_CHARS
     finally:

@@ -172,3 +172,25 @@ def test_a_zygote_that_cannot_start_leaves_its_lesson_to_cold_runners():
         warm.close()
     assert any("runners: cold for grader.checks.no_such_lesson" in line for line in said), said
     assert replies[0]["status"] == "not run" and replies[0]["outside"], replies  # the cold runner fails the same way
+
+
+def test_runners_are_warm_only_in_bwrap_as_root_and_when_not_asked_cold():
+    from grader.pipeline.runner import warm_problem
+
+    assert warm_problem(_box("warm"), FAST) is None
+    assert "not asked for" in warm_problem(_box("warm"), Settings(warm=False))
+    assert "only in bwrap" in warm_problem(_box("none"), FAST)
+
+
+def test_the_progress_line_says_done_rate_and_time_left():
+    from grader.pipeline.classroom import Progress
+
+    now = [100.0]
+    progress = Progress(300, workers=2, clock=lambda: now[0])
+    now[0] += 60
+    assert progress.line(12) == "12/300 done, 12.0 notebooks/min, about 24 min left"
+    now[0] += 1440
+    assert progress.line(300) == "300/300 done, 12.0 notebooks/min, finished"
+    cores = min(2, os.cpu_count() or 1)
+    assert progress.final() == (f"300 notebooks in 25 min: 12.0 notebooks/min, {12 / cores:.1f} per core "
+                                f"({cores} core{'s' if cores != 1 else ''})")

@@ -520,6 +520,8 @@ class Session:
 
         request = pickle.dumps((_sendable(source, index, step), reply.get("observation")))
         try:
+            if self.conn is not None and self._ended():  # killed with its submission's processes (a runner restart)
+                self.close()
             if self.conn is None:
                 self._open()
             deadline = time.monotonic() + self.isolated.wall_seconds
@@ -544,6 +546,17 @@ class Session:
         except ValueError:
             return "CheckFailed", "the check's verdict could not be read"
         return None if result is None else (str(result[0]), str(result[1]))
+
+    def _ended(self) -> bool:
+        """True when the judge process is gone: between checks it never writes, so a readable socket is its end.
+
+        It lives in its submission's cgroup, whose processes are all killed
+        when a runner is started again; the next check then gets a new judge.
+        """
+        import select
+
+        readable, _, _ = select.select([self.conn], [], [], 0)
+        return bool(readable)
 
     def close(self, kill: bool = False) -> None:
         """End the judge process: it ends when its connection does; `kill` one still busy past its wall time
