@@ -1,4 +1,4 @@
-"""Lessons 03 and 04's predictions, scored (issue 29): the solution, an honest half-right guess and every wrong-value
+"""Lessons 01, 03 and 04's predictions, scored (issue 29): the solution, an honest half-right guess and every wrong-value
 mutant get the same score from the notebook's check and from the class grader; feedback names the mistake, no value."""
 
 from __future__ import annotations

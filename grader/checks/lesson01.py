@@ -75,21 +75,20 @@ def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None
         fail(
             f"matmul_bytes({n}, torch.float32) returned {got} = (2n³ + n²)×4: you counted a read every time an "
             "element is used (each output reads a row of A and a column of B). Each element of A is used n times, "
-            "but it only has to cross memory once: the chip keeps it on chip while it is reused. Count each matrix "
-            "once: that is the least any matmul must move, the figure the roofline works from."
+            "but it only has to cross memory once: the chip keeps it on chip while it is reused. The least any matmul "
+            "must move is the figure the roofline works from."
         )
     if got == 4 * n * n * 4:
         fail(
-            f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: C is written once, not read "
-            "and written; count A, B and C once each."
+            f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: you counted C as read and written. The "
+            "product only writes C: nothing of the old C is needed."
         )
     if got == 3 * n * n * 32:
         fail(f"matmul_bytes({n}, torch.float32) counts bits: dtype.itemsize is the bytes of one element, and memory "
              "traffic is counted in bytes.")
     if got != 3 * n * n * torch.float32.itemsize:  # judged here, before a later cell blames matmul_flops for it
-        fail(f"matmul_bytes({n}, torch.float32) is not the bytes that cross memory when every matrix the product "
-             "reads or writes crosses exactly once: count the matrices, the elements of each, and the bytes of each "
-             "element.")
+        fail(f"matmul_bytes({n}, torch.float32) is not the least traffic a matmul must cause: which matrices have to "
+             "come in from memory, which has to go back out, and how many bytes is each of them?")
     half = call(matmul_bytes, n, torch.float16)
     if half == got:
         fail(

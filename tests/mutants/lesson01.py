@@ -54,11 +54,11 @@ MUTANTS = {
         ("elements not bytes", "def matmul_bytes(n, dtype): return 3 * n * n", r"counts elements, not bytes"),
         ("forgets writing C", "def matmul_bytes(n, dtype): return 2 * n * n * dtype.itemsize", r"not writing C"),
         ("ignores dtype", "def matmul_bytes(n, dtype): return 3 * n * n * 4", r"dtype was ignored"),
-        ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"C is written once"),
+        ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"counted C as read and written"),
         ("a read for every use", "def matmul_bytes(n, dtype): return (2 * n**3 + n * n) * dtype.itemsize",
          r"used n times, but it only has to cross memory once"),
         ("six matrices' worth (the audit's 6n²)", "def matmul_bytes(n, dtype): return 6 * n * n * dtype.itemsize",
-         r"crosses exactly once: count the matrices"),
+         r"not the least traffic a matmul must cause"),
         ("bits instead of bytes", "def matmul_bytes(n, dtype): return 3 * n * n * dtype.itemsize * 8", r"counts bits"),
     ],
     "intensity_check": [
