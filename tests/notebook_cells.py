@@ -37,8 +37,25 @@ def check_cells(lesson: str) -> dict[str, str]:
     }
 
 
+def measured(lesson: str) -> dict:
+    """What `lesson`'s show cells note for its predictions (grader.predictions.note_measured), on a made-up machine:
+    its mutants module's MEASURED (test data, not a measurement); {} for a lesson whose predictions need none."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"mutants.lesson{lesson[:2]}")
+    except ImportError:
+        return {}
+    return dict(getattr(mod, "MEASURED", {}))
+
+
 def namespace(lesson: str, student: bool = False) -> dict:
-    """A fresh namespace holding every exercise cell's definitions (the reference or the stubs)."""
+    """A fresh namespace holding every exercise cell's definitions (the reference or the stubs), after the figures
+    the lesson's show cells would have measured are noted in the current record (`measured`)."""
+    from grader import predictions
+
+    if measured(lesson):
+        predictions.note_measured(lesson, **measured(lesson))
     ns: dict = {"__name__": "__lesson__"}
     for source in solution_cells(lesson, student).values():
         exec(compile(source, f"<{lesson} exercise>", "exec"), ns)
@@ -77,7 +94,7 @@ def prediction_cells(lesson: str) -> dict[str, object]:
 
 def honest_predictions(lesson: str, folder: Path) -> Path:
     """Write `folder`/predictions.json as a learner's run of the reference solution would: each prediction's
-    reference answer recorded as its first guess (with the context its show cells would note: none here)."""
+    reference answer recorded as its first guess, with the context its show cells would note (`measured`)."""
     import os
 
     from grader import predictions
@@ -88,6 +105,8 @@ def honest_predictions(lesson: str, folder: Path) -> Path:
     os.environ[predictions.ENV_PATH] = str(path)
     predictions._MEMORY.clear()
     try:
+        if measured(lesson):
+            predictions.note_measured(lesson, **measured(lesson))
         for grade_id, check in prediction_cells(lesson).items():
             answer = ns[check.name]
             predictions.commit(check.lesson, check.name, check.valid(answer), answer["why"])

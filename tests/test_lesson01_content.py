@@ -94,10 +94,10 @@ def test_the_gpu_model_shows_the_weight_read_dominating_at_small_batch():
     fixed = sum(constants[f"{k}_seconds"]["value"] for k in ("host_dispatch", "kernel_launch", "sync"))
     weight_read = d * d * 4 / chip.bandwidth
     assert weight_read > fixed, "at the lesson's defaults the launch would dominate, not the weights"
-    calls = {b: fixed + lesson01.linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["seconds_per_sample"] * b
+    calls = {b: fixed + lesson01._linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["seconds_per_sample"] * b
              for b in (1, 8)}
     assert calls[8] < 1.1 * calls[1], "batch 8 should cost about what batch 1 does on the modelled GPU"
-    assert all(lesson01.linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["bound"] == "memory" for b in (1, 8))
+    assert all(lesson01._linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["bound"] == "memory" for b in (1, 8))
 
 
 def test_the_measured_linear_table_shows_the_spread():
@@ -112,7 +112,7 @@ def test_the_solution_forecast_is_the_checks_model():
     forecast = _defined("linear_forecast", ns)
     for args in [(1, 4096, 4096, torch.bfloat16, 989.5e12, 3350e9), (512, 2048, 1024, torch.float32, 8.1e12, 320e9),
                  (64, 4096, 4096, torch.float32, 19.5e12, 2039e9)]:
-        got, want = forecast(*args), lesson01.linear_model(*args[:3], args[3].itemsize, *args[4:])
+        got, want = forecast(*args), lesson01._linear_model(*args[:3], args[3].itemsize, *args[4:])
         assert got["bound"] == want["bound"]
         assert math.isclose(got["intensity"], want["intensity"], rel_tol=1e-12)
         assert math.isclose(got["seconds_per_sample"], want["seconds_per_sample"], rel_tol=1e-12)
@@ -165,14 +165,18 @@ def test_bandwidth_probe_counts_the_bytes_that_move():
     from grader import device as dev
 
     ns = {"torch": torch, "timing": timing, "statistics": statistics, "DEVICE": torch.device("cpu"), "dev": dev,
-          "math": __import__("math"),
+          "math": __import__("math"), "lesson01": lesson01,
           "SYNC": lambda: None, "warmup": 0, "repeats": 1, "rounds": 1, "spread_of": _defined("spread_of"),
           "BUSY_SPREAD": 0.5}
     exec(compile(probe, "<probe>", "exec"), ns)
     a, b, out = ns["add_a"], ns["add_b"], ns["add_out"]
     assert a.data_ptr() != b.data_ptr() != out.data_ptr() != a.data_ptr(), "the add must read two tensors and write a third"
-    assert ns["add_bytes"] == 3 * a.numel() * a.element_size()
+    assert "add_out.copy_(add_a)" in probe, "the bandwidth probe copies one tensor into another that exists"
+    assert ns["copy_bytes"] == 2 * a.numel() * a.element_size()
     assert ns["here_bandwidth"] > 0
+    from grader import predictions
+
+    assert predictions.context(LESSON)["copy_bandwidth"] == ns["here_bandwidth"], "ADD_PREDICTION is judged with it"
 
 
 # --- timers agree within a stated tolerance ------------------------------------------------------
@@ -226,7 +230,7 @@ def test_linear_forecast_hidden_answers_are_the_model():
     for step in _hidden_steps():
         if step.names == ["linear_forecast"]:
             batch, d_in, d_out, dtype, peak, bandwidth = step.kwargs["args"]
-            want = lesson01.linear_model(batch, d_in, d_out, dtype.itemsize, peak, bandwidth)
+            want = lesson01._linear_model(batch, d_in, d_out, dtype.itemsize, peak, bandwidth)
             got = step.kwargs["want"]
             assert got["bound"] == want["bound"]
             assert all(math.isclose(got[k], want[k], rel_tol=1e-9) for k in ("intensity", "seconds_per_sample"))
@@ -289,7 +293,7 @@ def test_linear_forecast_judge_refuses_forged_observations():
     from grader.checks._common import _key
 
     args = [lesson01._linear_args(b, d) for b, d in lesson01._LINEAR_CASES]
-    right = [lesson01.linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
+    right = [lesson01._linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
     forged = [None, 1, "x", [], {}, {"calls": "x"}, {"name": "f", "calls": [["k", {"value": 1}]]},
               {"name": "f", "calls": [[_key(a), {"value": [1, 2]}] for a in args]},
               {"name": "f", "calls": [[_key(a), {"value": {**r, "intensity": {"__float__": "nan"}}}] for a, r in zip(args, right)]},
@@ -310,7 +314,7 @@ def _at(predicate) -> int:
 
 
 @pytest.mark.parametrize("prediction,shown_in", [
-    ("INTENSITY_PREDICTION", '"bf16 matmul FLOP/byte"'),
+    ("ADD_PREDICTION", "torch.add(add_a, add_b, out=add_out)"),
     ("COMPUTE_BOUND_N", "compute-bound from n (your functions)"),
     ("CROSSOVER_PREDICTION", "def matmul_rounds"),
     ("LINEAR_PREDICTION", "layer = torch.nn.Linear"),
@@ -346,8 +350,8 @@ def test_stub_docstrings_state_contracts_not_formulas():
 def test_the_compute_bound_prediction_is_the_roofline_of_the_h100():
     h100 = specs.chip("H100")
     for fmt, size in (("fp32", 4), ("bf16", 2)):
-        n = math.ceil(lesson01.compute_bound_from("H100", fmt, size))
-        assert lesson01.matmul_intensity(n, size) >= h100.balance(fmt) > lesson01.matmul_intensity(n - 1, size)
+        n = math.ceil(lesson01._compute_bound_from("H100", fmt, size))
+        assert lesson01._matmul_intensity(n, size) >= h100.balance(fmt) > lesson01._matmul_intensity(n - 1, size)
 
 
 # --- third edition: the corrections the outside review asked for ------------------------------------
@@ -361,7 +365,7 @@ def test_the_bandwidth_add_is_sized_from_the_last_level_cache():
           "DEVICE": "cuda"}
     head = source[:source.index("add_a = torch.randn(")]
     exec(head, ns)  # the sizing lines alone, for a 50 MB L2
-    assert 3 * ns["add_n"] ** 2 * 4 >= 2 * 50 * 10**6, "the add's working set should be several times the L2"
+    assert 2 * ns["add_n"] ** 2 * 4 >= 2 * 50 * 10**6, "the copy's working set should be several times the L2"
     assert "L2" in _markdown() and "48 MiB" in _markdown()
 
 
@@ -387,3 +391,102 @@ def test_matmul_bytes_visible_check_judges_its_own_value():
         wrong.__name__ = "matmul_bytes"
         with pytest.raises(CheckFailed):
             lesson01.check_matmul_bytes(wrong)
+
+
+# --- third edition: every exercise makes the learner think (issue 29) -------------------------------
+
+
+def _markdown_before(grade_id: str) -> str:
+    """The lesson's markdown above the cell `grade_id` (what a learner has read when writing it)."""
+    cells = read_notebook(SOLUTION).cells
+    stop = _at(graded(grade_id))
+    return "\n".join(c.source for c in cells[:stop] if c.cell_type == "markdown")
+
+
+@pytest.mark.parametrize("grade_id,recipe", [
+    ("matmul_bytes", "moves every matrix it reads or writes exactly once"),  # the count, in words
+    ("matmul_bytes", "each matrix moved once"),
+    ("bound", "balance point** is peak / bandwidth"),  # the comparison, before bound is written
+    ("bound", "peak / bandwidth, in FLOP/byte"),
+    ("time_op", "Two more habits make a timing honest"),  # the three habits, listed above time_op
+    ("time_op", "**Repeat and take the median**"),
+    ("time_op", "The fix is to\n# **synchronize**"),
+    ("time_op", "The fix is to **synchronize**"),
+    ("crossover_size", "faster **there and at every larger size**"),  # the algorithm as the spec
+    ("linear_forecast", "One call reads all of `W`, whatever the"),  # the byte count of a Linear
+    ("linear_forecast", "weights, inputs, outputs, each\n# once"),
+    ("linear_forecast", "the roofline time of the whole batch, divided by the batch"),
+])
+def test_the_text_above_an_exercise_states_the_principle_not_the_recipe(grade_id, recipe):
+    grade_id = "roofline" if grade_id == "bound" else grade_id
+    assert recipe not in _markdown_before(grade_id)
+
+
+def test_stubs_no_longer_spell_out_the_spec():
+    student = read_notebook(STUDENT)
+    stubs = "\n".join(c.source for c in student.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    assert "each matrix moved once" not in stubs and "faster at that size and every larger one" not in stubs
+
+
+def test_the_balance_point_is_shown_after_bound_is_checked():
+    assert _at(shown_by("Training GPUs")) > _at(graded("bound_check"))
+    assert "fp32 FLOP/byte" not in _cell_with("table = pd.DataFrame("), "section 1's table gave the balance away"
+
+
+@pytest.mark.parametrize("prediction,points", [("COMPUTE_BOUND_N", 1), ("CROSSOVER_PREDICTION", 2),
+                                               ("ADD_PREDICTION", 1), ("LINEAR_PREDICTION", 1)])
+def test_each_prediction_has_a_graded_cell_of_its_own(prediction, points):
+    from notebook_cells import prediction_cells
+
+    cells = prediction_cells(LESSON)
+    assert cells[f"{prediction}_check"].name == prediction and cells[f"{prediction}_check"].points == points
+    for grade_id, source in __import__("notebook_cells").check_cells(LESSON).items():
+        if grade_id != f"{prediction}_check":
+            assert prediction not in source, f"{grade_id} shares a cell with {prediction}"
+
+
+def test_the_machine_predictions_are_judged_against_this_runs_figures(fresh_predictions):
+    """ADD_PREDICTION and LINEAR_PREDICTION: the band is the model fed with what this run measured (frozen with the
+    first guess), so the same guess scores differently on two machines, and no guess is recorded before measuring."""
+    from grader import predictions
+    from grader.notebook import CheckFailed
+
+    with pytest.raises(CheckFailed, match="has not measured them yet"):
+        lesson01.check_add_prediction({"add GFLOP/s": 1.0, "why": "guess"})
+    assert predictions.entry(LESSON, "ADD_PREDICTION") is None, "a guess before the measurement is not recorded"
+    slow = {"copy_bandwidth": 12e9, "matmul_peak": 100e9, "linear_d": 2048}
+    fast = {"copy_bandwidth": 48e9, "matmul_peak": 100e9, "linear_d": 2048}
+    record = {}
+    for name, context in (("slow", slow), ("fast", fast)):
+        entry = {"first": {"add GFLOP/s": 1.0, "why": "12 bytes a FLOP"}, "reason": "12 bytes a FLOP",
+                 "at": "2026-12-03T10:00:00+00:00", "context": context, "last": {}, "revealed": None, "shown": None}
+        record[name] = lesson01.check_add_prediction.score({"add GFLOP/s": 1.0, "why": "x"},
+                                                           {LESSON: {"measured": {}, "entries": {"ADD_PREDICTION": entry}}})[0]
+    assert record["slow"] == 1.0 and record["fast"] == 0.5, record
+    # batch 8 against batch 1: memory-bound on a high-balance machine (≈1×), compute-bound on a low one (≈2×)
+    assert lesson01._linear_ratio_model(slow) < 1.1
+    assert 1.8 < lesson01._linear_ratio_model({**slow, "matmul_peak": 24e9}) < 2.2
+
+
+def test_the_add_is_revealed_only_after_its_prediction():
+    cell = _cell_with("torch.add(add_a, add_b, out=add_out)")
+    assert "check_add_prediction.revealed()" in cell and "if shown:" in cell
+    for shown in ("layer = torch.nn.Linear", "compute-bound from n (your functions)"):
+        assert ".revealed() as shown" in _cell_with(shown)
+
+
+def test_the_time_op_diagnosis_runs_the_naive_timer_on_the_simulated_gpu():
+    cell = _cell_with("def naive_time")
+    assert "lesson01.simulated_gpu()" in cell and "sim.durations" in cell and "sim.events" in cell
+    assert _at(shown_by("def naive_time")) < _at(graded("time_op")) < _at(shown_by("timing.unsynchronized"))
+    sim = lesson01.simulated_gpu()
+    naive = _defined("naive_time", {"time": __import__("time")})
+    with sim.patched_clocks(naive.__globals__):
+        said = naive(sim.launch, 8)
+    assert said < 0.01 * statistics.median(sim.durations), "the simulated GPU shows the naive timer far too fast"
+
+
+def test_no_model_of_a_prediction_or_exercise_is_public_in_the_package():
+    for gone in ("linear_model", "compute_bound_from", "matmul_intensity", "add_model", "linear_ratio_model",
+                 "crossover_model"):
+        assert not hasattr(lesson01, gone), gone

@@ -182,6 +182,21 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "from grader import specs\nfrom grader.checks import lesson01\nCROSSOVER_PREDICTION = {'n': lesson01.crossover_model("
          "lesson01.gpu_fixed_seconds(), lesson01.CROSSOVER_CPU_FLOPS, specs.chip('T4').peak('fp32')), 'why': 'x'}\n",
          "gone"),
+        ("linear_forecast_check",
+         "from grader.checks import lesson01\ndef linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):\n"
+         "    return lesson01.linear_model(batch, d_in, d_out, dtype.itemsize, peak_flops, bandwidth)\n"
+         "linear_forecast(1, 4, 4, __import__('torch').float32, 1.0, 1.0)\n", "gone"),
+        ("COMPUTE_BOUND_N_check",
+         "from grader.checks import lesson01\nCOMPUTE_BOUND_N = {f: lesson01.compute_bound_from('H100', f, s) "
+         "for f, s in (('fp32', 4), ('bf16', 2))}\n", "gone"),
+        ("ADD_PREDICTION_check",
+         "from grader import predictions\nfrom grader.checks import lesson01\n"
+         "ADD_PREDICTION = {'add GFLOP/s': lesson01.add_model(predictions.context('01_crossover')) / 1e9, 'why': 'x'}\n",
+         "gone"),
+        ("LINEAR_PREDICTION_check",
+         "from grader import predictions\nfrom grader.checks import lesson01\n"
+         "LINEAR_PREDICTION = {'batch 8 / batch 1': lesson01.linear_ratio_model(predictions.context('01_crossover')), "
+         "'why': 'x'}\n", "gone"),
     ],
     "02_transfers": [
         ("SYNC_ANSWERS_check",

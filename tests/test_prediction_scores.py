@@ -1,4 +1,4 @@
-"""Lessons 03 and 04's predictions, scored (issue 29): the solution, an honest half-right guess and every wrong-value
+"""Lessons 01, 03 and 04's predictions, scored (issue 29): the solution, an honest half-right guess and every wrong-value
 mutant get the same score from the notebook's check and from the class grader; feedback names the mistake, no value."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from grader.pipeline.judging import judge_cell
 from notebook_cells import check_cells, namespace
 from test_predictions import record  # noqa: F401  the protocol's fixture: the record in a temporary file
 
-MODULES = ("lesson03", "lesson04")
+MODULES = ("lesson01", "lesson03", "lesson04")
 
 
 def _scored_cells():

@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from grader.checks._common import Check, Prediction, call, close, fail, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, call, close, fail, is_number, quote, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson01.expect
 from grader.notebook import NotDone
 
@@ -64,7 +64,7 @@ def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None
     if got == 3 * n * n:
         fail(
             f"matmul_bytes({n}, torch.float32) returned {got} = 3n²: that counts elements, not bytes. "
-            "Multiply by the bytes per element (dtype.itemsize: 4 for float32)."
+            "Memory traffic is counted in bytes, and how many bytes an element takes depends on its dtype."
         )
     if got == 2 * n * n * 4:
         fail(
@@ -75,21 +75,20 @@ def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None
         fail(
             f"matmul_bytes({n}, torch.float32) returned {got} = (2n³ + n²)×4: you counted a read every time an "
             "element is used (each output reads a row of A and a column of B). Each element of A is used n times, "
-            "but it only has to cross memory once: the chip keeps it on chip while it is reused. Count each matrix "
-            "once: that is the least any matmul must move, the figure the roofline works from."
+            "but it only has to cross memory once: the chip keeps it on chip while it is reused. The least any matmul "
+            "must move is the figure the roofline works from."
         )
     if got == 4 * n * n * 4:
         fail(
-            f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: C is written once, not read "
-            "and written; count A, B and C once each."
+            f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: you counted C as read and written. The "
+            "product only writes C: nothing of the old C is needed."
         )
     if got == 3 * n * n * 32:
         fail(f"matmul_bytes({n}, torch.float32) counts bits: dtype.itemsize is the bytes of one element, and memory "
              "traffic is counted in bytes.")
     if got != 3 * n * n * torch.float32.itemsize:  # judged here, before a later cell blames matmul_flops for it
-        fail(f"matmul_bytes({n}, torch.float32) is not the bytes that cross memory when every matrix the product "
-             "reads or writes crosses exactly once: count the matrices, the elements of each, and the bytes of each "
-             "element.")
+        fail(f"matmul_bytes({n}, torch.float32) is not the least traffic a matmul must cause: which matrices have to "
+             "come in from memory, which has to go back out, and how many bytes is each of them?")
     half = call(matmul_bytes, n, torch.float16)
     if half == got:
         fail(
@@ -109,14 +108,18 @@ def _judge_intensity(intensity: Callable[[float, float], float]) -> None:
     """intensity(flops, nbytes) = flops / nbytes, as a float."""
     got = call(intensity, 200, 100)
     if is_number(got) and close(float(got), 0.5):
-        fail("intensity(200 FLOPs, 100 bytes) returned 0.5: that is bytes per FLOP. Intensity is FLOPs divided by bytes.")
+        fail("intensity(200 FLOPs, 100 bytes) returned 0.5: that is bytes per FLOP, which grows when an operation "
+             "moves more bytes for the same arithmetic. Intensity grows with the arithmetic each byte feeds: more of "
+             "it is what pushes an operation away from the memory limit.")
     if not is_number(got) or not close(float(got), 2.0):
-        fail(f"intensity(200, 100) returned {got!r}; expected FLOPs per byte, a float.")
+        fail(f"intensity(200 FLOPs, 100 bytes) returned {quote(got)}: not the arithmetic an operation does for each "
+             "byte it moves, as a float.")
     frac = call(intensity, 10, 4)
     if frac == 2:
         fail("intensity(10, 4) returned 2: integer division (//) threw away the fraction. Use /.")
     if not close(float(frac), 2.5):
-        fail(f"intensity(10, 4) returned {frac!r}; 10 FLOPs over 4 bytes is 2.5 FLOP/byte.")
+        fail(f"intensity(10 FLOPs, 4 bytes) returned {quote(frac)}: an operation's FLOPs per byte is rarely a whole "
+             "number; keep the fraction.")
 
 
 check_intensity = recorded("intensity", "intensity", [(200, 100), (10, 4)], _judge_intensity)
@@ -222,6 +225,11 @@ def _work(warmup: int, pattern: list[float] | None = None) -> Callable[[int], fl
     return work
 
 
+def simulated_gpu(warmup: int = 2) -> VirtualDevice:
+    """A simulated GPU to try a timer on: a slow first call, 1 ms calls, and one 30 ms hiccup on call warmup + 1."""
+    return VirtualDevice(_work(warmup))
+
+
 def _run_timer(time_op: Callable, warmup: int, repeats: int, pattern: list[float] | None = None) -> dict:
     """Run the learner's time_op on a virtual device; what it returned, the device's calls and events."""
     device = VirtualDevice(_work(warmup, pattern))
@@ -273,39 +281,42 @@ def _judge_time_op(observation: dict) -> None:
                 f"it should call it exactly {warmup + repeats} times ({warmup} untimed, then {repeats} timed)."
             )
         if "clock" not in events:
-            fail("time_op never read time.perf_counter() (or another clock from the time module); read the clock around each timed call.")
+            fail("time_op never read time.perf_counter() (or another clock from the time module): a timer has to read "
+                 "a clock.")
         first_clock = events.index("clock")
         if events[:first_clock].count("call") < warmup:
             fail(
                 f"time_op started the clock after only {events[:first_clock].count('call')} call(s), "
-                f"but warmup={warmup}: call fn warmup times before timing anything. "
-                "The first call pays for setup (allocation, kernel selection) and is not what you want to measure."
+                f"but warmup={warmup}: the warm-up calls are the untimed ones, and they come first. "
+                "On this simulated GPU, as on a real one, the first call pays for setup; look at what your timer "
+                "counted."
             )
         if "sync" not in events:
             fail(
-                f"your timer returned {got * 1e6:.0f} µs for work that takes {median * 1e3:.1f} ms on this (simulated) "
-                "GPU: it never called sync(). GPU work is queued asynchronously, so without synchronizing you time "
-                "how fast Python can ask, not how fast the device answers."
+                "your timer never called sync(). fn() only queues the work on this (simulated) GPU and returns at "
+                "once, so a clock read then times how fast Python can ask, not how long the device takes."
             )
         if got < 0.5 * median:
             fail(
-                f"your timer returned {got * 1e6:.0f} µs for work that takes {median * 1e3:.1f} ms on this (simulated) "
-                "GPU: faster than the work allows. Did you synchronize before reading the clock? "
-                "Call fn(), then sync(), then read the clock."
+                "your timer returned far less time per call than this (simulated) GPU's work takes: faster than the "
+                "work allows. It calls sync(), but some clock read still comes while the work is queued. Which of "
+                "your clock reads does the device's work finish before?"
             )
         if close(got, mean, rel=0.02) and not close(mean, median, rel=0.02):
             fail(
-                f"time_op returned {got * 1e3:.2f} ms, the mean; one slow call (a 30 ms hiccup) pulled it up. "
-                f"Return the median ({median * 1e3:.2f} ms): it ignores rare slow calls."
+                "time_op returned the mean of the timed calls: one slow call among them (a hiccup, as a busy machine "
+                "has) pulled it well above what a typical call takes. Which summary of the calls does one hiccup not "
+                "move?"
             )
         if close(got, median * repeats, rel=0.05) or close(got, mean * repeats, rel=0.05):
-            fail(f"time_op returned {got:.4f} s, the total over {repeats} calls; return seconds per call (the median).")
+            fail(f"time_op returned the total over the {repeats} timed calls; the contract is seconds per call.")
         if close(got, median * 1000, rel=0.05):
             fail("time_op returned a thousand times the time per call: milliseconds, not seconds. Return seconds.")
         if not close(got, median, rel=0.05):
             fail(
-                "time_op returned neither the median of the timed calls nor a known mistake of it. "
-                "Time each call on its own (clock, fn, sync, clock) and take the median of those."
+                "time_op returned a figure that is not the typical time of one call on this simulated GPU, nor any "
+                "of the known mistakes. Print what your timer measured for each call and compare with the work the "
+                "device was given (VirtualDevice.durations)."
             )
     if len(observation) != len(_TIMER_CASES):
         fail("the check could not read what time_op did (a recording of the wrong length)")
@@ -348,27 +359,30 @@ def _judge_crossover_size(crossover_size: Callable) -> None:
         fail("crossover_size returned an index into sizes; return the size itself.")
     if got != 256:
         fail(
-            f"crossover_size returned {got!r} on a sweep where the CPU wins the small sizes and the GPU every size "
-            "from some size on: the crossover is the first size of that run of GPU wins."
+            f"crossover_size returned {quote(got)} on a sweep where the CPU wins the small sizes and the GPU every size "
+            "from some size on: the crossover is where that run of GPU wins begins, not where the CPU's ends."
         )
     got = call(crossover_size, _SIZES, _CPU, _FLIP)
     if got == 128:
         fail(
-            "crossover_size returned the first size where the GPU wins, but the CPU is faster again at a larger size. "
-            "The crossover is the smallest size where the GPU wins there and at every larger size."
+            "crossover_size returned the first size where the GPU wins, but the CPU is faster again at a larger size: "
+            "sending every problem from that size up to the GPU would lose there. One early win can be luck; the "
+            "crossover is where the GPU becomes the right choice for good."
         )
     if got != 512:
-        fail(f"crossover_size returned {got!r} when the GPU wins at 128, loses at 256 and wins at every size above: "
+        fail(f"crossover_size returned {quote(got)} when the GPU wins at 128, loses at 256 and wins at every size above: "
              "the crossover is where the GPU starts to win for good.")
     got = call(crossover_size, _SIZES, _CPU, _NEVER)
     if got is not None:
-        fail(f"crossover_size returned {got!r} when the GPU is never faster; return None.")
+        fail(f"crossover_size returned {quote(got)} when the GPU is never faster; there is no crossover: return None.")
     got = call(crossover_size, _SIZES, _CPU, _TIE)
     if got is not None:
-        fail(f"crossover_size returned {got!r} when the GPU only ties at 2048; a tie is not faster, return None.")
+        fail(f"crossover_size returned {quote(got)} when the GPU only ties at the largest size: a tie is not a win, so "
+             "the GPU never becomes the better choice there.")
     got = call(crossover_size, _SIZES, _CPU, _ALWAYS)
     if got != 64:
-        fail(f"crossover_size returned {got!r} when the GPU is faster at every size: then every size qualifies, and the crossover is the first of them.")
+        fail(f"crossover_size returned {quote(got)} when the GPU is faster at every size of the sweep: then it is the "
+             "better choice from the smallest size on.")
 
 
 check_crossover_size = recorded("crossover_size", "crossover_size", _CROSSOVER_CASES, _judge_crossover_size)
@@ -412,25 +426,28 @@ check_attainable_flops = recorded("attainable_flops", "attainable_flops", [(10.0
 
 
 def _judge_bound(bound: Callable[[float, float, float], str]) -> None:
-    """bound: "memory" below the balance point peak/bandwidth, "compute" above it."""
+    """bound: "memory" where moving the bytes takes longer than the arithmetic at peak, "compute" otherwise."""
     low, high = call(bound, 10.0, _PEAK, _BW), call(bound, 1000.0, _PEAK, _BW)
+    chip = "a chip of 100 TFLOP/s and 2 TB/s"
     if low not in ("memory", "compute") or high not in ("memory", "compute"):
-        fail(f"bound returned {low!r} and {high!r}; return exactly the string 'memory' or 'compute'.")
+        fail(f"bound returned {quote(low)} and {quote(high)}; return exactly the string 'memory' or 'compute'.")
     if low == "compute" and high == "memory":
         fail(
-            "bound says 10 FLOP/byte is compute-bound and 1000 FLOP/byte memory-bound: the comparison is reversed. "
-            "Below the balance point (peak / bandwidth) the memory cannot keep the arithmetic busy."
+            f"bound says 10 FLOP/byte is compute-bound and 1000 FLOP/byte memory-bound on {chip}: the comparison is "
+            "reversed. Few FLOPs per byte means the bytes take longer than the arithmetic: that is the memory limit."
         )
     if low == high == "compute":
         fail(
-            "bound called 10 FLOP/byte compute-bound on a chip whose balance point is 100e12 / 2e12 = 50 FLOP/byte. "
-            "Compare intensity with peak / bandwidth (not bandwidth / peak)."
+            f"bound called 10 FLOP/byte compute-bound on {chip}. Work out, for an operation of F FLOPs at that "
+            "intensity, how long its bytes take at the bandwidth and how long its FLOPs take at the peak; the longer "
+            "one names the limit. Did you compare the intensity with the chip's two rates the wrong way up?"
         )
     if low == high == "memory":
-        fail("bound called 1000 FLOP/byte memory-bound on a chip that balances at 50 FLOP/byte; compare with peak / bandwidth.")
+        fail(f"bound called 1000 FLOP/byte memory-bound on {chip}: at that intensity, do its bytes or its FLOPs take "
+             "longer? Compare the intensity with a number of the chip in the same unit, FLOP per byte.")
     if call(bound, 49.0, _PEAK, _BW) != "memory" or call(bound, 51.0, _PEAK, _BW) != "compute":
-        fail("bound must switch from 'memory' to 'compute' at the balance point peak / bandwidth (50 FLOP/byte here).")
-
+        fail(f"bound switches at the wrong intensity on {chip}: it must switch exactly where moving the bytes and doing "
+             "the arithmetic take the same time.")
 
 
 check_bound = recorded("bound", "bound", [(x, _PEAK, _BW) for x in (10.0, 1000.0, 49.0, 51.0)], _judge_bound)
@@ -438,7 +455,7 @@ check_bound = recorded("bound", "bound", [(x, _PEAK, _BW) for x in (10.0, 1000.0
 # --- predict, then measure: a Linear layer -----------------------------------------------------
 
 
-def linear_model(batch: int, d_in: int, d_out: int, itemsize: int, peak_flops: float, bandwidth: float) -> dict:
+def _linear_model(batch: int, d_in: int, d_out: int, itemsize: int, peak_flops: float, bandwidth: float) -> dict:
     """The course's roofline model of y = x @ W.T (no bias): what linear_forecast should predict.
 
     FLOPs 2·batch·d_in·d_out; bytes (d_in·d_out weights + batch·d_in inputs +
@@ -480,7 +497,7 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
     for batch, dtype in _LINEAR_CASES:
         answer, shown = got[batch, dtype], _shown(batch, dtype)
         size = dtype.itemsize
-        want = linear_model(batch, _D, _D, size, _PEAK, _BW)
+        want = _linear_model(batch, _D, _D, size, _PEAK, _BW)
         x = answer["intensity"]
         if not is_number(x):
             fail(f"{shown} gave intensity {x!r}; return FLOP per byte as a float.")
@@ -492,7 +509,7 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
             if close(float(x), flops / (batch * (_D * _D + 2 * _D) * size), rel=1e-6):
                 fail(f"{shown} gave the intensity of batch 1: you counted the weights once "
                      "per sample. One batched matmul reads W once for the whole batch; that reuse is why batching helps.")
-            if dtype != torch.float32 and close(float(x), linear_model(batch, _D, _D, 4, _PEAK, _BW)["intensity"], rel=1e-6):
+            if dtype != torch.float32 and close(float(x), _linear_model(batch, _D, _D, 4, _PEAK, _BW)["intensity"], rel=1e-6):
                 fail(f"{shown} gave the float32 intensity: the dtype was ignored. bfloat16 takes 2 bytes per "
                      "element (dtype.itemsize), so the same layer moves half the bytes.")
             if close(float(x), want["intensity"] / 2, rel=1e-6):
@@ -517,13 +534,14 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
         if batch > 1 and close(seconds, per * batch, rel=1e-6):
             fail(f"{shown} gave the time of the whole batch as the time per sample.")
         if close(seconds * batch, flops / _PEAK + nbytes / _BW, rel=1e-6):
-            fail(f"{shown} added the compute time and the memory time. The roofline overlaps them: the time is "
-                 "FLOPs / attainable_flops, the larger of FLOPs / peak and bytes / bandwidth.")
+            fail(f"{shown} added the compute time and the memory time. The chip moves the next block while it "
+                 "computes on this one: the two overlap, so the slower of them sets the time (your attainable_flops "
+                 "says so).")
         if want["bound"] == "memory" and close(seconds * batch, flops / _PEAK, rel=1e-6):
             fail(f"{shown} forecast the layer at the chip's peak FLOP/s, but it is memory-bound: its time is set by "
                  "moving its bytes.")
-        fail(f"{shown} gave seconds per sample the roofline does not: the time of one call at the rate the roofline "
-             "allows for its intensity, shared among the samples of the batch.")
+        fail(f"{shown} gave seconds per sample the roofline does not: one call's time at the rate the roofline "
+             "allows for the call's intensity, shared among the samples of the batch.")
 
 
 check_linear_forecast = recorded("linear_forecast", "linear_forecast",
@@ -532,90 +550,60 @@ check_linear_forecast = recorded("linear_forecast", "linear_forecast",
 
 # --- predictions ------------------------------------------------------------------------------
 #
-# A prediction is a dict the learner fills in a cell before the cell that shows the answer. The
-# check judges it against the course's model (the same arithmetic as the lesson's functions, done
-# here with the course's own code and the datasheet figures in data/chips.csv), never against a
-# measurement, so it gives the same verdict on every machine.
+# Every prediction is a Prediction (grader.checks._common): its own graded cell, the first guess recorded in
+# predictions.json, credit banded on that first guess. COMPUTE_BOUND_N and CROSSOVER_PREDICTION are judged against
+# the course's model on datasheet figures; ADD_PREDICTION and LINEAR_PREDICTION predict what this machine will
+# measure, and are banded against the model fed with the figures this run measured and printed before the guess
+# (grader.predictions.note_measured, frozen with the first guess). A band's message names a kind of mistake, never
+# the model's value nor its distance.
 
 
-def _observe_prediction(name: str) -> Callable:
-    def observe(answers) -> object:
-        if isinstance(answers, dict) and not answers:
-            raise NotDone(name)
-        return answers
+class OnThisMachine(Prediction):
+    """A prediction about what this run will measure: no first guess is recorded before the run has measured
+    the figures (`needs`) the prediction is made from."""
 
-    return observe
+    def __init__(self, *args, needs: tuple[str, ...], where: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.needs, self.where = tuple(needs), where
 
+    def __call__(self, answer, **kwargs) -> float:
+        from grader import predictions
 
-def _prediction(answers, name: str, keys: dict) -> dict:
-    """The prediction dict with exactly `keys` (key -> 'number' or a tuple of allowed words), or a failure saying what is off."""
-    if not isinstance(answers, dict):
-        fail(f"{name} should be a dict with the keys {list(keys)}; it is {type(answers).__name__}.")
-    missing = [k for k in keys if k not in answers]
-    extra = sorted(map(repr, set(answers) - set(keys)))
-    if missing or extra:
-        fail(f"{name} needs exactly the keys {list(keys)}; missing {missing}, unexpected [{', '.join(extra)}].")
-    for key, kind in keys.items():
-        value = answers[key]
-        if kind == "number":
-            if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
-                fail(f"{name}[{key!r}] is {value!r}; write a positive number.")
-        elif value not in kind:
-            fail(f"{name}[{key!r}] is {value!r}; write one of {', '.join(map(repr, kind))}.")
-    return {k: (float(v) if keys[k] == "number" else v) for k, v in answers.items()}
+        if not predictions.grading() and isinstance(answer, dict) and answer:
+            found = predictions.entry(self.lesson, self.name)
+            measured = predictions.context(self.lesson)
+            if not (found and found.get("first")) and any(k not in measured for k in self.needs):
+                fail(f"{self.name} predicts what this machine will measure, from the figures {self.where} prints, and "
+                     "this run has not measured them yet. Run that cell first; nothing was recorded.")
+        return super().__call__(answer, **kwargs)
 
 
-def matmul_intensity(n: int, itemsize: int) -> float:
+def _measured(context: dict, needs: tuple[str, ...]) -> dict | None:
+    """The figures `needs` from a first guess's context, positive and finite; None if any is missing."""
+    got = {k: context.get(k) for k in needs}
+    if all(is_number(v) and math.isfinite(float(v)) and float(v) > 0 for v in got.values()):
+        return {k: float(v) for k, v in got.items()}
+    return None
+
+
+def _named(value: float, known: list[tuple[float, str]], within: float = 0.03) -> str | None:
+    """The words of the first known mistake `value` matches (within 3%), or None."""
+    for target, words in known:
+        if target > 0 and abs(value - target) <= within * target:
+            return words
+    return None
+
+
+_NO_CONTEXT = ("no measurement of this machine was recorded with your first guess (the cells that measure it had not "
+               "run), so the model has nothing to judge it against")
+
+
+def _matmul_intensity(n: int, itemsize: int) -> float:
     """The course's model: an n×n matmul does 2n³ FLOPs and moves three n×n matrices once."""
     return 2 * n**3 / (3 * n * n * itemsize)
 
 
-_INTENSITY_KEYS = {"add float32": "number", "matmul 1024 float32": "number", "matmul 1024 bfloat16": "number"}
-
-
-def _judge_intensity_prediction(answers) -> None:
-    """INTENSITY_PREDICTION: FLOP/byte of a float32 add and of a 1024² matmul in float32 and bfloat16."""
-    got = _prediction(answers, "INTENSITY_PREDICTION", _INTENSITY_KEYS)
-    add = got["add float32"]
-    if close(add, 1 / 8, rel=0.01):
-        fail("Your prediction for the float32 add counts reading a and b but not writing c: the result has to go "
-             "to memory too.")
-    if close(add, 1 / 3, rel=0.01) or close(add, 1 / 2, rel=0.01):
-        fail("Your prediction for the float32 add counts elements, not bytes: an element of float32 is several "
-             "bytes.")
-    if close(add, 12, rel=0.01) or close(add, 8, rel=0.01):
-        fail("Your prediction for the add is bytes per FLOP. Intensity is FLOPs per byte.")
-    if not close(add, 1 / 12, rel=0.01):
-        fail(f"You predicted {add:.4g} FLOP/byte for the float32 add c = a + b; count its FLOPs (one per output "
-             "element) and the bytes that cross memory (a and b read, c written, 4 bytes each).")
-    fp32, bf16 = got["matmul 1024 float32"], got["matmul 1024 bfloat16"]
-    want32, want16 = matmul_intensity(1024, 4), matmul_intensity(1024, 2)
-    if close(fp32, want32 / 2, rel=0.01):
-        fail(f"You predicted {fp32:.4g} FLOP/byte for the 1024² float32 matmul, half the model's: a multiply-add "
-             "is 2 FLOPs (your matmul_flops counts them).")
-    if close(fp32, want32 * 4, rel=0.01):
-        fail(f"You predicted {fp32:.4g} for the 1024² float32 matmul: that divides by elements, not bytes "
-             "(4 bytes each in float32).")
-    if not close(fp32, want32, rel=0.01):
-        fail("Your prediction for the 1024² float32 matmul is not the model's: its FLOPs over the bytes that cross "
-             "memory, each matrix once.")
-    if close(bf16, fp32, rel=0.01):
-        fail("You predicted the same intensity for the bfloat16 matmul as for float32: the FLOPs are the same but "
-             "each element is 2 bytes, not 4, so the same matmul moves half the bytes and does twice the FLOPs per "
-             "byte.")
-    if close(bf16, want32 / 2, rel=0.01):
-        fail("You predicted half the float32 intensity for bfloat16: the other way round. Fewer bytes per element "
-             "means fewer bytes for the same FLOPs: the intensity doubles.")
-    if not close(bf16, want16, rel=0.01):
-        fail("Your prediction for the 1024² bfloat16 matmul is not the model's: the same FLOPs as float32, over "
-             "bytes at bfloat16's size.")
-
-
-check_intensity_prediction = Check("INTENSITY_PREDICTION", _observe_prediction("INTENSITY_PREDICTION"),
-                                   _judge_intensity_prediction)
-
-
-def compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
+def _compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
     """The n (not rounded) at which an n×n matmul's intensity reaches the chip's balance point in `fmt`."""
     from grader import specs
 
@@ -623,47 +611,129 @@ def compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
     return 1.5 * itemsize * chip.balance(fmt)
 
 
-_BOUND_KEYS = {"fp32": "number", "bf16": "number"}
 _BOUND_CHIP = "H100"
+_BOUND_FORMATS = (("fp32", 4), ("bf16", 2))
 
 
-def _judge_compute_bound_n(answers) -> None:
-    """COMPUTE_BOUND_N: the smallest n at which an n×n matmul is compute-bound on the H100, in fp32 and in bf16."""
+def _compute_bound_mistake(got: dict) -> str | None:
+    """The known mistake a COMPUTE_BOUND_N answer makes, in words with no value in them; None if none."""
     from grader import specs
 
-    got = _prediction(answers, "COMPUTE_BOUND_N", _BOUND_KEYS)
     chip = specs.chip(_BOUND_CHIP)
-    want = {"fp32": compute_bound_from(_BOUND_CHIP, "fp32", 4), "bf16": compute_bound_from(_BOUND_CHIP, "bf16", 2)}
-    balance = {fmt: chip.balance(fmt) for fmt in want}
 
-    def near(value: float, target: float) -> bool:  # the smallest whole n is within one of the exact crossing
+    def near(value: float, target: float) -> bool:
         return abs(value - target) <= max(1.0, 0.01 * target)
 
-    for fmt, size in (("fp32", 4), ("bf16", 2)):
-        n = got[fmt]
-        if near(n, 1.5 * balance[fmt]):
-            fail(f"COMPUTE_BOUND_N[{fmt!r}] = {n:g} makes the matmul's FLOPs per *element* reach the balance point "
-                 f"({balance[fmt]:.0f} FLOP/byte): the balance point is per byte, and an element is {size} bytes in "
-                 f"{fmt}.")
-        if fmt == "bf16" and near(n, compute_bound_from(_BOUND_CHIP, "bf16", 4)):
-            fail(f"COMPUTE_BOUND_N['bf16'] = {n:g} counts 4 bytes per element: bfloat16 is 2 bytes (the dtype's "
-                 "itemsize), so a bf16 matmul does twice the FLOPs per byte of the same float32 one.")
-        if near(n, balance[fmt]):
-            fail(f"COMPUTE_BOUND_N[{fmt!r}] = {n:g} is the balance point itself ({balance[fmt]:.1f} FLOP/byte), not "
-                 "a matrix size: find the n whose intensity (matmul_flops / matmul_bytes) reaches it.")
+    for fmt, size in _BOUND_FORMATS:
+        n, balance = got[fmt], chip.balance(fmt)
+        if near(n, 1.5 * balance):
+            return (f"the {fmt} answer makes the matmul's FLOPs per *element* reach the balance point, which is per "
+                    "byte: an element is several bytes")
+        if fmt == "bf16" and near(n, _compute_bound_from(_BOUND_CHIP, "bf16", 4)):
+            return ("the bf16 answer counts 4 bytes per element: bfloat16 is smaller (its dtype's itemsize), so the same "
+                    "matmul does more FLOPs per byte")
+        if near(n, balance):
+            return (f"the {fmt} answer is the balance point itself, a number of FLOP per byte, not a matrix size: find "
+                    "the n whose intensity reaches it")
     if got["bf16"] <= got["fp32"]:
-        fail(f"You predicted a bf16 matmul turns compute-bound no later than an fp32 one. The tensor cores raise the peak ({chip.peak('bf16') / 1e12:.0f} against "
-             f"{chip.peak('fp32') / 1e12:.0f} TFLOP/s) on the same memory, so the balance point moves up "
-             f"({balance['bf16']:.0f} against {balance['fp32']:.0f} FLOP/byte) and a matmul needs more reuse, a larger "
-             "n, to keep them busy.")
-    for fmt, size in (("fp32", 4), ("bf16", 2)):
-        if not near(got[fmt], want[fmt]):
-            fail(f"COMPUTE_BOUND_N[{fmt!r}] is not the model's: on the {chip.name} in {fmt} the balance point is "
-                 f"{balance[fmt]:.1f} FLOP/byte; work out how an n×n matmul's intensity grows with n (your "
-                 "matmul_flops and matmul_bytes say it) and find the smallest n at which it reaches that point.")
+        return ("it has bf16 compute-bound no later than fp32: the tensor cores raise the peak on the same memory, so "
+                "the balance point moves up and a matmul needs more reuse, a larger n, to keep them busy")
+    return None
 
 
-check_compute_bound_n = Check("COMPUTE_BOUND_N", _observe_prediction("COMPUTE_BOUND_N"), _judge_compute_bound_n)
+def _compute_bound_band(first: dict, context: dict) -> tuple[float, str]:
+    """COMPUTE_BOUND_N's first guess: per format, full within 2% of the model's n, half within a factor 1.5."""
+    from grader import predictions
+
+    parts = [predictions.band(first[fmt], _compute_bound_from(_BOUND_CHIP, fmt, size), tight=0.02, loose=0.5)
+             for fmt, size in _BOUND_FORMATS]
+    fraction = sum(parts) / len(parts)
+    if fraction == 1.0:
+        return fraction, "your first guess is where the model puts both"
+    mistake = _compute_bound_mistake(first)
+    if mistake:
+        return fraction, f"your first guess: {mistake}"
+    return fraction, ("your first guess is outside the model's band: an n×n matmul's intensity grows with n (your "
+                      "matmul_flops and matmul_bytes say how); find the smallest n at which it reaches the H100's "
+                      "balance point in each format")
+
+
+def _compute_bound_final(answer: dict, context: dict) -> str | None:
+    return _compute_bound_mistake(answer)
+
+
+def _compute_bound_said(context: dict) -> str:
+    fp32, bf16 = (math.ceil(_compute_bound_from(_BOUND_CHIP, fmt, size)) for fmt, size in _BOUND_FORMATS)
+    return f"on the H100 an n×n matmul is compute-bound from n = {fp32} in fp32 and n = {bf16} in bf16 (datasheet)"
+
+
+check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16": "number"}, points=1,
+                                   band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said)
+
+
+# ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a
+# copy of the same size measured on it (printed: "copy_bandwidth", bytes/s) and set beside the matmul's rate.
+_ADD_NEEDS = ("copy_bandwidth", "matmul_peak")
+
+
+def _add_model(context: dict) -> float | None:
+    """The model's add rate in FLOP/s: one FLOP per output element, three float32 arrays crossing memory once each,
+    at the bandwidth the copy measured. None without that measurement."""
+    got = _measured(context, _ADD_NEEDS)
+    return None if got is None else got["copy_bandwidth"] / 12
+
+
+def _add_mistake(gflops: float, context: dict) -> str | None:
+    got = _measured(context, _ADD_NEEDS)
+    if got is None:
+        return None
+    bw, peak = got["copy_bandwidth"], got["matmul_peak"]
+    flops = gflops * 1e9
+    return _named(flops, [
+        (bw / 8, "it counts reading a and b but not writing c: the sum has to go to memory too"),
+        (bw / 3, "it counts elements, not bytes: the bandwidth is bytes per second, and a float32 element is several bytes"),
+        (bw * 12, "it multiplies the bandwidth by bytes per FLOP: an add does less than one FLOP per byte it moves"),
+        (bw / 16, "it counts c as read as well as written; count each array once, as the copy's bytes were counted"),
+        (bw / 24, "it counts two FLOPs per element: an add is one FLOP (a multiply-add is two)"),
+        (bw, "it has the add doing one FLOP per byte moved"),
+        (peak, "it predicts the add at the matmul's rate: an add cannot reuse an element, so the memory, not the "
+               "arithmetic, sets its pace"),
+    ]) or _named(flops, [(bw / 12 * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
+
+
+def _add_band(first: dict, context: dict) -> tuple[float, str]:
+    """ADD_PREDICTION's first guess against the model fed with this run's copy bandwidth: full within 20%, half within 2×."""
+    from grader import predictions
+
+    want = _add_model(context)
+    if want is None:
+        return 0.0, _NO_CONTEXT
+    fraction = predictions.band(first["add GFLOP/s"] * 1e9, want, tight=0.2, loose=1.0)
+    if fraction == 1.0:
+        return fraction, "your first guess is where the model puts it"
+    mistake = _add_mistake(first["add GFLOP/s"], context)
+    if mistake:
+        return fraction, f"your first guess: {mistake}"
+    return fraction, ("your first guess is outside the model's band: the add is memory-bound; how many bytes cross for "
+                      "each of its FLOPs, and how fast did this machine move bytes?")
+
+
+def _add_final(answer: dict, context: dict) -> str | None:
+    return _add_mistake(answer["add GFLOP/s"], context)
+
+
+def _add_said(context: dict) -> str:
+    want = _add_model(context)
+    if want is None:
+        return "run the copy cell first: the model needs this machine's bandwidth"
+    return f"the model puts this machine's add at {want / 1e9:.3g} GFLOP/s (the copy's bandwidth at the add's FLOPs per byte)"
+
+
+check_add_prediction = OnThisMachine("01_crossover", "ADD_PREDICTION", {"add GFLOP/s": "number"}, points=1,
+                                     band=_add_band, mistakes=_add_final, model=_add_said,
+                                     needs=_ADD_NEEDS, where="section 7's copy cell")
+
+
 
 
 def gpu_fixed_seconds() -> float:
@@ -733,38 +803,74 @@ check_crossover_prediction = Prediction(LESSON, "CROSSOVER_PREDICTION", {"n": "n
                                         band=_crossover_band, mistakes=_crossover_final, model=_crossover_said)
 
 
-_LINEAR_PREDICTION_KEYS = {"batch 1": ("memory", "compute"), "batch 512": ("memory", "compute"),
-                           "cheaper per sample": "number"}
-LINEAR_CHIP, LINEAR_D = "T4", 2048
+# LINEAR_PREDICTION: how many times batch 1's time per call a batch of 8 takes through a linear_d² float32 Linear on
+# this machine, by the roofline fed with this run's measured peak and bandwidth (fixed costs left out).
+_LINEAR_NEEDS = ("matmul_peak", "copy_bandwidth", "linear_d")
+LINEAR_KEY = "batch 8 / batch 1"
 
 
-def _judge_linear_prediction(answers) -> None:
-    """LINEAR_PREDICTION: the bound of a 2048² float32 Linear at batch 1 and 512 on a T4, and the per-sample saving."""
-    from grader import specs
+def _linear_ratio_model(context: dict, terms: str = "roofline") -> float | None:
+    """Time per call of batch 8 over batch 1 by the model on this run's figures; None without them.
 
-    got = _prediction(answers, "LINEAR_PREDICTION", _LINEAR_PREDICTION_KEYS)
-    chip = specs.chip(LINEAR_CHIP)
-    model = {b: linear_model(b, LINEAR_D, LINEAR_D, 4, chip.peak("fp32"), chip.bandwidth) for b in (1, 512)}
-    if got["batch 1"] != model[1]["bound"]:
-        fail(f"At batch 1 every weight is read from memory for one multiply-add: about "
-             f"{model[1]['intensity']:.1f} FLOP/byte, far below the {chip.name}'s balance point of "
-             f"{chip.balance('fp32'):.0f}. Batch 1 is {model[1]['bound']}-bound.")
-    if got["batch 512"] != model[512]["bound"]:
-        fail(f"At batch 512 each weight read serves 512 samples: {model[512]['intensity']:.0f} FLOP/byte against a "
-             f"balance point of {chip.balance('fp32'):.0f}, so the layer is {model[512]['bound']}-bound.")
-    saving = model[1]["seconds_per_sample"] / model[512]["seconds_per_sample"]
-    ratio = got["cheaper per sample"]
-    if close(ratio, 1, rel=0.05):
-        fail("You predicted batch 512 costs the same per sample as batch 1. Batch 1 spends its whole time reading "
-             "the weights for one sample; batch 512 reads them once for all 512.")
-    if close(ratio, 512, rel=0.05):
-        fail("You predicted batch 512 is 512× cheaper per sample: that would hold if the weight read were all of "
-             "the cost at every batch. At batch 512 the layer is compute-bound: its time is its arithmetic, which "
-             "grows with the batch.")
-    if abs(ratio - saving) > 0.1 * saving:
-        fail(f"You predicted batch 512 is {ratio:.3g}× cheaper per sample. Work out each batch's roofline time "
-             "(FLOPs / attainable FLOP/s, the longer of the weight read and the arithmetic) and divide each by its "
-             "batch; your linear_forecast does it.")
+    terms: "roofline" (the slower of moving and computing), "sum" (the two added), "per sample" (weights per sample).
+    """
+    got = _measured(context, _LINEAR_NEEDS)
+    if got is None:
+        return None
+    peak, bw, d = got["matmul_peak"], got["copy_bandwidth"], int(got["linear_d"])
+
+    def call_seconds(batch: int) -> float:
+        flops = 2 * batch * d * d
+        weights = d * d * (batch if terms == "per sample" else 1)
+        nbytes = (weights + batch * 2 * d) * 4
+        return flops / peak + nbytes / bw if terms == "sum" else max(flops / peak, nbytes / bw)
+
+    return call_seconds(8) / call_seconds(1)
 
 
-check_linear_prediction = Check("LINEAR_PREDICTION", _observe_prediction("LINEAR_PREDICTION"), _judge_linear_prediction)
+def _linear_mistake(ratio: float, context: dict) -> str | None:
+    want = _linear_ratio_model(context)
+    if want is None:
+        return None
+    known = [(want / 8, "it is the time per sample; the key asks for the time per call")]
+    if want < 6:
+        known.append((8.0, "it grows the time with the work: but batch 8 reads the same weights as batch 1, and on this "
+                           "machine reading them is the larger part"))
+    if _linear_ratio_model(context, "sum") and abs(_linear_ratio_model(context, "sum") - want) > 0.05 * want:
+        known.append((_linear_ratio_model(context, "sum"), "it adds the time of the arithmetic to the time of the "
+                                                         "weight read; the chip does both at once"))
+    return _named(ratio, known)
+
+
+def _linear_band(first: dict, context: dict) -> tuple[float, str]:
+    """LINEAR_PREDICTION's first guess against the roofline on this run's peak and bandwidth: full within 20%, half
+    within 2×."""
+    from grader import predictions
+
+    want = _linear_ratio_model(context)
+    if want is None:
+        return 0.0, _NO_CONTEXT
+    fraction = predictions.band(first[LINEAR_KEY], want, tight=0.2, loose=1.0)
+    if fraction == 1.0:
+        return fraction, "your first guess is where the model puts it"
+    mistake = _linear_mistake(first[LINEAR_KEY], context)
+    if mistake:
+        return fraction, f"your first guess: {mistake}"
+    return fraction, ("your first guess is outside the model's band: for each batch, which takes longer on this "
+                      "machine, reading the weights or the arithmetic, and how does each grow with the batch?")
+
+
+def _linear_final(answer: dict, context: dict) -> str | None:
+    return _linear_mistake(answer[LINEAR_KEY], context)
+
+
+def _linear_said(context: dict) -> str:
+    want = _linear_ratio_model(context)
+    if want is None:
+        return "run section 7 first: the model needs this machine's peak and bandwidth"
+    return f"the roofline on this run's figures puts batch 8 at {want:.3g}× batch 1's time per call"
+
+
+check_linear_prediction = OnThisMachine("01_crossover", "LINEAR_PREDICTION", {LINEAR_KEY: "number"}, points=1,
+                                        band=_linear_band, mistakes=_linear_final, model=_linear_said,
+                                        needs=_LINEAR_NEEDS, where="section 7")
