@@ -40,7 +40,9 @@ def _code_cell(marker: str) -> str:
 def test_choose_loss_scale_contract_is_the_largest_finite_scale():
     text = _text()
     assert "smallest power of two $S \\ge 1$" not in text, "the old contract (rescue the smallest gradient) is still taught"
-    assert "largest** power of two that keeps every scaled gradient" in text
+    # issue 29: the page weighs what each choice costs and leaves the aim to derive (it stated it, a transcription)
+    assert "largest** power of two that keeps every scaled gradient" not in text
+    assert "costs the whole step" in " ".join(text.split())
     assert lesson03._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
     assert lesson03._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
     assert lesson03._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
@@ -353,3 +355,22 @@ def test_no_public_course_function_answers_an_exercise_or_a_prediction():
     for gone in ("vanishing_model", "largest_finite_scale", "zero_share", "gradscaler_with_ceiling"):
         assert not hasattr(lesson03, gone), gone
     assert not hasattr(lesson04, "measured_bytes_per_param")
+
+
+def test_loss_scaler_text_gives_the_evidence_not_a_pointer_to_the_rule():
+    """Issue 29: LossScaler was a lookup (the text sent the learner to help(GradScaler), which states the rule)."""
+    text = _text()
+    assert "help(torch.amp.GradScaler)" not in text and "is the\n# last word" not in text
+    assert "growth_interval" in text and "backoff_factor" in text
+
+
+def test_gradscaler_defaults_and_rule_are_torchs():
+    """COURSE.md 03: GradScaler skips the step on inf/NaN and multiplies the scale by backoff_factor (0.5); it grows by
+    growth_factor (2.0) after growth_interval (2000) consecutive clean steps (torch/amp/grad_scaler.py, torch 2.13)."""
+    import inspect
+
+    params = inspect.signature(torch.amp.GradScaler.__init__).parameters
+    assert (params["init_scale"].default, params["growth_factor"].default, params["backoff_factor"].default,
+            params["growth_interval"].default) == (2.0**16, 2.0, 0.5, 2000)
+    trace = lesson03.gradscaler_trace([False, False, True, False], init_scale=4.0, growth_interval=2)
+    assert trace == [(True, 4.0), (True, 8.0), (False, 4.0), (True, 4.0)]

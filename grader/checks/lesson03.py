@@ -632,19 +632,19 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
                      "A cast overflows only when the nearest number is past the largest: which side of that is yours?")
             if got == _rescue_scale(grads, dtype):
                 fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
-                     f"{largest:g} into inf. Aim for the largest scale that keeps every gradient finite, not for rescuing the smallest.")
+                     f"{largest:g} into inf, and an inf costs the whole step. Which gradients carry the update?")
             fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
                  f"a scale must keep the largest gradient finite.")
         if got == _rescue_scale(grads, dtype):
             fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
-                 f"Return the largest power of two that keeps every scaled gradient finite: that is "
-                 "where GradScaler's dynamic scale settles, and it leaves the large gradients, which carry the update, intact.")
+                 "The smallest gradients carry almost none of the update, and a bigger scale costs a finite gradient no "
+                 "digit: what does a higher scale still buy, and where does it stop being safe?")
         if got == want / 2:
             fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that still keeps every gradient finite in "
                  f"{dtype}. A cast rounds to the nearest number, so a scaled gradient a little past the largest finite "
-                 "number can still round down to it. Return the largest such scale.")
-        fail(f"{label} returned {_pow2(got)}, which is not the largest power of two that keeps every scaled gradient "
-             f"finite in {dtype}: check how you find it.")
+                 "number can still round down to it.")
+        fail(f"{label} returned {_pow2(got)}, which leaves room unused in {dtype}: a bigger power of two still keeps "
+             "every scaled gradient finite, and costs none of them a digit.")
 
 
 check_choose_loss_scale = guard(
