@@ -1,14 +1,22 @@
-"""Course code that computes an exercise's answer, marked so a check can notice a learner's code calling it.
+"""The course's own code called from a learner's: one module that notices it, for every lesson's checks.
 
-Some of the course's own functions must compute what an exercise asks for (a
-timer the lesson uses elsewhere, the model a check compares with). Each is
-wrapped with `course_only(name)`: a call from code outside the `grader`
-package (a learner's function or cell) is counted under `name`. A check
-resets the count (`reset`) before it runs the learner's code and reads it
-after (`used`), or reads what was called since the kernel started, and fails
-with a message saying which function was called.  It is a deterrent, not a
+Some of the course's functions must compute what an exercise asks for (a
+timer the lesson uses elsewhere, the model a check compares with, an answer
+key). A check notices a learner's code that calls one and fails with one
+message (`message`) naming it. It is a deterrent, as COURSE.md says, not a
 wall: copying the function's source defeats it, and costs about as much as
 the exercise.
+
+Two ways to ask, one registry of names:
+
+- `guard(check, name, {function or class: its name})`: the check, failing
+  first when the learner's code it runs calls one of them (directly or through
+  other code; every method of a class counts). Most checks use this.
+- `course_only(name)` marks a course function whose calls from outside the
+  `grader` package are counted since the kernel started (`used`, `reset`):
+  for an answer a learner could compute in a cell of its own before the check
+  runs (a quiz's answer key), where no learner function is there to watch.
+  `guard` sees a marked function too (by the function it wraps).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _USED: dict[str, int] = {}
@@ -48,3 +56,69 @@ def reset(*names: str) -> None:
 def used(*names: str) -> list[str]:
     """The names among `names` (all when none is given) that code outside the package has called, sorted."""
     return sorted(n for n in _USED if not names or n in names)
+
+
+def message(name: str, called: str) -> str:
+    """What a check says when the learner's `name` calls the course's `called`."""
+    return (f"your {name} calls {called}, the course's own code that this check compares with: write {name} "
+            "yourself, from the principle the text gives.")
+
+
+# --- watching a learner's code while a check runs it -------------------------------------------------
+
+
+def _codes(target: Any) -> list:
+    """The code objects of a function (a course_only one: the function it wraps), or of every function a class defines."""
+    found = vars(target).values() if isinstance(target, type) else [target]
+    codes = []
+    for f in found:
+        f = getattr(f, "__func__", f)
+        f = getattr(f, "__wrapped__", f) if getattr(f, "course_only", None) else f
+        code = getattr(f, "__code__", None)
+        if code is not None:
+            codes.append(code)
+    return codes
+
+
+class watching:  # noqa: N801  used as `with watching(targets) as hits:`
+    """While active, notes (in order, once each) which of `targets` ({function or class: name}) are called."""
+
+    def __init__(self, targets: dict):
+        self.labels = {code: label for target, label in targets.items() for code in _codes(target)}
+        self.hits: list[str] = []
+
+    def _profile(self, frame, event, arg):
+        if event == "call":
+            label = self.labels.get(frame.f_code)
+            if label is not None and label not in self.hits:
+                self.hits.append(label)
+
+    def __enter__(self) -> list[str]:
+        self.before = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self.hits
+
+    def __exit__(self, *exc) -> bool:
+        sys.setprofile(self.before)
+        return False
+
+
+def guard(check, name: str, targets: dict):
+    """`check`, failing first when the learner's code it runs calls one of `targets` ({function or class: its name})."""
+    from grader.checks._common import Check, fail
+
+    def observe(*learner: Any, **inputs: Any) -> dict:
+        with watching(targets) as hits:
+            observed = check.observe(*learner, **inputs)
+        return {"observed": observed, "shortcuts": list(hits)}
+
+    def judge(observation: Any, **kwargs: Any):
+        if not isinstance(observation, dict) or not isinstance(observation.get("shortcuts"), list):
+            fail(f"the check could not read what your {name} did (not an observation of this check)")
+        if observation["shortcuts"]:
+            fail(message(name, str(observation["shortcuts"][0])))
+        return check.judge(observation.get("observed"), **kwargs)
+
+    guarded = Check(check.what, observe, judge, inputs=check.inputs, announce=check.announce)
+    guarded.__doc__ = check.__doc__
+    return guarded

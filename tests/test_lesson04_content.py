@@ -198,3 +198,17 @@ def test_predict_saved_bytes_is_derived_from_what_each_backward_needs_not_transc
     assert "a ReLU keeps its **output**" not in text and "each Linear keeps its input" not in text.lower().replace("**", "")
     relu, gelu = (memory.saved_bytes(memory.mlp([8, 16, 4], a), torch.randn(3, 8)) for a in ("relu", "gelu"))
     assert gelu - relu == 4 * 3 * 16
+
+
+def test_training_bytes_text_gives_the_principle_not_each_copy_and_its_width():
+    """Issue 29: the text above training_bytes listed every copy and its width (a transcription of 2 + 2 + 4 + ...)."""
+    import nbformat
+
+    from conftest import ROOT
+
+    nb = nbformat.read(str(ROOT / "solutions" / "04_memory" / "04_memory.ipynb"), as_version=4)
+    ex = next(i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "training_bytes")
+    section = "\n".join(c.source for c in nb.cells[:ex] if c.cell_type == "markdown").split("## 2 ·")[-1]
+    flat = " ".join(section.replace("#", " ").split())
+    for told in ("2-byte copies", "keeps its own buffers at the master's precision", "float32 **master copy**"):
+        assert told not in flat, told

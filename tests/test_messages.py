@@ -1,15 +1,20 @@
 """Messages teach without telling, and the course's own code is no shortcut (COURSE.md, third edition).
 
-Two tests, parametrized per lesson: add a lesson to MESSAGE_LESSONS and its
-shortcuts to SHORTCUTS when it follows the rules.
+Two tests, table-driven: a lesson that follows the rules adds a row to
+MESSAGE_LESSONS (its mutants, tests/mutants/lessonNN.py, are then searched),
+and a row per shortcut to SHORTCUTS. Add rows; the tests need nothing else.
 
-- The message test runs every mutant against every step of its check cell
-  (the visible check and each hidden test, one at a time, as the class
-  grader's feedback would show it) and fails if a message holds an expected
-  value in a form a learner would copy: the integer, the float at 2-6
-  significant figures (in seconds, ms or µs), or a fraction. The expected
-  values are what the reference solution gives on the check's own cases and
-  each hidden test's `want`.
+- The message test runs every mutant (MUTANTS and PREDICTION_MUTANTS) against
+  every step of its check cell (the visible check and each hidden test, one at
+  a time, as the class grader's feedback would show it) and fails if a message
+  holds an expected value in a form a learner would copy: the integer (with or
+  without separators), the float at 2-6 significant figures (in seconds, ms or
+  µs as well), a fraction, or a power of two written 2^k. The expected values
+  are what the reference solution gives on the check's own cases and each
+  hidden test's `want`; whole numbers up to SMALL are the words of a message
+  (2 FLOPs, 8 exponent bits), and a value the message quotes as the learner's
+  own ("returned 2^24") is theirs to see. Each hidden test's own wrong case
+  (its `why`, what it says when the learner's answer is wrong) is searched too.
 - The shortcut test writes each exercise with a call of the course's package
   that returns its answer and requires the check to say so (or the shortcut
   to be gone: calling it fails).
@@ -32,7 +37,12 @@ from grader.notebook import CheckFailed
 from grader.pipeline.judging import plan_cell
 from notebook_cells import check_cells, namespace
 
-MESSAGE_LESSONS = ["01_crossover", "02_transfers"]
+MESSAGE_LESSONS = [  # one row per lesson whose checks follow the rules
+    "01_crossover",
+    "02_transfers",
+    "03_float_formats",
+    "04_memory",
+]
 SMALL = 16  # whole numbers up to this are the words of a message (2 FLOPs, 4 bytes), not an answer to copy
 
 
@@ -70,6 +80,9 @@ def _numbers(value, out: set) -> set:
     return out
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def forms(value: float) -> set[str]:
     """The ways a learner would copy `value` out of a message."""
     found = set()
@@ -91,11 +104,24 @@ def forms(value: float) -> set[str]:
     frac = Fraction(value).limit_denominator(64)
     if frac.denominator > 1 and abs(float(frac) - value) <= 1e-9 * abs(value):
         found |= {f"{frac.numerator}/{frac.denominator}", f"{frac.numerator} / {frac.denominator}"}
+    k = math.log2(abs(value)) if value else 0.5
+    if k == int(k) and abs(value) > SMALL or (k == int(k) and k < 0):
+        k = int(k)
+        found |= {f"2^{k}", f"2**{k}", f"2 ** {k}", "2" + str(k).translate(_SUPERSCRIPT)}
     return {f for f in found if len(f.strip("-0.,")) >= 2 or "/" in f}
 
 
+_THEIRS = re.compile(r"(?:returned|is|gave|gives|stayed at|grew to|reported|your \w+) [\w( =.,^*]{0,14}$")
+_FIRST_GUESS = re.compile(r"\(first guess .*?, recorded [^)]*\)")  # a prediction's feedback echoing the learner's guess
+
+
 def holds(message: str, form: str) -> bool:
-    return re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d])", message) is not None
+    """True when `form` stands in `message` as a number of its own, and not where the message quotes the learner's."""
+    message = _FIRST_GUESS.sub("(first guess …)", message)
+    for hit in re.finditer(rf"(?<![\w.,^*]){re.escape(form)}(?![\d]|\.\d)", message):
+        if not _THEIRS.search(message[:hit.start()]):
+            return True
+    return False
 
 
 def _expected(lesson: str, grade_id: str) -> set[float]:
@@ -142,27 +168,59 @@ def _mutant_cases():
 
     for lesson in MESSAGE_LESSONS:
         mod = importlib.import_module(f"mutants.lesson{lesson[:2]}")
-        for grade_id, mutants in mod.MUTANTS.items():
-            for name, source, _ in mutants:
-                yield pytest.param(lesson, grade_id, source, id=f"{lesson}:{grade_id}:{name}")
+        for table in ("MUTANTS", "PREDICTION_MUTANTS"):
+            for grade_id, mutants in getattr(mod, table, {}).items():
+                for name, source, _ in mutants:
+                    yield pytest.param(lesson, grade_id, source, id=f"{lesson}:{grade_id}:{name}")
 
 
 @pytest.mark.parametrize("lesson,grade_id,source", list(_mutant_cases()))
 def test_no_message_hands_over_an_expected_value(lesson, grade_id, source):
+    expected = _expected(lesson, grade_id)  # first: the mutant may call an answer key the reference's run would see
     ns = namespace(lesson)
     exec(compile(source, "<mutant>", "exec"), ns)
-    expected = _expected(lesson, grade_id)
     for message in _messages(lesson, grade_id, ns):
         leaked = sorted({f for v in expected for f in forms(v) if holds(message, f)})
         assert not leaked, f"a message of {grade_id} holds the expected value as {leaked}:\n{message}"
+
+
+def _hidden_cases():
+    for lesson in MESSAGE_LESSONS:
+        for grade_id, source in check_cells(lesson).items():
+            for step in plan_cell(source):
+                if step.hidden and "want" in step.kwargs:
+                    yield pytest.param(lesson, grade_id, step, id=f"{lesson}:{grade_id}:{step.check}")
+
+
+@pytest.mark.parametrize("lesson,grade_id,step", list(_hidden_cases()))
+def test_a_hidden_tests_wrong_case_says_why_without_its_value(lesson, grade_id, step):
+    """What a hidden test says when the learner's answer is wrong (its `why`) never holds what it wants."""
+    wanted = _numbers(step.kwargs["want"], set())
+    said = str(step.kwargs.get("why", ""))
+    leaked = sorted({f for v in wanted for f in forms(v) if holds(said, f)})
+    assert not leaked, f"{grade_id}: the hidden test's message holds its expected value as {leaked}: {said}"
 
 
 def test_forms_are_what_a_learner_copies():
     assert {"1/12", "0.083", "0.08333"} <= forms(1 / 12)
     assert {"12582912", "12,582,912", "1.258e+07"} <= forms(12_582_912)
     assert "1.005" in forms(0.001005)  # in ms
+    assert {"2^24", "2²⁴", "16777216"} <= forms(2.0**24) and "2^-3" in forms(0.125)
     assert not forms(4) and not forms(2.0)
     assert holds("here 256.", "256") and not holds("2560", "256") and not holds("0.256", "256")
+
+
+def test_the_search_finds_a_value_in_each_form_and_leaves_the_learners_own():
+    """The test can fail: a message that quotes an expected value is caught (2^24, 625, 266,240, 1/11)."""
+    def leaks(message: str, value: float) -> bool:
+        return any(holds(message, f) for f in forms(value))
+
+    assert leaks("the largest scale here: 2^24", 2.0**24) and leaks("use 2²⁴", 2.0**24)
+    assert leaks("the largest batch that fits: 625.", 625) and leaks("it saves 266,240 bytes", 266_240)
+    assert leaks("one step in 11 is skipped: 1/11", 1 / 11) and leaks("the model says 170.7", 170.66)
+    assert not leaks("your max_batch returned 625", 625) and not leaks("choose_loss_scale returned 2^24", 2.0**24)
+    assert not leaks("P: 0.5 / 1 (first guess n 625, recorded 2026-12-03T13:55:29+00:00); too high", 625)
+    assert leaks("P: 0.5 / 1 (first guess n 600, recorded 2026-12-03T13:55:29+00:00); the model says 625", 625)
 
 
 # --- shortcuts: the course's own code answering an exercise -----------------------------------------

@@ -14,7 +14,7 @@ from grader.pipeline.judging import judge_cell
 from notebook_cells import check_cells, namespace
 from test_predictions import record  # noqa: F401  the protocol's fixture: the record in a temporary file
 
-MODULES = ("lesson01", "lesson03", "lesson04")
+MODULES = ("lesson01", "lesson02", "lesson03", "lesson04")
 
 
 def _scored_cells():

@@ -257,7 +257,7 @@ class Prediction(Check):
 
     `lessonNN.check_x = Prediction(lesson, name, keys, points, band, mistakes, model)`:
 
-    - `keys`: {key: "number" or a tuple of allowed words}; "why" (one line of
+    - `keys`: {key: "number", "bool" or a tuple of allowed words}; "why" (one line of
       reasoning) is added to every prediction and required.
     - `band(first, context) -> (fraction, message)`: the first guess (a dict
       of `keys`, numbers as floats) against the lesson's model fed with
@@ -303,6 +303,10 @@ class Prediction(Check):
                     fail(f"{self.name}['why'] is your reason in one line of words (at most 300 characters): what "
                          "principle your number comes from. A prediction without one earns no commitment credit.")
                 out[key] = value.strip()
+            elif kind == "bool":
+                if not isinstance(value, bool):
+                    fail(f"{self.name}[{key!r}] is {quote(value)}; write True or False.")
+                out[key] = value
             elif kind == "number":
                 if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
                     fail(f"{self.name}[{key!r}] is {quote(value)}; write a positive number.")
@@ -374,63 +378,6 @@ class Prediction(Check):
         print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): {said}")
 
 
-# --- shortcuts: the course's own code called from a learner's function ------------------------------
+# --- shortcuts: the course's own code called from a learner's function (grader.shortcuts, the one place) ---------
 
-
-def _codes(target: Any) -> list:
-    """The code objects of a function, or of every function a class defines."""
-    found = vars(target).values() if isinstance(target, type) else [target]
-    codes = (getattr(getattr(f, "__func__", f), "__code__", None) for f in found)
-    return [c for c in codes if c is not None]
-
-
-class _Watch:
-    """While active, notes which of the course's own functions (by code object) a learner's code calls."""
-
-    def __init__(self, shortcuts: dict):
-        self.labels = {code: label for target, label in shortcuts.items() for code in _codes(target)}
-        self.hits: list[str] = []
-
-    def _profile(self, frame, event, arg):
-        if event == "call":
-            label = self.labels.get(frame.f_code)
-            if label is not None and label not in self.hits:
-                self.hits.append(label)
-
-    def __enter__(self):
-        import sys
-
-        self.before = sys.getprofile()
-        sys.setprofile(self._profile)
-        return self
-
-    def __exit__(self, *exc):
-        import sys
-
-        sys.setprofile(self.before)
-        return False
-
-
-def guard(check: Check, name: str, shortcuts: dict) -> Check:
-    """`check`, failing first when the learner's code calls one of `shortcuts` ({function or class: its name}).
-
-    A deterrent, as COURSE.md says: copying the course function's source into
-    the notebook defeats it and costs about as much as the exercise.
-    """
-
-    def observe(*learner: Any, **inputs: Any) -> dict:
-        with _Watch(shortcuts) as watch:
-            observed = check.observe(*learner, **inputs)
-        return {"observed": observed, "shortcuts": list(watch.hits)}
-
-    def judge(observation: Any, **kwargs: Any):
-        if not isinstance(observation, dict) or not isinstance(observation.get("shortcuts"), list):
-            fail(f"the check could not read what your {name} did (not an observation of this check)")
-        if observation["shortcuts"]:
-            fail(f"your {name} calls {observation['shortcuts'][0]}, the course's own code that this check compares "
-                 f"with: write {name} yourself, from the principle the text gives.")
-        return check.judge(observation.get("observed"), **kwargs)
-
-    guarded = Check(check.what, observe, judge, inputs=check.inputs, announce=check.announce)
-    guarded.__doc__ = check.__doc__
-    return guarded
+from grader.shortcuts import guard  # noqa: E402,F401  lessons call _common.guard; it lives in grader.shortcuts

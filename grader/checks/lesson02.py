@@ -19,119 +19,157 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable, same
+from grader import predictions
+from grader.checks._common import Check, Prediction, call, close, fail, guard, is_number, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson02.expect
 from grader.notebook import NotDone
 from grader.shortcuts import course_only
 from grader.syncs import SyncCounter
 
-# --- transfer_seconds -----------------------------------------------------------------------
+LESSON = "02_transfers"  # the lesson's name in the predictions record (grader.predictions)
 
-_NBYTES, _BANDWIDTH, _LATENCY = 2e9, 25e9, 1e-5  # 2 GB over a 25 GB/s link, 10 µs fixed cost
+# --- a link from two copies: predict, then infer ----------------------------------------------
 
-
-def _judge_transfer_seconds(transfer_seconds: Callable[[float, float, float], float]) -> None:
-    """transfer_seconds(nbytes, bandwidth, latency) = latency + nbytes / bandwidth, in seconds."""
-    nbytes, bandwidth, latency = _NBYTES, _BANDWIDTH, _LATENCY
-    got = call(transfer_seconds, nbytes, bandwidth, latency)
-    if not is_number(got):
-        fail(f"transfer_seconds returned {got!r} ({type(got).__name__}); return seconds as a float.")
-    got = float(got)
-    if close(got, nbytes / bandwidth):
-        fail(
-            "transfer_seconds(2 GB, 25 GB/s, 10 µs) returned exactly 2 GB / 25 GB/s: you left out the latency. "
-            "Every copy pays a fixed cost (setting it up, crossing the bus) before the first byte arrives."
-        )
-    if close(got, latency * 1e3 + nbytes / bandwidth * 1e3) or close(got, (latency + nbytes / bandwidth) * 1e3):
-        fail("transfer_seconds returned a thousand times the time: milliseconds. Return seconds.")
-    if close(got, latency + 8 * nbytes / bandwidth):
-        fail("transfer_seconds multiplied the bytes by 8: bandwidth here is in bytes per second, not bits.")
-    if close(got, latency + bandwidth / nbytes) or close(got, latency + nbytes * bandwidth):
-        fail(
-            "transfer_seconds combined the bytes and the bandwidth the wrong way: check the units, bytes over "
-            "bytes per second is seconds."
-        )
-    if close(got, nbytes / (bandwidth * 1e9) + latency):
-        fail("transfer_seconds divided the bandwidth by 1e9 once more: it is already in bytes per second.")
-    if not close(got, latency + nbytes / bandwidth, rel=1e-6):
-        fail(f"transfer_seconds(2e9, 25e9, 1e-5) returned {got:.6g}, which no copy of 2 GB over that link takes: what does "
-             "a copy pay before its first byte moves, and what for each byte?")
-    empty = call(transfer_seconds, 0, bandwidth, latency)
-    if not is_number(empty) or not close(float(empty), latency):
-        fail(f"transfer_seconds(0 bytes) returned {empty!r}; even an empty copy pays the latency ({latency} s).")
+# Two copies on a made-up link (illustrative figures, not a measurement): (bytes, seconds). Neither copy alone
+# gives the link: the small one is big enough that its bytes are a good part of its time, so reading its time as
+# the fixed cost is wrong by more than a factor of two (COURSE.md, 02 third edition: the inference needs both).
+LINK_COPIES = [(256 * 2**10, 18.92e-6), (16 * 2**20, 707.05e-6)]
+KiB, MiB = 2**10, 2**20
 
 
-check_transfer_seconds = recorded("transfer_seconds", "transfer_seconds",
-                                  [(_NBYTES, _BANDWIDTH, _LATENCY), (0, _BANDWIDTH, _LATENCY)], _judge_transfer_seconds)
-
-
-# --- inferring a link from two copies, then predicting -------------------------------------------
-
-# Two copies on a made-up link (illustrative figures, not a measurement): (bytes, seconds). The
-# learner infers the link's fixed cost and bandwidth from them, then predicts many small copies
-# against one big one; the judge infers the link from the same two figures.
-LINK_COPIES = [(4096, 11.32e-6), (64 * 2**20, 5.254e-3)]
+def _line(copies) -> tuple[float, float]:
+    """(latency, bandwidth) of the line through the smallest and the largest copy: both paid the same fixed cost."""
+    (small, t_small), (big, t_big) = min(copies), max(copies)
+    bandwidth = (big - small) / (t_big - t_small)
+    return t_small - small / bandwidth, bandwidth
 
 
 def _link() -> tuple[float, float]:
-    """(latency, bandwidth) of the line through LINK_COPIES: both copies paid the same fixed cost."""
+    return _line(LINK_COPIES)
+
+
+def _costs(latency: float, bandwidth: float) -> dict:
+    return {"1000 copies of 4 KiB": 1000 * (latency + 4 * KiB / bandwidth), "1 copy of 4 MiB": latency + 4 * MiB / bandwidth}
+
+
+def _naive() -> tuple[float, float]:
+    """Each copy read alone: the small copy's time as the fixed cost, the big copy's bytes over its time as the rate."""
     (small, t_small), (big, t_big) = LINK_COPIES
-    bandwidth = (big - small) / (t_big - t_small)
-    return t_small - small / bandwidth, bandwidth
-_COPY_KEYS = ("latency", "bandwidth", "1000 copies of 4 KiB", "1 copy of 4 MiB")
+    return t_small, big / t_big
 
 
-def _observe_copy_prediction(answers) -> object:
-    if isinstance(answers, dict) and not answers:
-        raise NotDone("COPY_PREDICTION")
-    return answers
+_COPY_KEYS = {"1000 copies of 4 KiB": "number", "1 copy of 4 MiB": "number"}
 
 
-def _judge_copy_prediction(answers) -> None:
-    """COPY_PREDICTION: the link's latency and bandwidth inferred from LINK_COPIES, and two predicted costs."""
-    if not isinstance(answers, dict):
-        fail(f"COPY_PREDICTION should be a dict with the keys {list(_COPY_KEYS)}; it is {type(answers).__name__}.")
-    missing, extra = [k for k in _COPY_KEYS if k not in answers], sorted(map(repr, set(answers) - set(_COPY_KEYS)))
-    if missing or extra:
-        fail(f"COPY_PREDICTION needs exactly the keys {list(_COPY_KEYS)}; missing {missing}, unexpected [{', '.join(extra)}].")
-    bad = [k for k in _COPY_KEYS if not is_number(answers[k]) or not float(answers[k]) > 0]
-    if bad:
-        fail(f"COPY_PREDICTION[{bad[0]!r}] is {answers[bad[0]]!r}; write a positive number (seconds, or bytes per second).")
-    got = {k: float(answers[k]) for k in _COPY_KEYS}
-    (small, t_small), (big, t_big) = LINK_COPIES
-    _LINK_LATENCY, _LINK_BANDWIDTH = _link()  # noqa: N806  the link the two copies imply
-    bandwidth, latency = got["bandwidth"], got["latency"]
-    if close(bandwidth, _LINK_BANDWIDTH * 8, rel=0.05) or close(bandwidth, _LINK_BANDWIDTH / 1e9, rel=0.05):
-        fail(f"COPY_PREDICTION['bandwidth'] = {bandwidth:.4g}: write it in bytes per second (not bits, not GB/s).")
-    if close(latency, t_small * 1e6, rel=0.05) or close(latency, _LINK_LATENCY * 1e6, rel=0.05):
-        fail(f"COPY_PREDICTION['latency'] = {latency:.4g}: that is microseconds; write seconds.")
-    if not close(bandwidth, _LINK_BANDWIDTH, rel=0.05):
-        fail("COPY_PREDICTION['bandwidth'] is not the link the two copies imply. Both copies paid the same fixed "
-             "cost: what does the difference between them say about the link?")
-    if not close(latency, _LINK_LATENCY, rel=0.05):
-        fail("COPY_PREDICTION['latency'] is not the fixed cost the two copies imply: with the bandwidth known, "
-             "what part of a copy's time is not paid for its bytes?")
+def _copy_mistake(got: dict) -> str | None:
+    """The kind of mistake in a COPY_PREDICTION (seconds), or None; never a value."""
+    latency, bandwidth = _link()
+    want, naive = _costs(latency, bandwidth), _costs(*_naive())
     many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
-    want_many = 1000 * (_LINK_LATENCY + 4096 / _LINK_BANDWIDTH)
-    want_one = _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH
-    if close(many, _LINK_LATENCY + 1000 * 4096 / _LINK_BANDWIDTH, rel=0.05) or close(many, want_one, rel=0.05):
-        fail("Your 1000 copies of 4 KiB cost about what one copy of the same bytes costs. "
-             "Every copy pays the fixed cost before its bytes move: 1000 copies pay it 1000 times.")
-    if close(one, 1000 * _LINK_LATENCY + 4 * 2**20 / _LINK_BANDWIDTH, rel=0.05):
-        fail("You charged the one 4 MiB copy a fixed cost per 4 KiB: the fixed cost is per copy, not per block of bytes.")
-    if close(many, 1000 * _LINK_LATENCY, rel=0.005):
-        fail("Your 1000 small copies pay only their fixed costs: each also moves its 4096 bytes at the link's rate.")
-    if close(one, 4 * 2**20 / _LINK_BANDWIDTH, rel=0.005):
-        fail("Your 4 MiB copy pays only for its bytes: even one big copy pays the fixed cost once.")
-    if close(one, _LINK_LATENCY + 4e6 / _LINK_BANDWIDTH, rel=0.005):
-        fail("4 MiB is 4 × 2²⁰ = 4,194,304 bytes (a KiB is 1024 bytes, a MiB 1024 KiB), not 4,000,000.")
-    for key, want in (("1000 copies of 4 KiB", want_many), ("1 copy of 4 MiB", want_one)):
-        if not close(got[key], want, rel=0.05):
-            fail(f"COPY_PREDICTION[{key!r}] is not what your link predicts: cost each copy on the link you "
-                 "inferred, then add up the copies.")
+    if close(many, naive["1000 copies of 4 KiB"], rel=0.1) and not close(many, want["1000 copies of 4 KiB"], rel=0.25):
+        return ("you read each copy alone: the small copy's time is not all fixed cost, its bytes took part of it. "
+                "Both copies paid the same fixed cost; what does the difference between them say?")
+    if close(one, 1000 * latency + 4 * MiB / bandwidth, rel=0.1):
+        return "you charged the one 4 MiB copy a fixed cost per 4 KiB: the fixed cost is per copy, not per block of bytes"
+    if close(many, latency + 1000 * 4 * KiB / bandwidth, rel=0.1) or close(many, one, rel=0.1):
+        return ("your 1000 small copies cost about what one copy of the same bytes costs: every copy pays the fixed "
+                "cost before its bytes move, so 1000 copies pay it 1000 times")
+    if close(many, 1e6 * want["1000 copies of 4 KiB"], rel=0.1) or close(one, 1e6 * want["1 copy of 4 MiB"], rel=0.1):
+        return "that is microseconds; write seconds"
+    if close(many, 1e3 * want["1000 copies of 4 KiB"], rel=0.1) or close(one, 1e3 * want["1 copy of 4 MiB"], rel=0.1):
+        return "that is milliseconds; write seconds"
+    if close(one, latency + 4e6 / bandwidth, rel=0.01) and not close(one, want["1 copy of 4 MiB"], rel=0.01):
+        return "4 MiB is 4 × 2²⁰ bytes (a KiB is 1024 bytes, a MiB 1024 KiB), not 4 million"
+    if not (close(many, want["1000 copies of 4 KiB"], rel=0.25) and close(one, want["1 copy of 4 MiB"], rel=0.25)):
+        return ("not what the link the two copies imply predicts: find the part of a copy's time that does not "
+                "depend on its size, and the rate of the rest, then cost each copy")
+    return None
 
 
-check_copy_prediction = Check("COPY_PREDICTION", _observe_copy_prediction, _judge_copy_prediction)
+def _copy_band(first: dict, context: dict) -> tuple[float, str]:
+    """COPY_PREDICTION's first guess: 1 when both costs are within 25% of the link's, 0.5 within a factor 2, else 0."""
+    want = _costs(*_link())
+    fraction = min(predictions.band(first[k], want[k], tight=0.25, loose=1.0) for k in _COPY_KEYS)
+    mistake = _copy_mistake(first)
+    return fraction, ("your first guess holds on the link the two copies imply" if mistake is None
+                      else f"your first guess: {mistake}")
+
+
+def _copy_model(context: dict) -> str:
+    costs = _costs(*_link())
+    return (f"1000 copies of 4 KiB take {timing_text(costs['1000 copies of 4 KiB'])}, one copy of 4 MiB "
+            f"{timing_text(costs['1 copy of 4 MiB'])}")
+
+
+def timing_text(seconds: float) -> str:
+    from grader.timing import format_seconds
+
+    return format_seconds(seconds)
+
+
+check_copy_prediction = Prediction(LESSON, "COPY_PREDICTION", _COPY_KEYS, points=1, band=_copy_band,
+                                   mistakes=lambda answer, context: _copy_mistake(answer), model=_copy_model)
+
+
+# link_from_copies: the learner's inference, on copies of its own. (bytes, seconds) lists; each on an exact line.
+def _copies_on(latency: float, bandwidth: float, sizes) -> list:
+    return [(n, latency + n / bandwidth) for n in sizes]
+
+
+_FIT_CASES = [
+    (list(LINK_COPIES),),
+    (list(reversed(LINK_COPIES)),),  # not sorted: the smaller copy comes second
+    (_copies_on(5e-6, 12e9, [64 * MiB, 1 * MiB, 4 * MiB]),),  # three copies, any order
+    (_copies_on(2e-6, 50e9, [1 * KiB, 2 * MiB]),),  # a faster link, where a KiB's bytes are nearly nothing
+]
+
+
+def _judge_link_from_copies(fit) -> None:
+    """link_from_copies(copies) -> (latency seconds, bandwidth bytes/s) of the link the copies crossed."""
+    answers = []
+    for (copies,) in _FIT_CASES:
+        got = call(fit, copies, label=f"link_from_copies({len(copies)} copies)")
+        if (not isinstance(got, (tuple, list)) or len(got) != 2 or not all(is_number(v) for v in got)):
+            fail(f"link_from_copies returned {type(got).__name__} {_q(got)}; return a pair of numbers: "
+                 "(latency in seconds, bandwidth in bytes per second).")
+        answers.append((float(got[0]), float(got[1]), copies))
+    for latency, bandwidth, copies in answers:
+        want_latency, want_bandwidth = _line(copies)
+        if close(latency, want_bandwidth, rel=1e-3) and close(bandwidth, want_latency, rel=1e-3):
+            fail("link_from_copies returned (bandwidth, latency): return the latency first, then the bandwidth.")
+        if close(bandwidth, 8 * want_bandwidth, rel=1e-3) or close(bandwidth, want_bandwidth / 1e9, rel=1e-3):
+            fail("your bandwidth is not in bytes per second (bits? GB/s?): the copies are in bytes and seconds.")
+        if close(latency, 1e6 * want_latency, rel=1e-3) or close(latency, 1e3 * want_latency, rel=1e-3):
+            fail("your latency is not in seconds (µs? ms?): the copies' times are in seconds.")
+    (l0, b0, _), (l1, b1, _) = answers[0], answers[1]
+    if not (close(l0, l1, rel=1e-6) and close(b0, b1, rel=1e-6)):
+        fail("link_from_copies gives another link when the same copies come in another order: it must not depend "
+             "on which copy is listed first.")
+    for latency, bandwidth, copies in answers:
+        want_latency, want_bandwidth = _line(copies)
+        small = min(copies)
+        if close(latency, small[1], rel=1e-3) and not close(latency, want_latency, rel=1e-3):
+            fail("link_from_copies reads the smallest copy's time as the fixed cost: that copy moved bytes too, and "
+                 "they took part of its time. Both copies paid the same fixed cost: use them together.")
+        if close(bandwidth, max(copies)[0] / max(copies)[1], rel=1e-4) and not close(bandwidth, want_bandwidth, rel=1e-4):
+            fail("link_from_copies divides the big copy's bytes by its whole time: that time includes the fixed "
+                 "cost too. What does the difference between two copies say about the rate?")
+        if latency <= 0 or bandwidth <= 0:
+            fail("link_from_copies returned a fixed cost or a rate that is not positive: every copy takes longer "
+                 "than nothing, and a bigger copy longer than a smaller one.")
+        if not (close(latency, want_latency, rel=1e-6) and close(bandwidth, want_bandwidth, rel=1e-6)):
+            fail(f"link_from_copies({len(copies)} copies) is not the link those copies crossed: with a fixed cost "
+                 "per copy and a rate per byte, every copy lies on one line of time against bytes.")
+
+
+def _q(value) -> str:
+    text = repr(value)
+    return text if len(text) < 120 else text[:117] + "..."
+
+
+check_link_from_copies = guard(recorded("link_from_copies", "link_from_copies", _FIT_CASES, _judge_link_from_copies),
+                               "link_from_copies", {_line: "the course's own link fit (grader.checks.lesson02)",
+                                                    _link: "the course's own link fit (grader.checks.lesson02)"})
 
 
 # --- the sync-point quiz --------------------------------------------------------------------
@@ -157,6 +195,7 @@ SYNC_SNIPPETS = {
     "o": "big = loss > 1.0",
     "p": "sel = torch.masked_select(x, mask)",
     "q": "u = torch.unique(x)",
+    "r": "xb = x_host.to(device, non_blocking=True)",
 }
 
 _QUIZ_SETUP = (
@@ -176,6 +215,8 @@ _CONCEPTS = {
     "pageable": "a copy to the device from ordinary (pageable) host memory: PyTorch synchronizes the stream before "
                 ".to(device) returns",
     "pinned": "a copy from pinned host memory with non_blocking=True is only queued: the host goes on at once",
+    "pageable async": "non_blocking=True asks for an asynchronous copy, but from ordinary (pageable) host memory the "
+                      "driver must stage the bytes through memory it can copy from, and the host waits for that",
     "queued": "a line that only queues more work on the device (a matmul, relu, torch.where with a mask) returns at "
               "once: nothing in Python needs its value yet",
     "on device": "keeping a value on the device (loss.detach(), adding into a device tensor) queues work or keeps a "
@@ -186,7 +227,8 @@ _CONCEPTS = {
 }
 _CONCEPT_OF = {"a": "number", "b": "queued", "c": "text", "d": "on device", "e": "branch", "f": "shape",
                "g": "queued", "h": "metadata", "i": "host copy", "j": "on device", "k": "shape", "l": "text",
-               "m": "pageable", "n": "pinned", "o": "compare", "p": "shape", "q": "shape"}
+               "m": "pageable", "n": "pinned", "o": "compare", "p": "shape", "q": "shape",
+               "r": "pageable async"}
 
 
 @course_only("grader.checks.lesson02.snippet_reads")
@@ -210,59 +252,53 @@ def snippet_waits(label: str) -> bool:
 _QUIZ_SHORTCUTS = ("grader.checks.lesson02.snippet_reads", "grader.checks.lesson02.snippet_waits")
 
 
-def _observe_answers(answers) -> object:
-    from grader import shortcuts
-
-    if isinstance(answers, dict) and not answers:
-        raise NotDone("SYNC_ANSWERS")
-    return {"answers": answers, "shortcuts": shortcuts.used(*_QUIZ_SHORTCUTS)}
+def _quiz_right(answers: dict) -> int:
+    return sum(answers[label] == snippet_waits(label) for label in SYNC_SNIPPETS)
 
 
-def _judge_sync_answers(observation) -> None:
-    """SYNC_ANSWERS: a dict from every snippet label to a bool, checked against what the counter sees."""
-    called = observation.get("shortcuts") if isinstance(observation, dict) else None
-    if called:
-        fail(f"this notebook called {', '.join(map(str, called[:2]))}: the check's own answer key. Decide each line "
-             "from the principle (does Python need a value, or a size, that only the device has?).")
-    answers = observation.get("answers") if isinstance(observation, dict) else observation
-    if not isinstance(answers, dict):
-        fail(f"SYNC_ANSWERS should be a dict from label to True/False; it is {type(answers).__name__}.")
-    missing = sorted(set(SYNC_SNIPPETS) - set(answers))
-    extra = sorted(map(repr, set(answers) - set(SYNC_SNIPPETS)))
-    if missing or extra:
-        fail(f"SYNC_ANSWERS needs exactly the labels {sorted(SYNC_SNIPPETS)}; missing {missing}, unexpected "
-             f"[{', '.join(extra)}].")
-    not_bool = sorted(k for k, v in answers.items() if not isinstance(v, bool))
-    if not_bool:
-        fail(f"SYNC_ANSWERS[{not_bool[0]!r}] is {answers[not_bool[0]]!r}; answer with True or False.")
-    if all(answers.values()):
-        fail(
-            "You answered True for every line. Most lines only queue work on the device and return at once; "
-            "only a line whose Python needs a value (a number, a shape that depends on the data, text) waits."
-        )
-    if not any(answers.values()):
-        fail("You answered False for every line: some of them need a value from the device and must wait for it.")
+def _quiz_mistakes(answers: dict) -> str | None:
+    """The ideas behind the lines answered wrongly (never which labels, never the answers); None when all agree."""
+    if all(answers[k] for k in SYNC_SNIPPETS):
+        return ("you answered True for every line. Most lines only queue work on the device and return at once; "
+                "only a line whose Python needs a value (a number, a size that depends on the data, text) waits")
+    if not any(answers[k] for k in SYNC_SNIPPETS):
+        return "you answered False for every line: some of them need a value from the device and must wait for it"
     wrong = [label for label in SYNC_SNIPPETS if answers[label] != snippet_waits(label)]
-    if wrong:
-        missed = list(dict.fromkeys(_CONCEPT_OF[label] for label in wrong))
-        fail(
-            f"{len(wrong)} of your {len(SYNC_SNIPPETS)} answers disagree with what the counter measures. "
-            "Think again about these ideas (does each make the host wait, or not?): "
-            + "; ".join(f"{_CONCEPTS[c]}" for c in missed) + "."
-        )
+    if not wrong:
+        return None
+    missed = list(dict.fromkeys(_CONCEPT_OF[label] for label in wrong))
+    return ("think again about these ideas (does each make the host wait, or not?): "
+            + "; ".join(_CONCEPTS[c] for c in missed))
 
 
-check_sync_answers = Check("SYNC_ANSWERS", _observe_answers, _judge_sync_answers)
+def _quiz_band(first: dict, context: dict) -> tuple[float, str]:
+    """Each line earns its share: all right 1; one or two wrong 2/3; three or four 1/3; more (or all one answer) 0."""
+    wrong = len(SYNC_SNIPPETS) - _quiz_right(first)
+    mistake = _quiz_mistakes(first)
+    if mistake is not None and mistake.startswith("you answered"):
+        return 0.0, f"your first guess: {mistake}"
+    fraction = 1.0 if wrong == 0 else 2 / 3 if wrong <= 2 else 1 / 3 if wrong <= 4 else 0.0
+    return fraction, ("your first guess agrees with the counter on every line" if mistake is None
+                      else f"your first guess: {wrong} lines disagree with the counter; {mistake}")
 
 
-def _judge_answers_are(observation, want: dict, why: str) -> None:
-    answers = observation.get("answers") if isinstance(observation, dict) else observation
-    if not same(answers, want):
-        fail(why)
+class _Quiz(Prediction):
+    """SYNC_ANSWERS: a prediction of what the counter measures on each line; its answer key noticed if called."""
+
+    def _observe(self, answer):
+        from grader import shortcuts
+
+        called = shortcuts.used(*_QUIZ_SHORTCUTS)
+        if called:
+            fail(f"this notebook called {', '.join(called[:2])}: the check's own answer key. Decide each line "
+                 "from the principle (does Python need a value, or a size, that only the device has?).")
+        return super()._observe(answer)
 
 
-answers_are = Check("quiz answers", _observe_answers, _judge_answers_are, announce=False)
-answers_are.__doc__ = "Hidden test: `answers_are(SYNC_ANSWERS, want={...}, why=...)` passes when the dict equals `want`."
+check_sync_answers = _Quiz(LESSON, "SYNC_ANSWERS", {label: "bool" for label in SYNC_SNIPPETS}, points=2,
+                           band=_quiz_band, mistakes=lambda answer, context: _quiz_mistakes(answer),
+                           model=lambda context: ", ".join(f"({k}) {'waits' if snippet_waits(k) else 'does not wait'}"
+                                                           for k in SYNC_SNIPPETS))
 
 
 # --- the data and the loop the notebook starts from ------------------------------------------

@@ -1,4 +1,4 @@
-"""Checks for lesson 03 (float formats): decode, round_to, predict_vanishing, underflows, stall_point,
+"""Checks for lesson 03 (float formats): decode, round_to, predict_vanishing, stall_point,
 choose_loss_scale, LossScaler, and the predictions recorded before four of them (FIELDS_BY_HAND,
 ROUNDED_BY_HAND, ZERO_SHARE, SCALER_FORECAST).
 
@@ -209,16 +209,13 @@ def _judge_fields_by_hand(answers: Any) -> None:
                  "10 mantissa bits (0 to 1023).")
         if x == 65520.0 and got == (0, 30, 1023):
             fail("FIELDS_BY_HAND[65520.0] is fp16's largest finite number, 65,504: a cast does not stop at the largest "
-                 "number. Near 65,504 fp16 numbers are 32 apart, so 65,520 is exactly halfway between 65,504 (last "
-                 "mantissa bit 1) and where 65,536 would be (last bit 0). The tie goes to the even side, which is past "
-                 "the largest exponent: inf, an all-ones exponent with mantissa 0.")
+                 "number. How far apart are fp16's numbers up there, where does 65,520 fall between its neighbours "
+                 "(one of them past the largest exponent), and which way does a cast send a tie?")
         if x == 1e-5 and exponent == 0 and abs(mantissa - 2 * 167.77) < 1.5:
             fail(f"FIELDS_BY_HAND[1e-5] is {got}: that reads a zero exponent field as 2⁰⁻¹⁵. An all-zero exponent "
-                 "field stands for the same power of two as the smallest normal number, 2¹⁻¹⁵ = 2⁻¹⁴, without the "
-                 "hidden 1: a subnormal's value is mantissa × 2⁻¹⁴⁻¹⁰.")
+                 "field stands for the same power of two as the smallest normal number, without the hidden 1.")
         if x == 1e-5 and exponent == 0 and abs(mantissa - 167.77) < 1.5:
-            fail(f"FIELDS_BY_HAND[1e-5] is {got}: 1e-5 / 2⁻²⁴ is 167.77, and a cast rounds to the nearest mantissa, "
-                 "not down.")
+            fail(f"FIELDS_BY_HAND[1e-5] is {got}: a cast rounds to the nearest mantissa, not down.")
         if x == 1e-5 and exponent != 0:
             fail(f"FIELDS_BY_HAND[1e-5] has exponent field {exponent}, but 1e-5 is below fp16's smallest normal number "
                  "(2⁻¹⁴ ≈ 6.1e-5): it is a subnormal, stored with the exponent field all zeros and no hidden 1.")
@@ -461,43 +458,6 @@ _UNDERFLOW_CASES = {
 }
 
 
-def _judge_underflows(underflows: Callable[[torch.Tensor, torch.dtype], torch.Tensor]) -> None:
-    """underflows(values, dtype): nonzero values that become zero when cast to dtype."""
-    for dtype, values in _UNDERFLOW_CASES.items():
-        v = torch.tensor(values, dtype=torch.float32)
-        got = call(underflows, v, dtype, label=f"underflows(values, {dtype})")
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
-            fail(f"underflows returned {type(got).__name__} {getattr(got, 'dtype', '')}; return a bool tensor, one entry per value.")
-        if got.shape != v.shape:
-            fail(f"underflows returned shape {tuple(got.shape)} for {len(values)} values.")
-        want = (v != 0) & (v.to(dtype) == 0)
-        if torch.equal(got, want):
-            continue
-        tiny = torch.finfo(dtype).tiny
-        for value, g, w in zip(values, got.tolist(), want.tolist()):
-            if g == w:
-                continue
-            if value == 0:
-                fail(f"underflows flagged {value!r}: it was zero already. Underflow means a nonzero value that becomes zero.")
-            if g and abs(value) < tiny:
-                fail(
-                    f"underflows flagged {value!r} in {dtype}, but casting it gives {v.new_tensor([value]).to(dtype).item()!r}: "
-                    f"below the smallest normal ({tiny:.3g}) there are subnormals, which keep small values nonzero "
-                    "with fewer digits. Only values that become exactly 0 underflow."
-                )
-            if value < 0:
-                fail(f"underflows missed {value!r}: a negative value underflows too. Compare magnitudes, or compare the cast with 0.")
-            if not w and (math.isnan(value) or math.isinf(value) or abs(value) > 1):
-                fail(f"underflows flagged {value!r}: inf, nan and large values do not become zero.")
-            fail(f"underflows gave {g} for {value!r} in {dtype}; casting it gives {v.new_tensor([value]).to(dtype).item()!r}.")
-
-
-check_underflows = _recorded_with_copies(
-    "underflows", "underflows",
-    lambda: [(torch.tensor(values, dtype=torch.float32), dtype) for dtype, values in _UNDERFLOW_CASES.items()],
-    _judge_underflows)
-
-
 # --- predict the share that vanishes ---------------------------------------------------------------
 
 _SPREAD = (-12, -2, 10001)  # torch.logspace(-12, -2, 10001): made-up magnitudes over ten decades
@@ -632,19 +592,19 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
                      "A cast overflows only when the nearest number is past the largest: which side of that is yours?")
             if got == _rescue_scale(grads, dtype):
                 fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
-                     f"{largest:g} into inf. Aim for the largest scale that keeps every gradient finite, not for rescuing the smallest.")
+                     f"{largest:g} into inf, and an inf costs the whole step. Which gradients carry the update?")
             fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
                  f"a scale must keep the largest gradient finite.")
         if got == _rescue_scale(grads, dtype):
             fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
-                 f"Return the largest power of two that keeps every scaled gradient finite: that is "
-                 "where GradScaler's dynamic scale settles, and it leaves the large gradients, which carry the update, intact.")
+                 "The smallest gradients carry almost none of the update, and a bigger scale costs a finite gradient no "
+                 "digit: what does a higher scale still buy, and where does it stop being safe?")
         if got == want / 2:
             fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that still keeps every gradient finite in "
                  f"{dtype}. A cast rounds to the nearest number, so a scaled gradient a little past the largest finite "
-                 "number can still round down to it. Return the largest such scale.")
-        fail(f"{label} returned {_pow2(got)}, which is not the largest power of two that keeps every scaled gradient "
-             f"finite in {dtype}: check how you find it.")
+                 "number can still round down to it.")
+        fail(f"{label} returned {_pow2(got)}, which leaves room unused in {dtype}: a bigger power of two still keeps "
+             "every scaled gradient finite, and costs none of them a digit.")
 
 
 check_choose_loss_scale = guard(

@@ -4,14 +4,26 @@ LESSON = "02_transfers"
 
 _ANSWERS = {"a": True, "b": False, "c": True, "d": False, "e": True, "f": True, "g": False,
             "h": False, "i": True, "j": False, "k": True, "l": True, "m": True, "n": False,
-            "o": False, "p": True, "q": True}
-_LINK = {"latency": 11e-6, "bandwidth": 12.8e9, "1000 copies of 4 KiB": 1000 * (11e-6 + 4096 / 12.8e9),
-         "1 copy of 4 MiB": 11e-6 + 4 * 2**20 / 12.8e9}
+            "o": False, "p": True, "q": True, "r": True}
+_WHY = "the host waits when Python needs a value or a data-dependent size"
+_L, _B = 8.0e-6, 24e9  # the link LINK_COPIES implies
+_COSTS = {"1000 copies of 4 KiB": 1000 * (_L + 4096 / _B), "1 copy of 4 MiB": _L + 4 * 2**20 / _B}
 
 
 def _copies(**changed) -> str:
     """COPY_PREDICTION with some values changed (keys with spaces passed as a dict in `values`)."""
-    return f"COPY_PREDICTION = {{**{_LINK!r}, **{changed.get('values', {})!r}}}"
+    return f"COPY_PREDICTION = {{**{_COSTS!r}, 'why': 'a guess with a reason', **{changed.get('values', {})!r}}}"
+
+
+def _quiz(**changed) -> str:
+    return f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'why': {_WHY!r}, **{changed!r}}}"
+
+
+def _fit(body: str) -> str:
+    return f"def link_from_copies(copies):\n{body}\n"
+
+
+_NAIVE_FIT = _fit("    (small, t_small), (big, t_big) = min(copies), max(copies)\n    return t_small, big / t_big")
 
 
 def loop_source(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)",
@@ -52,46 +64,49 @@ def _sync_points(body: str) -> str:
 
 
 MUTANTS = {
-    "transfer_seconds_check": [
-        ("without latency", "def transfer_seconds(nbytes, bandwidth, latency): return nbytes / bandwidth", r"left out the latency"),
-        ("milliseconds", "def transfer_seconds(nbytes, bandwidth, latency): return (latency + nbytes / bandwidth) * 1e3", r"milliseconds"),
-        ("bits", "def transfer_seconds(nbytes, bandwidth, latency): return latency + 8 * nbytes / bandwidth", r"not bits"),
-        ("bandwidth over bytes", "def transfer_seconds(nbytes, bandwidth, latency): return latency + bandwidth / nbytes if nbytes else latency",
-         r"combined the bytes and the bandwidth the wrong way"),
-        ("GB/s twice", "def transfer_seconds(nbytes, bandwidth, latency): return latency + nbytes / (bandwidth * 1e9)", r"already in bytes per second"),
-        ("the same bytes cost the same", _copies(values={"1000 copies of 4 KiB": 11e-6 + 4 * 2**20 / 12.8e9}),
-         r"1000 copies pay it 1000 times"),
-        ("the big copy pays only its bytes", _copies(values={"1 copy of 4 MiB": 4 * 2**20 / 12.8e9}),
-         r"pays only for its bytes"),
-        ("small copies pay only their fixed cost", _copies(values={"1000 copies of 4 KiB": 1000 * 11e-6}),
-         r"each also moves its 4096 bytes"),
-        ("bandwidth as bytes over the small copy's time", _copies(values={"bandwidth": 4096 / (11e-6 + 4096 / 12.8e9)}),
-         r"Both copies paid the same fixed cost: what does the difference"),
-        ("latency in microseconds", _copies(values={"latency": 11.0}), r"that is microseconds; write seconds"),
-        ("4 MiB taken as 4,000,000 bytes", _copies(values={"1 copy of 4 MiB": 11e-6 + 4e6 / 12.8e9}), r"4,194,304 bytes"),
-        ("a fixed cost per 4 KiB of the big copy", _copies(values={"1 copy of 4 MiB": 1000 * 11e-6 + 4 * 2**20 / 12.8e9}),
-         r"fixed cost is per copy"),
+    "link_from_copies_check": [
+        ("each copy read alone", _NAIVE_FIT, r"reads the smallest copy's time as the fixed cost"),
+        ("rate from the big copy alone",
+         _fit("    (small, t_small), (big, t_big) = min(copies), max(copies)\n    bw = big / t_big\n"
+              "    return t_small - small / ((big - small) / (t_big - t_small)), bw"),
+         r"divides the big copy's bytes by its whole time"),
+        ("the first copy read alone, in list order",
+         _fit("    (small, t_small), (big, t_big) = copies[0], copies[-1]\n    return t_small, big / t_big"),
+         r"another order"),
+        ("bandwidth in bits",
+         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n    return ts - s / bw, 8 * bw"),
+         r"not in bytes per second"),
+        ("latency in microseconds",
+         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n    return (ts - s / bw) * 1e6, bw"),
+         r"not in seconds"),
+        ("bandwidth first",
+         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n    return bw, ts - s / bw"),
+         r"latency first"),
+        ("returns a dict",
+         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n"
+              "    return {'latency': ts - s / bw, 'bandwidth': bw}"), r"return a pair of numbers"),
+        ("the time scale flipped",
+         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (tb - ts) / (b - s)\n    return ts - s * bw, 1 / bw / 2"),
+         r"not the link those copies crossed"),
+        ("the course's own fit", "from grader.checks import lesson02\ndef link_from_copies(copies):\n"
+                                 "    return lesson02._line(copies)\n", r"the course's own link fit"),
+    ],
+    "COPY_PREDICTION_check": [
+        ("prediction without a reason", "COPY_PREDICTION.pop('why')", r"needs exactly the keys"),
+        ("prediction as a bare number", "COPY_PREDICTION = 0.008", r"should be a dict"),
+        ("a cost in words", _copies(values={"1 copy of 4 MiB": "fast"}), r"write a positive number"),
     ],
     "SYNC_ANSWERS_check": [
-        ("True everywhere", f"SYNC_ANSWERS = {dict.fromkeys(_ANSWERS, True)!r}", r"True for every line"),
-        ("False everywhere", f"SYNC_ANSWERS = {dict.fromkeys(_ANSWERS, False)!r}", r"False for every line"),
-        ("torch.where waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'g': True}}",
-         r"^1 of your 17 answers disagree.*only queues more work on the device[^;]*\.$"),
-        ("f-string does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'l': False}}",
-         r"^1 of your 17 answers .*formatting it in an f-string"),
-        ("pageable copy does not wait", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'm': False}}",
-         r"^1 of your 17 answers .*ordinary \(pageable\) host memory"),
-        ("a comparison waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'o': True}}",
-         r"^1 of your 17 answers .*comparing a device tensor with a number gives another device tensor"),
-        ("masked_select only queues", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'p': False}}",
-         r"^1 of your 17 answers .*cannot be allocated until the host learns how many"),
-        ("unique only queues", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'q': False}}",
-         r"^1 of your 17 answers .*cannot be allocated until the host learns how many"),
-        ("pinned copy waits", f"SYNC_ANSWERS = {{**{_ANSWERS!r}, 'n': True}}", r"pinned host memory with non_blocking=True"),
-        ("strings not bools", f"SYNC_ANSWERS = {{k: 'yes' if v else 'no' for k, v in {_ANSWERS!r}.items()}}", r"answer with True or False"),
-        ("a label missing", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k != 'h'}}", r"missing \['h'\]"),
-        ("old quiz (no copies)", f"SYNC_ANSWERS = {{k: v for k, v in {_ANSWERS!r}.items() if k not in 'mnopq'}}",
-         r"missing \['m', 'n', 'o', 'p', 'q'\]"),
+        ("prediction without a reason", "SYNC_ANSWERS.pop('why')", r"needs exactly the keys"),
+        ("strings not bools", f"SYNC_ANSWERS = {{**{{k: 'yes' if v else 'no' for k, v in {_ANSWERS!r}.items()}}, 'why': 'w'}}",
+         r"write True or False"),
+        ("1 and 0 for True and False", f"SYNC_ANSWERS = {{**{{k: int(v) for k, v in {_ANSWERS!r}.items()}}, 'why': 'w'}}",
+         r"write True or False"),
+        ("a label missing", "SYNC_ANSWERS.pop('h')", r"missing \['h'\]"),
+        ("old quiz (no pageable non_blocking line)", "SYNC_ANSWERS.pop('r')", r"missing \['r'\]"),
+        ("the answer key called", "from grader.checks import lesson02\n"
+                                  "SYNC_ANSWERS = {**{l: lesson02.snippet_waits(l) for l in lesson02.SYNC_SNIPPETS}, 'why': 'w'}",
+         r"the check's own answer key"),
     ],
     "sync_points_check": [
         ("copies are not sync points",
@@ -144,5 +159,35 @@ MUTANTS = {
         ("returns tensors", resident_loop(ret="losses"), r"list of tensors"),
         ("never moves the batch", loop_source("losses.append(loss.detach())", move="pass"), r"never moves the batches"),
         ("different loss", resident_loop(ret="(torch.stack(losses) * 2).tolist()"), r"losses differ from the buggy loop's"),
+    ],
+}
+
+
+# A prediction's wrong first guess scores less, it does not fail (tests/test_prediction_scores.py runs these in
+# both graders); what fails a prediction's cell is a malformed answer (the MUTANTS above).
+PREDICTION_MUTANTS = {
+    "COPY_PREDICTION_check": [
+        ("each copy read alone", _copies(values={"1000 copies of 4 KiB": 1000 * (18.92e-6 + 4096 / 23.7e9),
+                                                 "1 copy of 4 MiB": 18.92e-6 + 4 * 2**20 / 23.7e9}),
+         r"read each copy alone"),
+        ("the same bytes cost the same", _copies(values={"1000 copies of 4 KiB": _L + 4 * 2**20 / _B}),
+         r"1000 copies pay it 1000 times"),
+        ("a fixed cost per 4 KiB of the big copy", _copies(values={"1 copy of 4 MiB": 1000 * _L + 4 * 2**20 / _B}),
+         r"fixed cost is per copy"),
+        ("milliseconds", _copies(values={"1000 copies of 4 KiB": 1e3 * _COSTS["1000 copies of 4 KiB"],
+                                         "1 copy of 4 MiB": 1e3 * _COSTS["1 copy of 4 MiB"]}), r"milliseconds"),
+    ],
+    "SYNC_ANSWERS_check": [
+        ("True everywhere", _quiz(**dict.fromkeys(_ANSWERS, True)), r"True for every line"),
+        ("False everywhere", _quiz(**dict.fromkeys(_ANSWERS, False)), r"False for every line"),
+        ("torch.where waits", _quiz(g=True), r"only queues more work on the device"),
+        ("f-string does not wait", _quiz(l=False), r"formatting it in an f-string"),
+        ("pageable copy does not wait", _quiz(m=False), r"ordinary \(pageable\) host memory"),
+        ("pageable non_blocking copy does not wait", _quiz(r=False), r"pageable\) host memory the driver must stage"),
+        ("a comparison waits", _quiz(o=True), r"comparing a device tensor with a number gives another device tensor"),
+        ("masked_select only queues", _quiz(p=False), r"cannot be allocated until the host learns how many"),
+        ("unique only queues", _quiz(q=False), r"cannot be allocated until the host learns how many"),
+        ("pinned copy waits", _quiz(n=True), r"pinned host memory with non_blocking=True"),
+        ("three lines wrong", _quiz(g=True, l=False, q=False), r"3 lines disagree"),
     ],
 }

@@ -261,7 +261,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
             r"zero already",
         ),
     ],
-    "underflows_check": [
+    "ZERO_SHARE_check": [
         (
             "share: bf16 loses more (fewer mantissa bits)",
             "ZERO_SHARE = {'fp16': 0.45, 'bf16': 'most'}",
@@ -281,33 +281,6 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
             "share: a percentage, not a fraction",
             "ZERO_SHARE = {'fp16': 44.7, 'bf16': 'none'}",
             r"not 25",
-        ),
-        (
-            "judged against the smallest normal",
-            """
-import torch
-def underflows(values, dtype):
-    return (values != 0) & (values.abs() < torch.finfo(dtype).tiny)
-""",
-            r"subnormals",
-        ),
-        (
-            "counts zeros",
-            """
-import torch
-def underflows(values, dtype):
-    return values.to(dtype) == 0
-""",
-            r"was zero already",
-        ),
-        (
-            "forgets negative values",
-            """
-import torch
-def underflows(values, dtype):
-    return (values > 0) & (values.to(dtype) == 0)
-""",
-            r"negative value underflows",
         ),
     ],
     "choose_loss_scale_check": [
@@ -546,7 +519,7 @@ class LossScaler:
 # guess): those mutants move to PREDICTION_MUTANTS, run by tests/test_prediction_scores.py in both graders. What
 # fails a prediction's cell is a malformed answer.
 PREDICTION_MUTANTS = {}
-for _check, _name, _cell in (("underflows_check", "ZERO_SHARE", "ZERO_SHARE_check"),
+for _check, _name, _cell in (("ZERO_SHARE_check", "ZERO_SHARE", "ZERO_SHARE_check"),
                              ("LossScaler_check", "SCALER_FORECAST", "SCALER_FORECAST_check")):
     PREDICTION_MUTANTS[_cell] = [(n, src + f"\n{_name}['why'] = 'a guess with a reason'", pattern)
                                  for n, src, pattern in MUTANTS[_check] if src.startswith(f"{_name} =")]
