@@ -228,15 +228,17 @@ def early_host_read(n: int = 4096) -> dict[str, bool]:
 
 
 def smi_sample() -> dict:
-    """One nvidia-smi reading now: util_pct, power_w, power_limit_w, mem_used_mib, mem_total_mib, sm_mhz."""
+    """One nvidia-smi reading now: util_pct, power_w, power_limit_w, mem_used_mib, mem_total_mib, sm_mhz, max_sm_mhz,
+    reasons; a field this driver does not know, or a MIG instance does not report ([N/A]), is None."""
     import subprocess
 
     from grader import profiling
 
     require_cuda()
-    command = [c for c in profiling.smi_command() if not c.startswith("--loop-ms")]
+    fields = profiling.smi_fields()
+    command = [c for c in profiling.smi_command(fields=fields) if not c.startswith("--loop-ms")]
     out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
-    rows = profiling.parse_smi(out.stdout)
+    rows = profiling.parse_smi(out.stdout, fields)
     if not rows:
         raise RuntimeError(f"nvidia-smi printed nothing the course can read: {out.stdout[:200]!r}")
     return rows[0]
@@ -251,8 +253,10 @@ def smi_trace(work: Callable[[], object], seconds: float = 3.0, interval_ms: int
     from grader import profiling
 
     require_cuda()
+    fields = profiling.smi_fields()  # the fields this driver knows: one unknown field fails the whole query
     with tempfile.TemporaryFile(mode="w+") as log:
-        sampler = subprocess.Popen(profiling.smi_command(interval_ms), stdout=log, stderr=subprocess.DEVNULL, text=True)
+        sampler = subprocess.Popen(profiling.smi_command(interval_ms, fields), stdout=log, stderr=subprocess.DEVNULL,
+                                   text=True)
         try:
             time.sleep(2 * interval_ms / 1e3)  # a sample or two of the idle card first
             end = time.perf_counter() + seconds
@@ -264,7 +268,7 @@ def smi_trace(work: Callable[[], object], seconds: float = 3.0, interval_ms: int
             sampler.terminate()
             sampler.wait(timeout=10)
         log.seek(0)
-        return profiling.parse_smi(log.read())
+        return profiling.parse_smi(log.read(), fields)
 
 
 def smi_workloads(device: torch.device) -> dict[str, Callable[[], object]]:
@@ -325,18 +329,28 @@ def cuda_transformer_profile(steps: int = 2) -> dict:
         torch.cuda.synchronize()
 
     prof = profiling.profile_steps(step, steps=steps, device=device)
-    kernels = profiling.device_intervals(prof)
-    busy = None
-    if kernels:
-        start, end = kernels[0][0], max(e for _, e in kernels)
-        merged, reached, covered = sorted(kernels), start, 0.0
-        for a, b in merged:
-            a = max(a, reached)
-            if b > a:
-                covered, reached = covered + b - a, b
-        busy = covered / (end - start) if end > start else None
+    return profile_figures(prof, steps)
+
+
+def profile_figures(prof, steps: int) -> dict:
+    """A CUDA profile as the recording keeps it: rows by device self time, the device's busy share of the steps.
+
+    Busy time is the union of the kernels' device intervals inside the profiled steps' window (ProfilerStep's
+    host ranges), never the host's ranges; works on any profile-like object (a test passes a constructed one).
+    """
+    from grader import profiling
+
+    loop = profiling.loop_ranges(prof, use_device=True)
+    start, end = loop["window"]
+    covered, reached = 0.0, start
+    for a, b in sorted(loop["compute"]):
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            covered, reached = covered + b - a, b
+    busy = covered / (end - start) if end > start else None
     rows = sorted(profiling.rows(prof, use_device=True), key=lambda r: -r["self_us"])[:40]
     return {"profile_rows": rows, "device_busy_fraction": busy, "steps": steps,
+            "kernels_per_step": profiling.launches(profiling.rows(prof, use_device=True), steps),
             "shape": {"n_layers": 4, "d_model": 256, "batch": 8, "seq": 256}}
 
 

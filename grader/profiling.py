@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import time
 import warnings
 from typing import Callable, Iterable
@@ -57,10 +58,19 @@ def _is_label(name: str, annotation: bool) -> bool:
     return bool(annotation) or name.startswith("ProfilerStep")
 
 
-def rows(prof: profile, use_device: bool = False) -> list[dict]:
-    """One plain dict per name in `prof.key_averages()`: name, calls, self_us, total_us, is_label.
+def _device_name(event) -> str:
+    """'CPU' for what the host ran (an operator, a label, a runtime call), 'CUDA' for what the device ran (a kernel)."""
+    kind = getattr(event, "device_type", torch.autograd.DeviceType.CPU)
+    return "CPU" if kind == torch.autograd.DeviceType.CPU else str(getattr(kind, "name", kind)).upper()
 
-    Times are CPU microseconds, or device (kernel) microseconds when `use_device`.
+
+def rows(prof, use_device: bool = False) -> list[dict]:
+    """One plain dict per row of `prof.key_averages()`: name, calls, self_us, total_us, is_label, device_type.
+
+    Times are CPU microseconds, or device (kernel) microseconds when `use_device`. device_type is where the
+    row's events ran: "CPU" for operators, labels and runtime calls (cudaLaunchKernel), "CUDA" for kernels and
+    for the device's copy of each label (torch 2.13 keeps a row per name and device_type, so a CUDA profile
+    holds aten::mm, its kernel and the cudaLaunchKernel that started it as three rows).
     """
     out = []
     for e in prof.key_averages():
@@ -69,8 +79,26 @@ def rows(prof: profile, use_device: bool = False) -> list[dict]:
         else:
             self_us, total_us = e.self_cpu_time_total, e.cpu_time_total
         out.append({"name": str(e.key), "calls": int(e.count), "self_us": float(self_us), "total_us": float(total_us),
-                    "is_label": _is_label(str(e.key), getattr(e, "is_user_annotation", False))})
+                    "is_label": _is_label(str(e.key), getattr(e, "is_user_annotation", False)),
+                    "device_type": _device_name(e)})
     return out
+
+
+_RUNTIME = re.compile(r"^(cuda|cu|hip)[A-Z]")  # cudaLaunchKernel, cuLaunchKernel, cudaMemcpyAsync, hipLaunchKernel
+
+
+def is_runtime_call(row: dict) -> bool:
+    """A host row that is the CUDA runtime or driver (cudaLaunchKernel, cudaMemcpyAsync, cuLaunchKernel), not an operator."""
+    return row.get("device_type", "CPU") == "CPU" and not row["is_label"] and bool(_RUNTIME.match(row["name"]))
+
+
+def launches(table: list[dict], steps: int = 1) -> float:
+    """Kernels launched per step: the kernel rows' calls on a CUDA profile; on a CPU profile (no kernel rows) the
+    operators' calls, a rough stand-in (views launch nothing, nested operators count twice)."""
+    kernels = [r for r in table if r.get("device_type", "CPU") != "CPU" and not r["is_label"]]
+    if kernels:
+        return sum(r["calls"] for r in kernels) / steps
+    return sum(r["calls"] for r in table if not r["is_label"] and not is_runtime_call(r)) / steps
 
 
 def ranges(prof: profile, main_thread_only: bool = True) -> list[dict]:
@@ -83,7 +111,7 @@ def ranges(prof: profile, main_thread_only: bool = True) -> list[dict]:
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
     if not events:
         return []
-    origin = min(e.time_range.start for e in events)
+    origin = _origin(prof)
     main = events[0].thread
     out = []
     for e in events:
@@ -97,27 +125,43 @@ def ranges(prof: profile, main_thread_only: bool = True) -> list[dict]:
     return sorted(out, key=lambda r: (r["start_us"], r["depth"]))
 
 
-def loop_ranges(prof: profile, compute: str = "compute") -> dict:
-    """A training loop's profile as (start_us, end_us) lists: the ranges named `compute`, the DataLoader's ranges.
+def _origin(prof) -> float:
+    """The time every range and interval is measured from: the profile's first host event (µs)."""
+    starts = [e.time_range.start for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+    return min(starts) if starts else 0.0
+
+
+def loop_ranges(prof, compute: str = "compute", use_device: bool = False) -> dict:
+    """A training loop's profile as (start_us, end_us) lists: when the device computed, the DataLoader's ranges.
 
     Returns {"compute": [...], "loading": [...], "window": (start_us, end_us)}: loading holds the
-    `enumerate(DataLoader)#...` ranges, and the window runs from the first ProfilerStep's start to the last one's end.
+    `enumerate(DataLoader)#...` ranges, the window runs from the first ProfilerStep's start to the last one's end.
+    compute holds the host's ranges named `compute` on the CPU, where an operator has finished when Python moves
+    on; with `use_device` (a CUDA profile) it holds the kernels' own intervals on the device instead, since the
+    host's range ends once its kernels are queued, or lasts while it waits in a synchronize.
     """
     spans = ranges(prof)
     steps = [(r["start_us"], r["end_us"]) for r in spans if r["name"].startswith("ProfilerStep")]
-    return {"compute": [(r["start_us"], r["end_us"]) for r in spans if r["name"] == compute],
+    busy = (device_intervals(prof) if use_device else
+            [(r["start_us"], r["end_us"]) for r in spans if r["name"] == compute])
+    return {"compute": busy,
             "loading": [(r["start_us"], r["end_us"]) for r in spans if r["name"].startswith("enumerate(DataLoader)")],
             "window": (min(a for a, _ in steps), max(b for _, b in steps)) if steps else (0.0, 0.0)}
 
 
-def device_intervals(prof: profile) -> list[tuple[float, float]]:
-    """(start_us, end_us) of every kernel the device ran (CUDA profiles), from the profile's first CPU event."""
+def device_intervals(prof) -> list[tuple[float, float]]:
+    """(start_us, end_us) of every kernel and copy the device ran (CUDA profiles), on the same clock as `ranges`.
+
+    The device's copies of the labels (record_function and ProfilerStep spans, is_user_annotation) are left out:
+    they cover the whole labelled range whether a kernel ran or not.
+    """
     events = list(prof.events())
     if not events:
         return []
-    origin = min(e.time_range.start for e in events)
+    origin = _origin(prof)
     return sorted((e.time_range.start - origin, e.time_range.end - origin) for e in events
-                  if e.device_type != torch.autograd.DeviceType.CPU)
+                  if e.device_type != torch.autograd.DeviceType.CPU and not getattr(e, "is_user_annotation", False)
+                  and not str(e.name).startswith("ProfilerStep"))
 
 
 def overhead(step: Callable[[], object], sync: Callable[[], None], repeats: int = 5,
@@ -142,6 +186,13 @@ def trace_file(prof: profile, path: str) -> str:
 
 SMI_FIELDS = ("timestamp", "utilization.gpu", "power.draw", "power.limit", "memory.used", "memory.total",
               "clocks.sm", "clocks.max.sm", "clocks_event_reasons.active")
+# Older drivers' names for a field (before 535 the clock event reasons were "clocks_throttle_reasons").
+SMI_OLD_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
+# field -> key of a parsed row
+SMI_KEYS = {"utilization.gpu": "util_pct", "power.draw": "power_w", "power.limit": "power_limit_w",
+            "memory.used": "mem_used_mib", "memory.total": "mem_total_mib", "clocks.sm": "sm_mhz",
+            "clocks.max.sm": "max_sm_mhz", "clocks_event_reasons.active": "reasons",
+            "clocks_throttle_reasons.active": "reasons"}
 
 # NVML's clocks event reasons (nvmlClocksEventReason*; before driver 535 "clocks_throttle_reasons"): bit -> name
 EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -149,18 +200,45 @@ EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_p
                  0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
 
 
-def smi_command(interval_ms: int = 100) -> list[str]:
-    """The nvidia-smi command that prints SMI_FIELDS as CSV every `interval_ms` milliseconds."""
-    return ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits",
+def smi_fields(run: Callable | None = None) -> list[str]:
+    """The fields of SMI_FIELDS this driver knows, each asked alone (with its older name where it has one).
+
+    `nvidia-smi --query-gpu` fails as a whole when one field is unknown to the driver, so a query of all of them
+    on a driver before 535 (no clocks_event_reasons) returns nothing: ask field by field, keep what answers.
+    `run` is subprocess.run (a test passes its own).
+    """
+    import subprocess
+
+    run = run or subprocess.run
+    known = []
+    for field in SMI_FIELDS:
+        for name in (field, SMI_OLD_NAMES.get(field)):
+            if name is None:
+                continue
+            try:
+                done = run(["nvidia-smi", f"--query-gpu={name}", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                continue
+            if done.returncode == 0 and done.stdout.strip():
+                known.append(name)
+                break
+    return known
+
+
+def smi_command(interval_ms: int = 100, fields: Iterable[str] = SMI_FIELDS) -> list[str]:
+    """The nvidia-smi command that prints `fields` as CSV every `interval_ms` milliseconds."""
+    return ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
             f"--loop-ms={interval_ms}"]
 
 
 def _smi_number(text: str) -> float | None:
     text = text.strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        return None  # "[N/A]", "[Not Supported]"
+        return None  # "[N/A]" (MIG instances, unsupported products), "[Not Supported]", "[Unknown Error]"
+    return value if value == value and abs(value) != float("inf") else None
 
 
 def event_reasons(mask: str) -> list[str] | None:
@@ -172,25 +250,52 @@ def event_reasons(mask: str) -> list[str] | None:
     return [name for bit, name in EVENT_REASONS.items() if bits & bit]
 
 
-def parse_smi(text: str) -> list[dict]:
-    """Rows of `smi_command()` output as dicts: t_s (from the first row), util_pct, power_w, power_limit_w,
-    mem_used_mib, mem_total_mib, sm_mhz, max_sm_mhz, reasons (names of the active clocks event reasons)."""
+def parse_smi(text: str, fields: Iterable[str] = SMI_FIELDS) -> list[dict]:
+    """Rows of `smi_command(fields=fields)` output as dicts: t_s (from the first row), util_pct, power_w,
+    power_limit_w, mem_used_mib, mem_total_mib, sm_mhz, max_sm_mhz, reasons (names of the active clocks event
+    reasons). Field by field: a field the driver did not report, or reported as [N/A] or [Not Supported], is None."""
+    fields = list(fields)
     out, first = [], None
     for row in csv.reader(io.StringIO(text)):
-        if len(row) != len(SMI_FIELDS):
+        if len(row) != len(fields):
             continue
-        stamp = row[0].strip()
-        try:
-            when = time.mktime(time.strptime(stamp.split(".")[0], "%Y/%m/%d %H:%M:%S"))
-            when += float("0." + stamp.split(".")[1]) if "." in stamp else 0.0
-        except (ValueError, IndexError):
-            continue
-        first = when if first is None else first
-        util, power, limit, used, total, sm, max_sm = (_smi_number(v) for v in row[1:-1])
-        out.append({"t_s": round(when - first, 3), "util_pct": util, "power_w": power, "power_limit_w": limit,
-                    "mem_used_mib": used, "mem_total_mib": total, "sm_mhz": sm, "max_sm_mhz": max_sm,
-                    "reasons": event_reasons(row[-1])})
+        values = dict(zip(fields, (v.strip() for v in row)))
+        when = None
+        if "timestamp" in values:
+            stamp = values["timestamp"]
+            try:
+                when = time.mktime(time.strptime(stamp.split(".")[0], "%Y/%m/%d %H:%M:%S"))
+                when += float("0." + stamp.split(".")[1]) if "." in stamp else 0.0
+            except (ValueError, IndexError):
+                continue
+        parsed = {key: None for key in dict.fromkeys(SMI_KEYS.values())}
+        for field, text_value in values.items():
+            key = SMI_KEYS.get(field)
+            if key == "reasons":
+                parsed[key] = event_reasons(text_value)
+            elif key is not None:
+                parsed[key] = _smi_number(text_value)
+        if when is not None:
+            first = when if first is None else first
+            parsed = {"t_s": round(when - first, 3), **parsed}
+        else:
+            parsed = {"t_s": None, **parsed}
+        out.append(parsed)
     return out
+
+
+def smi_words(sample: dict) -> str:
+    """One nvidia-smi sample in words; a field the driver or a MIG instance did not report says so instead of failing."""
+
+    def num(key: str, unit: str = "") -> str:
+        value = sample.get(key)
+        return "n/a" if value is None else f"{value:.0f}{unit}"
+
+    reasons = sample.get("reasons")
+    return (f"{num('mem_used_mib')} of {num('mem_total_mib')} MiB used, utilisation {num('util_pct', '%')}, "
+            f"{num('power_w', ' W')} of a {num('power_limit_w', ' W')} limit, SM clock {num('sm_mhz')} of "
+            f"{num('max_sm_mhz')} MHz, clock event reasons: "
+            + ("n/a" if reasons is None else (", ".join(reasons) or "none")))
 
 
 def mean_of(trace: Iterable[dict], key: str) -> float | None:

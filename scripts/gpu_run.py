@@ -39,8 +39,10 @@ QUICK_SIZES = [32, 64, 128, 256]
 # Parameters each lesson runs with on a GPU: bigger problems than the CPU defaults.
 GPU_PARAMETERS = {
     "01_crossover": {"sizes": SIZES, "large_n": 4096, "repeats": 11},
-    "05_reading_the_machine": {"loader_steps": 16, "profile_steps": 3},
-    "06_mixed_precision": {"time_width": 4096, "time_batch": 4096, "repeats": 11},
+    # 05: MFU's peak on matmuls big enough to reach it (a 256² matmul with a sync per call times the launch)
+    "05_reading_the_machine": {"loader_steps": 16, "profile_steps": 3, "peak_sizes": [4096, 8192]},
+    # 06: matmuls that are not launch-bound, and a batch unlike the width, so no activation has a weight's shape
+    "06_mixed_precision": {"time_width": 4096, "time_batch": 8192, "matmul_n": 8192, "repeats": 11},
 }
 
 

@@ -36,7 +36,8 @@ def small_profile():
 
 def test_rows_are_plain_and_mark_labels(small_profile):
     rows = profiling.rows(small_profile)
-    assert rows and all(set(r) == {"name", "calls", "self_us", "total_us", "is_label"} for r in rows)
+    assert rows and all(set(r) == {"name", "calls", "self_us", "total_us", "is_label", "device_type"} for r in rows)
+    assert {r["device_type"] for r in rows} == {"CPU"}
     assert all(type(r["name"]) is str and type(r["calls"]) is int and type(r["self_us"]) is float for r in rows)
     by_name = {r["name"]: r for r in rows}
     assert by_name["forward"]["is_label"] and by_name["backward"]["is_label"]
@@ -123,8 +124,8 @@ def test_judges_never_pass_a_forged_observation(check, forged):
 
 
 def test_a_judge_reads_plain_answers_and_names_the_mistake():
-    always = lesson05.check_diagnose.observe(lambda reading: "compute-bound")
-    with pytest.raises(CheckFailed, match="the answer is 'near-oom'"):
+    always = lesson05.check_diagnose.observe(lambda reading: "busy")
+    with pytest.raises(CheckFailed, match="near an OOM whatever else"):
         lesson05.check_diagnose.judge(always)
     crashed = lesson05.check_busy_fraction.observe(lambda intervals, start, end: 1 / 0)
     with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
@@ -149,7 +150,7 @@ def test_gpu_script_records_the_profile_section_on_the_cpu():
     figures = module.reading_figures(torch.device("cpu"), quick=True)
     assert figures["traces"] == {} and "no nvidia-smi" in figures["note"]
     rows = figures["profile_rows"]
-    assert rows and {"name", "calls", "self_us", "total_us", "is_label"} == set(rows[0])
+    assert rows and {"name", "calls", "self_us", "total_us", "is_label", "device_type"} == set(rows[0])
     json.dumps(figures)  # the record is JSON
 
 
@@ -170,7 +171,9 @@ def test_lesson_shows_recorded_traces_labelled_as_such(tmp_path, monkeypatch):
                                            "bf16 matmul": trace(100.0, 699.0, 1700.0, ["sw_power_cap"])},
                                 "power_limit_w": 700.0, "peak_allocated_mib": {"tiny kernels": 10.0, "bf16 matmul": 400.0},
                                 "profile_rows": [{"name": "aten::mm", "calls": 2, "self_us": 10.0, "total_us": 10.0,
-                                                  "is_label": False}],
+                                                  "is_label": False, "device_type": "CPU"},
+                                                 {"name": "sm80_gemm", "calls": 2, "self_us": 10.0, "total_us": 10.0,
+                                                  "is_label": False, "device_type": "CUDA"}],
                                 "device_busy_fraction": 0.5}},
     }
     (data / "recorded" / "fixture.json").write_text(json.dumps(fixture))
@@ -179,10 +182,11 @@ def test_lesson_shows_recorded_traces_labelled_as_such(tmp_path, monkeypatch):
     assert results[0][2] == "ok", results[0][2]
     executed = read_notebook(tmp_path / "out" / f"{LESSON}.ipynb")
     text = json.dumps(executed)
-    assert "recorded: TEST-FIXTURE-GPU" in text and "tiny-or-memory-bound" in text
+    assert "recorded: TEST-FIXTURE-GPU" in text and "tiny-kernels" in text
     # nvidia-smi's memory at 98% is not an OOM, and a matmul at the power cap is healthy, not "throttled"
     verdicts = next(json.dumps(c.outputs) for c in executed.cells if c.cell_type == "code" and "trace_reading" in c.source)
-    assert "compute-bound" in verdicts and "near-oom" not in verdicts and "throttled" not in verdicts
+    assert "busy" in verdicts and "near-oom" not in verdicts and "throttled" not in verdicts
+    assert "sw_power_cap (100%)" in verdicts  # a reason with the share of the samples it was active in
     assert "['aten::mm']" in text and "busy 50% of the profiled step" in text
 
 
@@ -284,9 +288,11 @@ def test_idle_exercise_asks_whose_fault_the_idle_time_is():
     """Issue 19: idle_gaps repeated busy_fraction; idle_by_cause makes the learner tell the loader's idle time from the rest."""
     text = _markdown()
     assert "idle_gaps" not in text and "idle_by_cause" in text
-    assert "waiting for data" in text and "another reason" in text and "device_intervals" in text
-    exercise = text.split("**Exercise 4 (diagnose).**")[1].split("**Exercise 5")[0]
-    assert "overlap" in exercise  # the contract names the shapes; the rule for loading under compute is left to derive
+    assert "waiting for data" in text and "two owners" in text and "device_intervals" in text
+    exercise = text.split("**Exercise 4 (diagnose).**")[1].split("**Prediction (IDLE_GUESS)")[0]
+    # third edition: the contract names neither the shapes a profile's ranges take nor the rule for loading under
+    # compute; the learner derives both from the two owners
+    assert "overlap" not in exercise and "sit inside" not in exercise and "stick out" not in exercise
 
 
 def test_idle_check_cases_cover_every_branch_the_lesson_teaches():
@@ -337,3 +343,90 @@ def test_nvidia_smi_memory_power_and_clock_reasons_are_read_as_they_are():
     assert "do little arithmetic\n#   draw little" not in text and "do little arithmetic draw little" not in text
     assert "fragmentation" in text and "outside the allocator" in text
     assert "data movement" in text and "hw_slowdown" in text and "hw_power_brake_slowdown" in text
+
+
+# --- third edition (issue 30): the CUDA paths, read from torch 2.13's profiler and nvidia-smi, tested without a GPU ---
+
+
+def test_a_cuda_profile_counts_each_operator_and_kernel_once():
+    """A CUDA profile's key_averages() holds aten::mm, its kernel and cudaLaunchKernel as three rows (and each label on
+    the host and on the device): rows() says where each ran, top_ops (the reference) names each operator once, and
+    launches() counts each kernel once. The lesson as it was summed every non-label row: three launches per matmul."""
+    import cuda_profile
+
+    prof = cuda_profile.matmul_steps(steps=2)
+    table = profiling.rows(prof, use_device=True)
+    by = {(r["name"], r["device_type"]): r for r in table}
+    assert by[("aten::mm", "CPU")]["self_us"] == by[(cuda_profile.GEMM, "CUDA")]["self_us"] == 800.0
+    assert ("cudaLaunchKernel", "CPU") in by and ("forward", "CUDA") in by and by[("forward", "CUDA")]["is_label"]
+    ns = namespace(LESSON)
+    assert ns["top_ops"](table, 2) == ["aten::mm", "aten::add"]
+    assert profiling.launches(table, 2) == 2.0  # a matmul and an add per step
+    old_count = sum(r["calls"] for r in table if not r["is_label"]) / 2  # the first edition's ops per step
+    assert old_count == 7.0  # op + kernel + cudaLaunchKernel for each of the two, and the synchronize: not 2
+
+
+def test_device_busy_time_is_the_kernels_on_the_device_never_host_ranges():
+    """On CUDA the busy share is the union of kernel intervals inside the profiled steps; the device's copies of the
+    labels (which span idle gaps) and the host's ranges (which end once kernels are queued) are not busy time."""
+    import cuda_profile
+
+    from grader import gpu
+
+    prof = cuda_profile.matmul_steps(steps=2, gap_us=100.0)
+    assert profiling.device_intervals(prof) == [(30.0, 430.0), (430.0, 450.0), (590.0, 990.0), (990.0, 1010.0)]
+    loop = profiling.loop_ranges(prof, use_device=True)
+    assert loop["compute"] == profiling.device_intervals(prof) and loop["window"] == (0.0, 1020.0)
+    figures = gpu.profile_figures(prof, 2)
+    assert figures["device_busy_fraction"] == pytest.approx(840 / 1020)
+    assert figures["kernels_per_step"] == 2.0
+    host = profiling.loop_ranges(prof, compute="forward")["compute"]
+    assert sum(b - a for a, b in host) == 900.0  # the host's labelled ranges would have said 900 of 1020 µs
+
+
+def test_nvidia_smi_is_asked_field_by_field_and_tolerates_missing_values():
+    """A driver before 535 knows clocks_throttle_reasons, not clocks_event_reasons, and one unknown field fails the
+    whole query; a MIG instance reports [N/A] where the lesson formatted a number ({:.0f} of None raised)."""
+    import subprocess
+
+    def driver_530(command, **kwargs):
+        field = command[1].split("=", 1)[1]
+        known = field != "clocks_event_reasons.active"
+        return subprocess.CompletedProcess(command, 0 if known else 2, "0x4\n" if known else "",
+                                           "" if known else "Field is not a valid field to query.")
+
+    fields = profiling.smi_fields(run=driver_530)
+    assert "clocks_throttle_reasons.active" in fields and "clocks_event_reasons.active" not in fields
+    assert len(fields) == len(profiling.SMI_FIELDS)
+    command = profiling.smi_command(100, fields)
+    assert "clocks_throttle_reasons.active" in command[1]
+    mig = "2026/12/03 10:00:00.100, [N/A], 61.20, [N/A], 9800, 10240, [N/A], [N/A], 0x0000000000000000\n"
+    row = profiling.parse_smi(mig, fields)[0]
+    assert row["util_pct"] is None and row["power_limit_w"] is None and row["mem_used_mib"] == 9800.0
+    assert row["reasons"] == []
+    words = profiling.smi_words(row)
+    assert "n/a" in words and "9800 of 10240 MiB" in words
+    old = profiling.parse_smi(mig.replace(", 0x0000000000000000", ""), [f for f in fields if "reasons" not in f])[0]
+    assert old["reasons"] is None and old["power_w"] == pytest.approx(61.2)
+
+
+def test_the_gpu_runs_measure_mfus_peak_on_sizes_that_are_not_launch_bound():
+    """05 measured a GPU's peak on 256² and 512² matmuls with a synchronize per call: launch-bound on an H100."""
+    spec = importlib.util.spec_from_file_location("gpu_run", ROOT / "scripts" / "gpu_run.py")
+    gpu_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_run)
+    assert min(gpu_run.GPU_PARAMETERS[LESSON]["peak_sizes"]) >= 4096
+    setup = next(c.source for c in read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb").cells
+                 if "DEVICE = dev.pick_device" in c.source)
+    assert 'DEVICE.type == "cuda" and max(peak_sizes) < 4096' in setup
+
+
+def test_diagnose_treats_hardware_slowdowns_as_faults_and_flashes_as_noise():
+    """The first edition's diagnose read only the thermal reasons: hw_slowdown and hw_power_brake_slowdown holding the
+    clock down all through a trace passed as tiny kernels; nvidia-smi says hw_slowdown may flash on a clock change."""
+    ns = namespace(LESSON)
+    assert ns["diagnose"](lesson05._D["hw_slow"]) == ns["diagnose"](lesson05._D["brake"]) == "slowed"
+    assert ns["diagnose"](lesson05._D["flash"]) == "busy"
+    old = lesson05.reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9})
+    thermal_only = {"hw_thermal_slowdown", "sw_thermal_slowdown"} & set(old["reasons"])
+    assert not thermal_only and old["power_w"] / old["power_limit_w"] < 0.5  # the old rules: 'tiny-or-memory-bound'

@@ -1,4 +1,8 @@
-"""Checks for lesson 05 (reading the machine): diagnose, busy_fraction, top_ops, idle_by_cause, fixed_loader, mfu."""
+"""Checks for lesson 05 (reading the machine): diagnose, busy_fraction, top_ops, idle_by_cause, fixed_loader, mfu,
+and the lesson's two predictions (MFU_GUESS, IDLE_GUESS).
+
+No message gives an expected value: a message names the kind of mistake and the principle to go back to.
+"""
 
 from __future__ import annotations
 
@@ -11,131 +15,156 @@ import torch
 from torch.utils.data import DataLoader
 
 from grader import loading
-from grader.checks._common import Check, call, close, expect, fail, is_number, recorded, require_callable, same
+from grader.checks._common import (Check, Prediction, call, close, expect, fail, guard, is_number, recorded,
+                                  require_callable, same)
 
 __all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_by_cause", "check_fixed_loader",
-           "loader_on", "check_mfu"]
+           "loader_on", "check_mfu", "mfu_on", "check_mfu_guess", "check_idle_guess", "LESSON"]
 
-ANSWERS = ("near-oom", "waiting", "thermal", "tiny-or-memory-bound", "compute-bound")
+LESSON = "05_reading_the_machine"  # the lesson's name in the predictions record (grader.predictions)
+ANSWERS = ("near-oom", "waiting", "slowed", "tiny-kernels", "busy")
 
 # --- diagnose -------------------------------------------------------------------------------------------------
 
 
 def reading(util_pct: float = 99.0, power_w: float = 500.0, power_limit_w: float = 700.0, sm_mhz: float = 1980.0,
-            max_sm_mhz: float = 1980.0, reasons: tuple[str, ...] = (), smi_used_mib: float = 40_000.0,
+            max_sm_mhz: float = 1980.0, reasons: dict | None = None, smi_used_mib: float = 40_000.0,
             peak_allocated_mib: float = 30_000.0, total_mib: float = 80_000.0) -> dict:
-    """One reading as `diagnose` receives it: nvidia-smi's numbers and torch's peak, plain data."""
+    """One reading as `diagnose` receives it: a trace's means from nvidia-smi and torch's peak, plain data.
+
+    reasons: {clock event reason: share of the trace's samples in which it was active, 0 to 1}.
+    """
     return {"util_pct": util_pct, "power_w": power_w, "power_limit_w": power_limit_w, "sm_mhz": sm_mhz,
-            "max_sm_mhz": max_sm_mhz, "reasons": list(reasons), "smi_used_mib": smi_used_mib,
+            "max_sm_mhz": max_sm_mhz, "reasons": dict(reasons or {}), "smi_used_mib": smi_used_mib,
             "peak_allocated_mib": peak_allocated_mib, "total_mib": total_mib}
 
 
-# An H100 (700 W) running dense bf16 matmuls: at the power cap, the firmware holds the clock below its maximum
-# (sw_power_cap), and nvidia-smi's memory.used is 98% because the caching allocator keeps what it reserved.
-_AT_CAP = reading(99.0, 695.0, 700.0, 1755.0, 1980.0, ("sw_power_cap",), 78_500.0, 52_000.0)
-_OOM_IDLE = reading(20.0, 120.0, 700.0, 1980.0, 1980.0, (), 79_800.0, 76_000.0)  # torch's peak: 95% of the card
-_OOM_EDGE = reading(97.0, 500.0, 700.0, 1980.0, 1980.0, (), 79_000.0, 72_000.0)  # exactly 90%
-_WAITING_FULL = reading(30.0, 90.0, 700.0, 1980.0, 1980.0, (), 79_000.0, 30_000.0)  # smi 99% full, torch 38%
-_UTIL_EDGE = reading(50.0, 400.0, 700.0)  # 50% is not below 50
-_TINY = reading(100.0, 150.0, 700.0)  # 21% of the limit at 100% utilisation
-_T4_AT_CAP = reading(100.0, 66.5, 70.0, 1410.0, 1590.0, ("sw_power_cap",), 15_000.0, 9_000.0, 15_360.0)  # 95% of 70 W
-_SAME_WATTS_BIG = reading(100.0, 66.5, 700.0)  # the same watts on a 700 W card: 9.5%
-_SAME_SHARE_BIG = reading(100.0, 665.0, 700.0)  # 95% of the limit, clocks still at their maximum
-_HOT_LOW_POWER = reading(99.0, 300.0, 700.0, 990.0, 1980.0, ("hw_thermal_slowdown",))  # 43%: the clock was halved
-_HOT_SW = reading(98.0, 600.0, 700.0, 1500.0, 1980.0, ("sw_thermal_slowdown",))
-_HALF_POWER = reading(100.0, 350.0, 700.0)  # exactly half the limit is not below half
-_MID = reading(96.0, 500.0, 700.0)  # 71%
-_DIAGNOSE_CASES = [(case,) for case in (_AT_CAP, _OOM_IDLE, _OOM_EDGE, _WAITING_FULL, _UTIL_EDGE, _TINY, _T4_AT_CAP,
-                                        _SAME_WATTS_BIG, _SAME_SHARE_BIG, _HOT_LOW_POWER, _HOT_SW, _HALF_POWER, _MID)]
+# Each case is far from any threshold a sensible reading would choose: the check judges what is read, and in which
+# order, never where a line is drawn. An H100 (700 W, 80 GB) unless said otherwise.
+_D = {
+    # dense bf16 matmuls at the power cap: the firmware holds the clock down (sw_power_cap); nvidia-smi's memory.used
+    # is 98% because the caching allocator keeps what the peak needed; torch's peak is 65%
+    "at_cap": reading(99.0, 695.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 78_500.0, 52_000.0),
+    "oom_idle": reading(20.0, 120.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.6}, 79_800.0, 77_500.0),  # peak 97%
+    "oom_busy": reading(99.0, 690.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 79_900.0, 78_000.0),
+    "waiting_full": reading(12.0, 90.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.8}, 79_000.0, 30_000.0),
+    "tiny": reading(100.0, 140.0, 700.0),  # a fifth of the limit at full utilisation
+    "t4_cap": reading(100.0, 68.0, 70.0, 1410.0, 1590.0, {"sw_power_cap": 1.0}, 15_000.0, 9_000.0, 15_360.0),
+    "same_watts_big": reading(100.0, 68.0, 700.0),  # the T4's watts on a 700 W card: a tenth of its limit
+    "same_share_big": reading(100.0, 680.0, 700.0),  # the T4's share on the 700 W card, clocks at their maximum
+    "hot": reading(99.0, 300.0, 700.0, 990.0, 1980.0, {"hw_thermal_slowdown": 1.0}),  # the clock halved: less power
+    "hot_sw": reading(98.0, 600.0, 700.0, 1500.0, 1980.0, {"sw_thermal_slowdown": 1.0}),
+    "hw_slow": reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9}),  # held down all along: a fault
+    "brake": reading(99.0, 260.0, 700.0, 900.0, 1980.0, {"hw_slowdown": 0.95, "hw_power_brake_slowdown": 0.95}),
+    "flash": reading(99.0, 610.0, 700.0, 1980.0, 1980.0, {"hw_slowdown": 0.03}),  # one sample in 30: a clock change
+    "mid": reading(96.0, 520.0, 700.0),  # three quarters of the limit: the chip works
+}
+_DIAGNOSE_NAMES = list(_D)
+_DIAGNOSE_CASES = [(_D[n],) for n in _DIAGNOSE_NAMES]
+_DIAGNOSE_WANT = {"at_cap": "busy", "oom_idle": "near-oom", "oom_busy": "near-oom", "waiting_full": "waiting",
+                  "tiny": "tiny-kernels", "t4_cap": "busy", "same_watts_big": "tiny-kernels", "same_share_big": "busy",
+                  "hot": "slowed", "hot_sw": "slowed", "hw_slow": "slowed", "brake": "slowed", "flash": "busy",
+                  "mid": "busy"}
 
 
 def describe(r: dict) -> str:
     """A reading in words, for a message."""
-    reasons = ", ".join(r["reasons"]) or "none"
+    reasons = ", ".join(f"{k} in {v:.0%} of the samples" for k, v in dict(r["reasons"]).items()) or "none"
     return (f"utilisation {r['util_pct']:g}%, {r['power_w']:g} of {r['power_limit_w']:g} W, SM clock {r['sm_mhz']:g} of "
             f"{r['max_sm_mhz']:g} MHz, event reasons: {reasons}; nvidia-smi memory.used {r['smi_used_mib']:g} of "
             f"{r['total_mib']:g} MiB, torch's peak allocated {r['peak_allocated_mib']:g} MiB")
 
 
 def _judge_diagnose(diagnose: Callable) -> None:
-    """diagnose: near an OOM by torch's peak, waiting by utilisation, thermal by the event reasons, then power share."""
-    got = {i: call(diagnose, *_DIAGNOSE_CASES[i]) for i in range(len(_DIAGNOSE_CASES))}
-    (at_cap, oom_idle, oom_edge, waiting_full, util_edge, tiny, t4_cap, same_watts, same_share, hot_low, hot_sw,
-     half, mid) = (got[i] for i in range(len(_DIAGNOSE_CASES)))
-    for i, answer in got.items():
+    """diagnose: what ends the run, then what wastes it; torch's peak, utilisation, lasting slowdowns, power share."""
+    got = {n: call(diagnose, _D[n]) for n in _DIAGNOSE_NAMES}
+    for n, answer in got.items():
         if answer not in ANSWERS:
-            fail(f"diagnose({describe(_DIAGNOSE_CASES[i][0])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
-    if at_cap == "near-oom" or waiting_full == "near-oom":
-        r = _AT_CAP if at_cap == "near-oom" else _WAITING_FULL
-        fail(f"diagnose({describe(r)}) returned 'near-oom': you read nvidia-smi's memory.used "
-             f"({r['smi_used_mib'] / r['total_mib']:.0%} of the card) as the OOM signal. It counts the CUDA context "
-             "plus everything PyTorch's caching allocator has reserved and keeps for reuse, so 95-99% is normal in a "
-             f"healthy run. Whether the next allocation fits is read from torch: its peak allocated here is "
-             f"{r['peak_allocated_mib'] / r['total_mib']:.0%} of the card. Compare peak_allocated_mib / total_mib with "
-             "0.9.")
-    if oom_idle == "waiting" and oom_edge == "near-oom":
-        fail(f"diagnose({describe(_OOM_IDLE)}) returned 'waiting': you read utilisation before memory. torch's peak "
-             "is 95% of the card: the run is about to stop with an out-of-memory error, and that comes first, "
-             "whatever the utilisation.")
-    if oom_idle != "near-oom" or oom_edge != "near-oom":
-        if oom_idle != "near-oom" and oom_edge != "near-oom":
-            fail(f"diagnose({describe(_OOM_IDLE)}) returned {oom_idle!r}: torch's peak allocated is 95% of the card's "
-                 "memory, so the answer is 'near-oom' (read it first). peak_allocated_mib / total_mib is a fraction "
-                 "(0 to 1): compare it with 0.9, not 90.")
-        fail(f"diagnose({describe(_OOM_EDGE)}) returned {oom_edge!r}: torch's peak is exactly 90% of the card, which is "
-             "at the threshold: 'near-oom' (peak / total >= 0.9).")
-    if waiting_full != "waiting":
-        if tiny == "waiting" or mid == "waiting":
-            fail("diagnose returned 'waiting' at 96-100% utilisation; only utilisation below 50% means the GPU waits.")
-        fail(f"diagnose({describe(_WAITING_FULL)}) returned {waiting_full!r}, not 'waiting'. util_pct is a percent "
-             "(0 to 100): 30 means 30%, below 50%. Compare util_pct with 50, not 0.5.")
-    if util_edge == "waiting":
-        fail(f"diagnose({describe(_UTIL_EDGE)}) returned 'waiting'; waiting means utilisation below 50%, and 50% is "
-             "not below 50%.")
-    if same_share == "thermal":
-        fail(f"diagnose({describe(_SAME_SHARE_BIG)}) returned 'thermal': you called power at the limit a fault. Sitting "
-             "at the power cap is the normal state of dense tensor-core work: the chip draws all it may and the "
-             "firmware trims the clock to stay under the limit (clocks_event_reasons.sw_power_cap). That is "
-             "'compute-bound', and healthy. Heat is told by a thermal event reason, not by the power.")
-    if at_cap == "thermal" or t4_cap == "thermal":
-        fail(f"diagnose({describe(_AT_CAP)}) returned {at_cap!r}: an SM clock below its maximum says the chip slowed, "
-             "not why. Here the reason is sw_power_cap: the firmware holding power at the limit, the normal state of "
-             "dense work ('compute-bound'). Only hw_thermal_slowdown or sw_thermal_slowdown mean heat.")
-    if hot_low == "tiny-or-memory-bound" and hot_sw == "thermal":
-        fail(f"diagnose({describe(_HOT_LOW_POWER)}) returned 'tiny-or-memory-bound': you read the power share before "
-             "the event reasons. A chip slowed by heat runs its clock lower (990 of 1980 MHz here), so it draws less "
-             "power too; the low power is the slowdown's effect, not tiny kernels. Read the reasons first.")
-    if hot_low != "thermal" or hot_sw != "thermal":
-        case, answer = (_HOT_SW, hot_sw) if hot_sw != "thermal" else (_HOT_LOW_POWER, hot_low)
-        fail(f"diagnose({describe(case)}) returned {answer!r}: the event reasons include a thermal slowdown "
-             "(hw_thermal_slowdown or sw_thermal_slowdown in reading['reasons']): the chip is too hot and lowered "
-             "its clock. The answer is 'thermal'.")
-    if tiny == "compute-bound":
-        fail(f"diagnose({describe(_TINY)}) returned 'compute-bound': high utilisation alone does not mean the chip is "
-             "busy. Utilisation counts the time at least one kernel ran, however small; at 21% of the power limit the "
-             "arithmetic units are mostly idle: 'tiny-or-memory-bound'. Look at power before calling it busy.")
-    if mid == at_cap == "tiny-or-memory-bound":
-        fail("diagnose called 500 W and 695 W of a 700 W limit 'tiny-or-memory-bound': power_w / power_limit_w is a "
-             "fraction (0 to 1), not a percent. Compare it with 0.5, not 50.")
-    if t4_cap != same_share or same_watts == t4_cap:
-        fail(f"diagnose gave {t4_cap!r} for 66.5 W on a 70 W card, {same_watts!r} for 66.5 W on a 700 W card and "
-             f"{same_share!r} for 665 W on a 700 W card: you compared absolute watts. 66.5 of 70 W and 665 of 700 W "
-             "are both 95% of the limit; use the share power_w / power_limit_w.")
-    if half == "tiny-or-memory-bound":
-        fail(f"diagnose({describe(_HALF_POWER)}) returned 'tiny-or-memory-bound'; exactly half the limit is not below "
-             "half: 'compute-bound'.")
-    expected = [(_TINY, "tiny-or-memory-bound"), (_SAME_WATTS_BIG, "tiny-or-memory-bound"), (_MID, "compute-bound"),
-                (_AT_CAP, "compute-bound"), (_T4_AT_CAP, "compute-bound"), (_SAME_SHARE_BIG, "compute-bound"),
-                (_UTIL_EDGE, "compute-bound"), (_HALF_POWER, "compute-bound")]
-    for case, want in expected:
-        answer = call(diagnose, case)
-        if answer != want:
-            fail(f"diagnose({describe(case)}) returned {answer!r}; that is {case['power_w'] / case['power_limit_w']:.0%} "
-                 "of the power limit with no thermal reason, torch's peak below 90% and utilisation of at least 50%: "
-                 f"{want!r}.")
+            fail(f"diagnose({describe(_D[n])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
+
+    def was(n: str) -> str:
+        return f"diagnose({describe(_D[n])}) returned {got[n]!r}"
+
+    def off(want: str, *names: str) -> str | None:
+        """The first of `names` whose answer is not `want`, or None."""
+        return next((n for n in names if got[n] != want), None)
+
+    if got["at_cap"] == "near-oom" or got["waiting_full"] == "near-oom":
+        n = "at_cap" if got["at_cap"] == "near-oom" else "waiting_full"
+        fail(f"{was(n)}: you read nvidia-smi's memory.used as the OOM signal. It counts the CUDA context, everything "
+             "PyTorch's caching allocator holds (what the run's peak once needed, plus rounding and fragmentation) and "
+             "memory allocated outside the allocator: a full-looking card says nothing about the next allocation. "
+             "Whether that fits is read from torch's own peak allocated against the card.")
+    if got["oom_idle"] != "near-oom" and got["oom_busy"] == "near-oom":
+        fail(f"{was('oom_idle')}: you read the utilisation before the memory. torch's peak allocated is nearly the "
+             "whole card: the run is one longer sequence away from an out-of-memory error, and what ends a run comes "
+             "before what wastes it.")
+    if n := off("near-oom", "oom_idle", "oom_busy"):
+        fail(f"{was(n)}: torch's peak allocated is nearly all of the card's memory. peak_allocated_mib and total_mib "
+             "are both MiB: their ratio is a fraction of the card, and a run that peaks this close to the total is "
+             "near an OOM whatever else the reading says.")
+    if got["waiting_full"] != "waiting":
+        if got["tiny"] == "waiting" or got["mid"] == "waiting":
+            fail("diagnose returned 'waiting' for a GPU at full utilisation: utilisation is the share of time a kernel "
+                 "ran, so a GPU that waits reads low, not high.")
+        fail(f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most of "
+             "the time, waiting for the host or for data. util_pct is a percent (0 to 100), not a fraction.")
+    if got["same_share_big"] == "slowed" or got["mid"] == "slowed":
+        fail(f"{was('same_share_big')}: you called a high power draw a fault. Sitting at the power cap is the normal "
+             "state of dense tensor-core work: the chip draws all it may, and the firmware trims the clock to stay "
+             "under the limit (sw_power_cap). A fault is told by the event reasons, not by the power.")
+    if got["at_cap"] == "slowed" or got["t4_cap"] == "slowed":
+        fail(f"{was('at_cap')}: an SM clock below its maximum says the chip slowed, not why, and the reason here is "
+             "sw_power_cap: the firmware holding power at the limit, the healthy state of dense work. Only a reason "
+             "from outside the workload (heat, a hardware slowdown, a power brake) is a fault.")
+    if got["flash"] == "slowed":
+        fail(f"{was('flash')}: hw_slowdown was active in one sample of thirty, with the clock at its maximum. nvidia-smi "
+             "notes that hw_slowdown may flash on while the chip changes its P-state or clock: a fault is a reason "
+             "that persists through the trace, so read the share of samples, not whether it ever appeared.")
+    if got["hot"] == "tiny-kernels" and got["hot_sw"] == "slowed":
+        fail(f"{was('hot')}: you read the power share before the event reasons. A chip slowed by heat runs its clock "
+             "lower, so it draws less power too: the low power is the slowdown's effect, not tiny kernels. Read what "
+             "holds the clock down first.")
+    if n := off("slowed", "hot_sw", "hot"):
+        fail(f"{was(n)}: a thermal slowdown is active all through the trace (reading['reasons']): the chip is too hot "
+             "and lowered its clock, a cooling fault.")
+    if n := off("slowed", "hw_slow", "brake"):
+        fail(f"{was(n)}: hw_slowdown (and hw_power_brake_slowdown) held the clock far below its maximum all through "
+             "the trace. They are not thermal by name, but they are faults all the same: the hardware cut the clock "
+             "for a reason outside the workload (too hot, a power draw too high, the system's power brake).")
+    if got["tiny"] == "busy":
+        fail(f"{was('tiny')}: high utilisation alone does not mean the chip is busy. Utilisation counts the time at "
+             "least one kernel ran, however small; a chip that draws a small share of its power limit at full "
+             "utilisation is running kernels too small to use it. Look at power before calling it busy.")
+    if got["mid"] == got["at_cap"] == "tiny-kernels":
+        fail("diagnose called a chip drawing most of its power limit 'tiny-kernels': power_w / power_limit_w is a "
+             "fraction (0 to 1), not a percent.")
+    if got["t4_cap"] != got["same_share_big"] or got["same_watts_big"] == got["t4_cap"]:
+        fail(f"diagnose gave {got['t4_cap']!r} for 68 W on a 70 W card, {got['same_watts_big']!r} for 68 W on a 700 W "
+             f"card and {got['same_share_big']!r} for 680 W on a 700 W card: you compared absolute watts. What a watt "
+             "means depends on the card: read the share of its limit.")
+    for n in _DIAGNOSE_NAMES:
+        if got[n] != _DIAGNOSE_WANT[n]:
+            fail(f"{was(n)}. Go back over what each number says: torch's peak for memory, utilisation for waiting, "
+                 "the event reasons that last for a fault, the share of the power limit for how hard the chip works, "
+                 "and the order: what ends the run before what wastes it.")
 
 
 check_diagnose = recorded("diagnose", "diagnose", _DIAGNOSE_CASES, _judge_diagnose)
+
+
+def _observe_diagnose_on(diagnose: Callable, case: dict) -> dict:
+    require_callable(diagnose, "diagnose")
+    return {"got": call(diagnose, reading(**case), label="diagnose(a reading)")}
+
+
+def _judge_diagnose_on(observation: dict, case: dict, want: str, why: str) -> None:
+    if observation.get("got") != want:
+        fail(why)
+
+
+diagnose_on = Check("diagnose on a reading", _observe_diagnose_on, _judge_diagnose_on, inputs=("case",), announce=False)
+diagnose_on.__doc__ = "Hidden test: diagnose(reading(**case)) is `want`."
 
 # --- busy_fraction --------------------------------------------------------------------------------------------
 
@@ -157,37 +186,50 @@ def _judge_busy_fraction(busy_fraction: Callable) -> None:
             fail(f"busy_fraction{_BUSY_CASES[i]} returned {value!r} ({type(value).__name__}); return a float from 0 to 1.")
     simple, overlap, clip, span, outside, empty, nested = (float(got[i]) for i in range(len(_BUSY_CASES)))
     if close(simple, 50.0):
-        fail("busy_fraction returned 50 where half the window is busy: return a fraction from 0 to 1, not a percent.")
+        fail(f"busy_fraction{_B_SIMPLE} returned {simple!r}: a share is a fraction from 0 to 1, not a percent.")
     if overlap > 1.0 or close(overlap, 1.75) or close(nested, 1.1):
-        fail(f"busy_fraction([(0, 10), (0, 10), (5, 20)], 0, 20) returned {overlap!r}: above 1, because you summed "
-             "intervals that overlap. Time when two kernels run at once counts once: utilisation is the share of the "
-             "window in which at least one kernel ran. Merge overlapping intervals first.")
+        fail(f"busy_fraction{_B_OVERLAP} returned {overlap!r}, more than the whole window: you summed intervals that "
+             "overlap. Kernels on two streams run at the same time, and a moment when two run counts once: "
+             "utilisation is the share of the window in which at least one kernel ran.")
     if close(clip, 1.0) or close(outside, 0.275):
-        fail(f"busy_fraction([(-10, 10), (30, 50)], 0, 40) returned {clip!r}: the intervals were not clipped to the "
-             "window. Only the part of each interval between start and end counts (here 10 + 10 of 40 µs: 0.5).")
+        fail(f"busy_fraction{_B_CLIP} returned {clip!r}: the intervals were not clipped to the window. A kernel that "
+             "started before the window opened, or ran on after it closed, was busy inside the window only for the "
+             "part between start and end.")
     if close(span, 2 / 3) or close(simple, 2 / 3):
-        fail(f"busy_fraction([(10, 20), (30, 40)], 0, 100) returned {span:.3f}: you divided by the intervals' span "
-             "(10 to 40), not by the window. Divide the busy time by end - start (here 20 of 100 µs: 0.2).")
-    if not close(simple, 0.5):
-        fail(f"busy_fraction([(0, 10), (20, 30)], 0, 40) returned {simple!r}; kernels ran for 20 of the 40 µs, so 0.5.")
-    for value, want, case in ((overlap, 1.0, _B_OVERLAP), (clip, 0.5, _B_CLIP), (span, 0.2, _B_SPAN),
-                              (outside, 0.025, _B_OUTSIDE), (empty, 0.0, _B_EMPTY), (nested, 1.0, _B_NESTED)):
+        fail(f"busy_fraction{_B_SPAN} returned {span!r}: you divided by the intervals' span (first start to last end), "
+             "not by the window. Idle time before the first kernel and after the last is idle time too.")
+    for value, case in ((simple, _B_SIMPLE), (overlap, _B_OVERLAP), (clip, _B_CLIP), (span, _B_SPAN),
+                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED)):
+        want = _busy_reference(*case)
         if not math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
-            fail(f"busy_fraction{case} returned {value!r}; the share of the window covered by at least one interval "
-                 f"is {want}.")
+            fail(f"busy_fraction{case} returned {value!r}: not the share of the window in which at least one interval "
+                 "ran. Walk the window from start to end: each moment is busy or not, whatever the number of kernels "
+                 "running then and whichever order the intervals came in.")
 
 
-check_busy_fraction = recorded("busy_fraction", "busy_fraction", _BUSY_CASES, _judge_busy_fraction)
+def _busy_reference(intervals, start: float, end: float) -> float:
+    """The judge's own answer (it stays in the grader's process)."""
+    busy, reached = 0.0, start
+    for a, b in sorted(intervals):
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            busy, reached = busy + b - a, b
+    return busy / (end - start)
+
+
+check_busy_fraction = guard(recorded("busy_fraction", "busy_fraction", _BUSY_CASES, _judge_busy_fraction),
+                            "busy_fraction", {_busy_reference: "grader.checks.lesson05._busy_reference"})
 
 
 # --- top_ops --------------------------------------------------------------------------------------------------
 
 
-def _row(name: str, calls: int, self_us: float, total_us: float, is_label: bool = False) -> dict:
-    return {"name": name, "calls": calls, "self_us": self_us, "total_us": total_us, "is_label": is_label}
+def _row(name: str, calls: int, self_us: float, total_us: float, is_label: bool = False, device_type: str = "CPU") -> dict:
+    return {"name": name, "calls": calls, "self_us": self_us, "total_us": total_us, "is_label": is_label,
+            "device_type": device_type}
 
 
-PROFILE_ROWS = [  # a made-up training profile, shaped like profiling.rows() output
+CPU_ROWS = [  # a made-up training profile on the CPU, shaped like profiling.rows() output (CPU µs)
     _row("ProfilerStep*", 3, 900.0, 9000.0, True),
     _row("backward", 3, 1000.0, 6000.0, True),
     _row("autograd::engine::evaluate_function: MmBackward0", 6, 20.0, 3000.0),
@@ -197,50 +239,100 @@ PROFILE_ROWS = [  # a made-up training profile, shaped like profiling.rows() out
     _row("aten::empty", 200, 50.0, 50.0),
     _row("aten::copy_", 30, 400.0, 410.0),
 ]
-_TOP_CASES = [(PROFILE_ROWS, 3), (PROFILE_ROWS, 1), (PROFILE_ROWS, 10), (PROFILE_ROWS, 0), (PROFILE_ROWS[::-1], 3)]
+_GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64"
+_SOFTMAX = "cunn_SoftMaxForward<4, float, float, float, SoftMaxForwardEpilogue>"
+_ADAM = "multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor>"
+CUDA_ROWS = [  # a made-up CUDA training profile in device time (profiling.rows(prof, use_device=True)), shaped as
+    # torch 2.13's key_averages() gives it: a row per name and device_type, so each operator's kernel is a row of its
+    # own with the same device time, the host's launch call is a row, and each label has a host row and a device row
+    _row("ProfilerStep*", 3, 0.0, 5200.0, True, "CPU"),
+    _row("ProfilerStep*", 3, 6100.0, 6100.0, True, "CUDA"),  # the step's span on the device, idle gaps included
+    _row("forward", 3, 2300.0, 2300.0, True, "CUDA"),
+    _row("forward", 3, 0.0, 1900.0, True, "CPU"),
+    _row("aten::mm", 18, 2600.0, 2600.0, False, "CPU"),
+    _row(_GEMM, 18, 2600.0, 2600.0, False, "CUDA"),
+    _row("aten::_softmax", 6, 700.0, 700.0, False, "CPU"),
+    _row(_SOFTMAX, 6, 700.0, 700.0, False, "CUDA"),
+    _row("aten::_fused_adam_", 3, 450.0, 450.0, False, "CPU"),
+    _row(_ADAM, 9, 450.0, 450.0, False, "CUDA"),
+    _row("aten::linear", 18, 0.0, 2600.0, False, "CPU"),  # calls aten::mm: its device time is the matmul's
+    _row("cudaLaunchKernel", 60, 0.0, 0.0, False, "CPU"),
+    _row("aten::add", 12, 300.0, 300.0, False, "CPU"),
+    _row("vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>", 12, 300.0, 300.0, False, "CUDA"),
+]
+PROFILE_ROWS = CPU_ROWS  # the name the lesson's earlier edition used
+_TOP_CASES = [(CPU_ROWS, 3), (CPU_ROWS, 1), (CPU_ROWS, 10), (CPU_ROWS, 0), (CPU_ROWS[::-1], 3), (CUDA_ROWS, 3),
+              (CUDA_ROWS, 4), (CUDA_ROWS[::-1], 4)]
+
+
+def _top_reference(rows: list[dict], n: int) -> list[str]:
+    """The judge's answer: host operator rows (no labels, kernels or runtime calls) by self time, each once."""
+    from grader.profiling import is_runtime_call
+
+    ops = [r for r in rows if not r["is_label"] and r.get("device_type", "CPU") == "CPU" and not is_runtime_call(r)]
+    return [r["name"] for r in sorted(ops, key=lambda r: -r["self_us"])[:n]]
 
 
 def _judge_top_ops(top_ops: Callable) -> None:
-    """top_ops: the n operator names (labels left out) with the most self time, most first."""
-    got = call(top_ops, PROFILE_ROWS, 3)
+    """top_ops: the n operators with the most self time, most first, each operator once (no labels, no kernel rows)."""
+    got = call(top_ops, CPU_ROWS, 3)
     if not isinstance(got, (list, tuple)) or not all(isinstance(name, str) for name in got):
         fail(f"top_ops(rows, 3) returned {got!r}; return a list of the op names (strings).")
     got = list(got)
-    ops = [r for r in PROFILE_ROWS if not r["is_label"]]
+    ops = [r for r in CPU_ROWS if not r["is_label"]]
 
     def names(rows: list[dict], key: str, most_first: bool = True) -> list[str]:
         return [r["name"] for r in sorted(rows, key=lambda r: r[key], reverse=most_first)[:3]]
 
-    if got in (names(ops, "total_us"), names(PROFILE_ROWS, "total_us")):
+    if got in (names(ops, "total_us"), names(CPU_ROWS, "total_us")):
         fail(f"top_ops(rows, 3) returned {got}: sorted by total time. A range's total includes everything under it "
-             "(the backward pass's entry contains every op it ran), so sort by self_us: time spent in the op itself.")
-    if got in (names(ops, "self_us", False), names(PROFILE_ROWS, "self_us", False)):
-        fail(f"top_ops(rows, 3) returned {got}: the ops with the least self time. Sort in descending order "
-             "(reverse=True): most time first.")
+             "(the backward pass's entry contains every op it ran): it counts the same time again at every level.")
+    if got in (names(ops, "self_us", False), names(CPU_ROWS, "self_us", False)):
+        fail(f"top_ops(rows, 3) returned {got}: the operators that cost least come first. Most time first.")
     if "ProfilerStep*" in got or "backward" in got:
         which = ", ".join(name for name in ("ProfilerStep*", "backward") if name in got)
-        fail(f"top_ops(rows, 3) returned {got}, which holds labels ({which}). Rows with is_label True are ranges "
-             "someone named (record_function, ProfilerStep#), not operators: leave them out.")
+        fail(f"top_ops(rows, 3) returned {got}, which holds labels ({which}). A label is a range someone named "
+             "(record_function, the schedule's ProfilerStep#): it is not an operator you could make faster.")
     if got == names(ops, "calls"):
         fail(f"top_ops(rows, 3) returned {got}: sorted by number of calls. Many cheap calls are not where the time "
-             "goes; sort by self_us.")
-    want = ["aten::mm", "aten::gelu", "aten::copy_"]
-    if got != want:
-        fail(f"top_ops(rows, 3) returned {got}; the three operators with the most self time are {want}.")
-    one, many, none = call(top_ops, PROFILE_ROWS, 1), call(top_ops, PROFILE_ROWS, 10), call(top_ops, PROFILE_ROWS, 0)
-    if list(one) != ["aten::mm"]:
-        fail(f"top_ops(rows, 1) returned {one!r}; return a list with the one name, ['aten::mm'].")
-    if list(many) != ["aten::mm", "aten::gelu", "aten::copy_", "aten::add_", "aten::empty",
-                      "autograd::engine::evaluate_function: MmBackward0"]:
-        fail(f"top_ops(rows, 10) returned {many!r}; with fewer than 10 operators, return all six, most self time first "
-             "(and no labels).")
-    if list(none) != []:
-        fail(f"top_ops(rows, 0) returned {none!r}; n = 0 asks for an empty list.")
-    if list(call(top_ops, PROFILE_ROWS[::-1], 3)) != want:
-        fail("top_ops gave a different answer when the rows came in another order; sort them yourself by self_us.")
+             "goes.")
+    for case in _TOP_CASES[:5]:
+        mine = call(top_ops, *case)
+        if not isinstance(mine, (list, tuple)) or list(mine) != _top_reference(*case):
+            fail(f"top_ops(a CPU profile's rows, {case[1]}) returned {mine!r}: not the operators that cost the most "
+                 "time themselves, most first"
+                 + (" (n = 0 asks for none)" if case[1] == 0 else " (with fewer operators than n, all of them)"
+                    if case[1] > 6 else " (the rows may come in any order)" if case[0] is not CPU_ROWS else "") + ".")
+    cuda = call(top_ops, CUDA_ROWS, 4)
+    if not isinstance(cuda, (list, tuple)) or not all(isinstance(name, str) for name in cuda):
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda!r}; return a list of the op names (strings).")
+    cuda = list(cuda)
+    labels = [name for name in cuda if name in ("ProfilerStep*", "forward")]
+    if labels:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with the label(s) {labels}. On a CUDA profile each "
+             "label has a row on the device too (device_type 'CUDA'), whose time is the labelled span, idle gaps "
+             "included: it is still not an operator.")
+    kernels = [name for name in cuda if name in (_GEMM, _SOFTMAX, _ADAM) or name.startswith("vectorized")]
+    if kernels:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: it names kernels ({kernels[0][:40]}...), rows with "
+             "device_type 'CUDA'. A kernel is the device's side of the operator that launched it, with the same "
+             "device time: listing both counts one matmul twice and pushes another operator off the list.")
+    if "cudaLaunchKernel" in cuda:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with cudaLaunchKernel: the host's call into the CUDA "
+             "runtime that queued each kernel, not an operator of the model.")
+    if "aten::linear" in cuda and cuda.index("aten::linear") < len(cuda) - 1:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: aten::linear is ranked by its total time, which is "
+             "its aten::mm's. Rank each operator by the time spent in it itself.")
+    for case in _TOP_CASES[5:]:
+        mine = call(top_ops, *case)
+        if not isinstance(mine, (list, tuple)) or list(mine) != _top_reference(*case):
+            fail(f"top_ops(a CUDA profile's rows, {case[1]}) returned {mine!r}: not the operators that cost the device "
+                 "the most time themselves, each once, most first. Read the rows of a CUDA profile: which of them are "
+                 "the model's operators, and which are the same work seen again?")
 
 
-check_top_ops = recorded("top_ops", "top_ops", _TOP_CASES, _judge_top_ops)
+check_top_ops = guard(recorded("top_ops", "top_ops", _TOP_CASES, _judge_top_ops), "top_ops",
+                      {_top_reference: "grader.checks.lesson05._top_reference"})
 
 
 # --- idle_by_cause --------------------------------------------------------------------------------------------
@@ -296,41 +388,36 @@ def _judge_idle_by_cause(idle_by_cause: Callable) -> None:
         return
     shown = {name: f"{_idle_call(_IDLE[name][0])} returned {raw[name]!r}" for name in _IDLE}
     if gave("no_compute", (7.0, 3.0)) and gave("overlap", (10.0, 30.0)):
-        fail(f"{shown['no_compute']}: the two numbers are swapped. The first is the idle time under a loading range "
-             "(here 2 to 5: 3), the second the idle time under none (7).")
+        fail(f"{shown['no_compute']}: the two numbers are swapped. The first is the idle time the loader caused, the "
+             "second the idle time it did not.")
     if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
-        fail(f"{shown['no_loading']}: you blamed all the idle time on the loader. Idle time outside every loading "
-             "range is not the loader's fault (Python between steps, the profiler, a log line): it is the second "
-             "number, here (0, 40).")
+        fail(f"{shown['no_loading']}: you blamed all the idle time on the loader, but here no batch was being fetched "
+             "at all. Idle time while nothing is loading (Python between steps, the profiler, a log line) is not "
+             "the loader's fault, and no number of workers shortens it.")
     if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
-        fail(f"{shown['overlap']}; you counted loading time that overlaps compute as idle: the device was busy then. "
-             "The DataLoader's range runs from 20 to 70, but compute covers 20 to 30 and 60 to 70, so the device "
-             "waited for data only from 30 to 60 (30), and sat idle with no batch being fetched from 90 to 100 (10).")
+        fail(f"{shown['overlap']}: you counted loading time that overlaps compute as idle. The device was busy then: "
+             "a batch fetched while a step computes costs nothing. Only idle moments are split between the causes.")
     if gave("overlap", (20.0, 20.0)) and gave("touch", (5.0, 15.0)):
-        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran "
-             "(40 idle × 50% = 20). Whose fault an idle moment is depends on when it happened: idle from 30 to 60, "
-             "under the DataLoader's range, is waiting for data (30); idle from 90 to 100, under none, is not (10).")
+        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran. "
+             "Whose fault an idle moment is depends on what was happening at that moment, not on averages.")
     if gave("overlap", (30.0, 0.0)) and gave("no_loading", (0.0, 0.0)):
         fail(f"{shown['overlap']} and {shown['no_loading']}: you counted only the gaps between compute ranges. Idle "
-             "time before the first compute range and after the last counts too: the window runs from start to end. "
-             "Expected (30, 10) and (0, 40).")
+             "time before the first compute range and after the last counts too: the window runs from start to end.")
     if "merge" in wrong and gave("merge", (10.0, 20.0), (20.0, 10.0), (10.0, 10.0)):
-        fail(f"{shown['merge']}: (0, 40) and (30, 60) overlap, and you counted 30 to 40 twice. The device is busy from "
-             "0 to 60, once: idle from 60 to 100 (40), waiting for data from 60 to 80: (20, 20).")
+        fail(f"{shown['merge']}: two compute ranges overlap, and you counted their common part twice (or took the "
+             "device as idle inside it). A moment covered by two ranges is busy, once.")
     if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
-        fail(f"{shown['nested']}: (10, 20) sits inside (0, 50), and you took the device as idle from 20. It is busy "
-             "until 50: keep the latest end seen so far, not the previous range's end. Idle from 50 to 100, waiting "
-             "for data from 55 to 70: (15, 35).")
+        fail(f"{shown['nested']}: one compute range sits inside another, and you took the device as idle from the "
+             "inner range's end. It stays busy until the outer range ends: keep the latest end seen so far.")
     if "unsorted" in wrong and "sorted" not in wrong:
-        fail(f"{shown['unsorted']}, but the right answer, (40, 40), when the same ranges came sorted. A profile's "
-             "ranges come in any order: sort them yourself (by start) before walking through them.")
+        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted. A profile's ranges come in "
+             "any order: order them yourself before walking through them.")
     if wrong == {"edges"}:
-        fail(f"{shown['edges']}; only the part of each range between start and end counts. Clip the ranges to the "
-             "window: the device is idle from 10 to 90 (80), waiting for data from 10 to 30 and from 80 to 90: (30, 50).")
+        fail(f"{shown['edges']}: ranges that stick out of the window were counted outside it. Only the part of each "
+             "range between start and end counts.")
     name = next(name for name in _IDLE if name in wrong)
-    fail(f"{shown[name]}; expected {_IDLE[name][1]}. The device is idle when no compute range covers the moment; idle "
-         "time under a loading range is the loop waiting for data (the first number), idle time under none is "
-         "something else's (the second). Loading while compute runs costs nothing: the device was busy.")
+    fail(f"{shown[name]}. The device is idle at a moment no compute range covers; an idle moment under a loading range "
+         "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
 
 
 check_idle_by_cause = recorded("idle_by_cause", "idle_by_cause", _IDLE_CASES, _judge_idle_by_cause)
@@ -468,61 +555,259 @@ loader_on.__doc__ = ("Hidden test: fixed_loader on a SlowDataset of `n` items in
 # --- mfu ------------------------------------------------------------------------------------------------------
 
 _PEAKS = {"fp32": 67e12, "bf16": 989e12}  # an H100 SXM's datasheet peaks (data/chips.csv), FLOP/s
-_M_BF16 = (1e9, 8, 1024, 1.0, _PEAKS, "bf16")  # 6 × 1e9 × 8192 / 989e12 = 4.97%
-_M_FP32 = (1e9, 8, 1024, 1.0, _PEAKS, "fp32")  # the same run judged against the fp32 peak: 73%
-_M_SMALL = (136_960, 2, 32, 0.01, {"fp32": 1e11}, "fp32")  # the lesson's small transformer on a 100 GFLOP/s CPU: 5.3%
-_M_SHAPE = (1e8, 4, 256, 0.5, {"bf16": 312e12, "fp32": 19.5e12}, "bf16")  # 0.39%
-_MFU_CASES = [_M_BF16, _M_FP32, _M_SMALL, _M_SHAPE]
 
 
-def model_flops_utilisation(n_params: float, batch: int, seq_len: int, step_seconds: float, peaks: dict,
-                            dtype: str) -> float:
-    """The reference: 6 FLOPs per parameter per token for a training step, over the step time, over the dtype's peak."""
-    return 6 * n_params * batch * seq_len / step_seconds / peaks[dtype]
+def _gpt(n_layers: int, d_model: int, d_ff: int, vocab: int, max_seq: int, seed: int = 0) -> torch.nn.Module:
+    from grader.transformer import Shape, TinyGPT
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return TinyGPT(Shape(n_layers=n_layers, d_model=d_model, n_heads=2, d_ff=d_ff, vocab_size=vocab,
+                             max_seq_len=max_seq, dropout=0.0))
 
 
-def _judge_mfu(mfu: Callable) -> None:
-    """mfu: 6 × parameters × tokens per training step, per second, over the peak of the dtype the run used."""
-    got = [call(mfu, *case) for case in _MFU_CASES]
-    want = [model_flops_utilisation(*case) for case in _MFU_CASES]
-    for case, value in zip(_MFU_CASES, got):
-        if not is_number(value):
-            fail(f"mfu{case[:4]} returned {value!r} ({type(value).__name__}); return a float, a fraction of the peak.")
-    got = [float(v) for v in got]
-    ratio = [g / w for g, w in zip(got, want)]
-
-    def all_near(values: list[float]) -> bool:
-        return all(math.isclose(r, v, rel_tol=1e-6) for r, v in zip(ratio, values))
-
-    if all_near([100.0] * 4):
-        fail(f"mfu(1e9 parameters, 8 × 1024 tokens, 1 s, bf16) returned {got[0]!r}, a percent: return a fraction "
-             f"(0 to 1), here {want[0]:.4f}.")
-    if all_near([1 / 3] * 4):
-        fail(f"mfu(1e9 parameters, 8 × 1024 tokens, 1 s, bf16) returned {got[0]:.4f}: you counted 2 FLOPs per parameter "
-             "per token, the forward pass alone (one multiply and one add per weight). A training step also runs "
-             "backward, which does the forward's work twice (the gradient for the activations and the gradient for "
-             f"the weights): 2 + 4 = 6 × parameters × tokens, here {want[0]:.4f}.")
-    if all_near([2 / 3] * 4):
-        fail(f"mfu(...) returned {got[0]:.4f}: 4 FLOPs per parameter per token counts backward once. Backward computes "
-             "two gradients (for the activations and for the weights), each as much work as the forward: 6 in all.")
-    if math.isclose(got[0], got[1], rel_tol=1e-9) or math.isclose(got[0], want[1], rel_tol=1e-6):
-        fail(f"mfu gave {got[0]:.4f} for a bf16 run and {got[1]:.4f} for the same run in fp32: you divided by the "
-             "wrong peak. A chip's peak depends on the number format (an H100 does 989 TFLOP/s in bf16 on its tensor "
-             "cores, 67 in fp32); divide by peaks[dtype], the peak of the format the run used.")
-    if all(math.isclose(g, w / c[2], rel_tol=1e-6) for g, w, c in zip(got, want, _MFU_CASES)):
-        fail(f"mfu counted one token per sequence (batch × 1): {got[0]:.3g} for 8 sequences of 1024 tokens. Every "
-             "token of every sequence goes through every weight: tokens per step = batch × seq_len.")
-    if all(math.isclose(g, w / c[1], rel_tol=1e-6) for g, w, c in zip(got, want, _MFU_CASES)):
-        fail(f"mfu counted the tokens of one sequence only ({got[0]:.3g} for 8 sequences of 1024 tokens): a step "
-             "processes batch × seq_len tokens.")
-    if all(math.isclose(g, w * c[3], rel_tol=1e-6) for g, w, c in zip(got, want, _MFU_CASES)):
-        fail("mfu ignored the step time: FLOPs per step are a rate only once divided by step_seconds (FLOP/s), then "
-             "by the peak (FLOP/s).")
-    for case, g, w in zip(_MFU_CASES, got, want):
-        if not math.isclose(g, w, rel_tol=1e-6):
-            fail(f"mfu(n_params={case[0]:g}, batch={case[1]}, seq_len={case[2]}, step_seconds={case[3]:g}, "
-                 f"dtype={case[5]!r}) returned {g:.6g}; 6 × parameters × tokens per step / step time / peak of "
-                 f"{case[5]} is {w:.6g}.")
+def _mlp(widths: list[int]) -> torch.nn.Module:
+    layers: list[torch.nn.Module] = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers[:-1])
 
 
-check_mfu = recorded("mfu", "mfu", _MFU_CASES, _judge_mfu)
+# name: (model maker, batch, seq_len, step_seconds, peaks, dtype). The long-context GPT's position table holds most of
+# its parameters: it is looked up, never multiplied, so it costs no FLOPs.
+_MFU_MODELS = {
+    "gpt": (lambda: _gpt(2, 64, 256, 512, 64), 8, 64, 0.02, _PEAKS, "bf16"),
+    "gpt_fp32": (lambda: _gpt(2, 64, 256, 512, 64), 8, 64, 0.02, _PEAKS, "fp32"),
+    "long_context": (lambda: _gpt(1, 64, 256, 128, 4096), 2, 1024, 0.05, {"fp32": 1e11}, "fp32"),
+    "mlp": (lambda: _mlp([256, 1024, 256]), 4, 128, 0.005, {"bf16": 312e12, "fp32": 19.5e12}, "bf16"),
+}
+
+
+def _matmul_params(model: torch.nn.Module) -> int:
+    """The judge's count: parameters that take part in a matmul (every one but the position table and the small
+    elementwise ones, LayerNorm and biases, which cost a few FLOPs each and change the count by a percent)."""
+    skip = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings and
+            getattr(model, "positions", None) is m}
+    count = 0
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in skip or isinstance(module, torch.nn.LayerNorm) or name == "bias":
+                continue
+            count += p.numel()
+    return count
+
+
+def _mfu_reference(model: torch.nn.Module, batch: int, seq_len: int, step_seconds: float, peaks: dict,
+                   dtype: str, flops_per: int = 6, count: int | None = None) -> float:
+    n = _matmul_params(model) if count is None else count
+    return flops_per * n * batch * seq_len / step_seconds / peaks[dtype]
+
+
+_MFU_TOL = 0.03  # biases and LayerNorm counted or not: within a few percent
+
+
+def _observe_mfu(mfu: Callable) -> dict:
+    require_callable(mfu, "mfu")
+    got = {}
+    for name, (make, *args) in _MFU_MODELS.items():
+        got[name] = call(mfu, make(), *args, label=f"mfu(a model, {', '.join(map(repr, args[:3]))}, peaks, {args[-1]!r})")
+    return {"got": got}
+
+
+def _judge_mfu(observation: dict) -> None:
+    """mfu: the FLOPs a training step needs (from the parameters that multiply), per second, over the dtype's peak."""
+    got = observation.get("got") if isinstance(observation, dict) else None
+    if not isinstance(got, dict) or set(got) != set(_MFU_MODELS):
+        fail("the check could not read what mfu returned (one answer per model)")
+    for name, value in got.items():
+        if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
+            fail(f"mfu on the check's {name} model returned {value!r}; return a float, a fraction of the peak.")
+    got = {k: float(v) for k, v in got.items()}
+    models = {name: make() for name, (make, *_) in _MFU_MODELS.items()}
+    want = {name: _mfu_reference(models[name], *_MFU_MODELS[name][1:]) for name in _MFU_MODELS}
+    ratio = {name: got[name] / want[name] for name in want}
+
+    def near(r: float, target: float) -> bool:
+        return abs(r / target - 1) <= _MFU_TOL
+
+    if all(near(r, 100.0) for r in ratio.values()):
+        fail("mfu returned a percent: return a fraction of the peak (0 to 1).")
+    if all(near(r, 1 / 3) for r in ratio.values()):
+        fail("mfu counted the forward pass alone: a multiply and an add per weight per token. A training step also "
+             "runs backward, and backward must produce a gradient for both inputs of every matmul.")
+    if all(near(r, 2 / 3) for r in ratio.values()):
+        fail("mfu counted backward as much work as the forward pass. Backward computes two gradients for every matmul "
+             "of the forward pass: one for the activation that came in (to pass further back) and one for the weight "
+             "(to update it).")
+    if math.isclose(got["gpt"], got["gpt_fp32"], rel_tol=1e-9):
+        fail("mfu gave the same answer for the same run in bf16 and in fp32: a chip's peak depends on the number format "
+             "(an H100's tensor cores are many times faster in bf16); divide by the peak of the format the run used.")
+    total = {name: sum(p.numel() for p in models[name].parameters()) for name in models}
+    if near(got["long_context"] / _mfu_reference(models["long_context"], *_MFU_MODELS["long_context"][1:],
+                                                 count=total["long_context"]), 1.0) and not near(ratio["long_context"], 1):
+        fail("mfu counted every parameter, the position embeddings included. A position embedding is a table the "
+             "forward pass looks rows up in: no multiply, no add, no FLOPs (the token table is different: the head "
+             "multiplies by it). In a long-context model that table is most of the parameters.")
+    for name, (_, batch, seq, *_r) in _MFU_MODELS.items():
+        if near(ratio[name], 1 / seq) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][2]):
+            fail("mfu counted one token per sequence: every token of every sequence goes through every weight.")
+        if near(ratio[name], 1 / batch) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][1]):
+            fail("mfu counted the tokens of one sequence only: a step processes every sequence of the batch.")
+    if all(near(ratio[n], _MFU_MODELS[n][3]) or near(ratio[n], _MFU_MODELS[n][3] ** 2) for n in want):
+        fail("mfu ignored the step time: FLOPs per step become a rate (FLOP/s) once divided by the step time, and only "
+             "a rate compares with a peak.")
+    for name in want:
+        if not near(ratio[name], 1.0):
+            fail(f"mfu on the check's {name} model is not the model's FLOPs per second over the peak. Count the FLOPs "
+                 "a training step needs per token from the parameters that take part in a matmul, in the forward "
+                 "pass and in backward, then divide by the step time and by the peak of the run's format.")
+
+
+check_mfu = guard(Check("mfu", _observe_mfu, _judge_mfu), "mfu",
+                  {_mfu_reference: "grader.checks.lesson05._mfu_reference",
+                   _matmul_params: "grader.checks.lesson05._matmul_params"})
+
+
+def _observe_mfu_on(mfu: Callable, shape: dict, batch: int, seq_len: int, step_seconds: float, peaks: dict,
+                    dtype: str) -> dict:
+    require_callable(mfu, "mfu")
+    model = _gpt(int(shape["n_layers"]), int(shape["d_model"]), int(shape["d_ff"]), int(shape["vocab"]),
+                 int(shape["max_seq"]))
+    return {"got": call(mfu, model, int(batch), int(seq_len), float(step_seconds), dict(peaks), str(dtype),
+                        label="mfu(a TinyGPT, ...)")}
+
+
+def _judge_mfu_on(observation: dict, shape: dict, batch: int, seq_len: int, step_seconds: float, peaks: dict,
+                  dtype: str, want: float, why: str) -> None:
+    got = observation.get("got")
+    if not is_number(got) or abs(float(got) / want - 1) > _MFU_TOL:
+        fail(why)
+
+
+mfu_on = Check("mfu on a model", _observe_mfu_on, _judge_mfu_on,
+               inputs=("shape", "batch", "seq_len", "step_seconds", "peaks", "dtype"), announce=False)
+mfu_on.__doc__ = "Hidden test: mfu on a TinyGPT of `shape` is `want` within 3%."
+
+
+# --- the lesson's predictions ---------------------------------------------------------------------------------
+
+
+MFU_GUESS_CHIP = "H100"  # the modelled GPU of the prediction (data/chips.csv), in bf16
+
+
+def _small_transformer():
+    """The lesson's small transformer (section 3), its optimizer and its batch, the same in every process."""
+    from grader.transformer import Shape, TinyGPT, batch_of_tokens
+
+    shape = Shape(n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=512, max_seq_len=64, dropout=0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        net = TinyGPT(shape)
+    return net, torch.optim.AdamW(net.parameters(), lr=1e-3), batch_of_tokens(shape, 2, 32, "cpu")
+
+
+def _launch_bound_mfu(model: torch.nn.Module, batch: int, seq_len: int, launches_per_step: float) -> float:
+    """The course's model of a launch-bound step on MFU_GUESS_CHIP: one launch (kernel_launch_seconds) per kernel."""
+    from grader import specs
+
+    launch_s = specs.model_constants()["kernel_launch_seconds"]["value"]
+    chip = specs.chip(MFU_GUESS_CHIP)
+    return _mfu_reference(model, batch, seq_len, launches_per_step * launch_s, {"bf16": chip.peak("bf16")}, "bf16")
+
+
+def note_mfu_context(model: torch.nn.Module, batch: int, seq_len: int, launches_per_step: float) -> None:
+    """Record the model's answer to MFU_GUESS for this run's profile (its kernel count) as the guess's context.
+
+    Prints nothing: the lesson shows the value only once the first guess is recorded.
+    """
+    from grader import predictions
+
+    predictions.note_measured(LESSON, mfu_model=_launch_bound_mfu(model, batch, seq_len, launches_per_step),
+                              launches_per_step=float(launches_per_step))
+
+
+def _count_launches() -> None:
+    """Profile one step of the small transformer on the CPU and note its operator count: deterministic (no time)."""
+    from grader import profiling
+
+    net, opt, tokens = _small_transformer()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(net(tokens).flatten(0, 1), tokens.flatten()).backward()
+        opt.step()
+
+    prof = profiling.profile_steps(step, steps=1)
+    note_mfu_context(net, 2, 32, profiling.launches(profiling.rows(prof), 1))
+
+
+class _ModelledPrediction(Prediction):
+    """MFU_GUESS, banded against the launch-bound model fed with this run's kernel count (a count, not a time).
+
+    The lesson's profile notes it; a guess checked before any profile ran (or in a test) counts it here first.
+    While grading nothing is counted: the score comes from the context recorded with the handed-in first guess.
+    """
+
+    def __call__(self, answer, **kwargs):
+        from grader import predictions
+
+        if not predictions.grading() and predictions.entry(LESSON, self.name) is None \
+                and not predictions.context(LESSON).get("mfu_model"):
+            _count_launches()
+        return super().__call__(answer, **kwargs)
+
+
+def _mfu_guess_band(first: dict, context: dict) -> tuple[float, str]:
+    """MFU_GUESS's first guess against the launch-bound model fed with the kernel count recorded with it."""
+    from grader import predictions
+
+    guess, model = first["mfu"], context.get("mfu_model")
+    if guess > 1:
+        return 0.0, "your first guess is not a fraction (20% is 0.2): MFU is a share of the peak"
+    if not model:
+        return 0.0, "no kernel count was recorded before your first guess (run section 3's cells in order)"
+    fraction = predictions.band(guess, model, tight=2.0, loose=9.0)  # an order of magnitude is the point
+    if fraction == 1.0:
+        return fraction, "your first guess is within a factor of three of the model"
+    if guess > model:
+        return fraction, ("your first guess is well above the model: a fast chip does not make a small step fast when "
+                          "every kernel waits for its launch, and the arithmetic of a 64-wide model is a sliver of "
+                          "what that chip could do in the same time")
+    return fraction, ("your first guess is well below the model: count the kernels a step launches and what they "
+                      "cost, against the arithmetic the step needs")
+
+
+def _mfu_guess_said(context: dict) -> str:
+    model = context.get("mfu_model")
+    return (f"the launch-bound model gives an MFU of {model:.3%} on the {MFU_GUESS_CHIP}" if model else
+            "the model needs section 3's profile (its kernel count)")
+
+
+check_mfu_guess = _ModelledPrediction(LESSON, "MFU_GUESS", {"mfu": "number"}, points=1, band=_mfu_guess_band,
+                                      model=_mfu_guess_said,
+                                      mistakes=lambda answer, context: ("a fraction of the peak is at most 1 (20% is 0.2)"
+                                                                        if answer["mfu"] > 1 else None))
+
+_IDLE_WORDS = ("waiting", "other", "both", "neither")
+
+
+def _idle_guess_words(answer: dict) -> str | None:
+    said = {"other": "workers read batches in processes of their own: they make a batch arrive sooner, and so can only "
+                     "shorten the time the loop spends waiting for one; the other idle time is not the loader's",
+            "both": "workers only make batches arrive sooner; the idle time while no batch is being fetched (Python "
+                    "between steps, the profiler) is not the loader's, and no worker shortens it",
+            "neither": "the loop waits in next() for every batch the main process reads itself; a worker that has "
+                       "read the batch ahead hands it over at once"}
+    return said.get(answer["shrinks"])
+
+
+def _idle_guess_band(first: dict, context: dict) -> tuple[float, str]:
+    """IDLE_GUESS's first guess: which idle time workers can shrink follows from what a worker does (no measurement)."""
+    words = _idle_guess_words(first)
+    return (1.0, "your first guess follows from what a worker does") if words is None else (0.0, f"your first guess: {words}")
+
+
+check_idle_guess = Prediction(LESSON, "IDLE_GUESS", {"shrinks": _IDLE_WORDS}, points=1, band=_idle_guess_band,
+                              mistakes=lambda answer, context: _idle_guess_words(answer),
+                              model=lambda context: "workers shrink the idle time spent waiting for data, and only that")
+

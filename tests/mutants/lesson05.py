@@ -2,20 +2,20 @@
 
 LESSON = "05_reading_the_machine"
 
-_THERMAL = '{"hw_thermal_slowdown", "sw_thermal_slowdown"}'
+_FAULTS = '{"hw_thermal_slowdown", "sw_thermal_slowdown", "hw_slowdown", "hw_power_brake_slowdown"}'
+_LASTING = '{k for k, v in r["reasons"].items() if v >= 0.5}'
 
 
 def _diagnose(memory: str = 'r["peak_allocated_mib"] / r["total_mib"] >= 0.9',
               waiting: str = 'r["util_pct"] < 50',
-              thermal: str = f'{_THERMAL} & set(r["reasons"])',
+              slowed: str = f'{_FAULTS} & {_LASTING}',
               tiny: str = 'r["power_w"] / r["power_limit_w"] < 0.5',
               extra: str = "", util_first: bool = False) -> str:
     """The reference diagnose with one rule changed: each mutant below is one mistake."""
     first, second = ("waiting", waiting), ("near-oom", memory)
     order = [first, second] if util_first else [second, first]
     lines = [f"    if {cond}: return {answer!r}" for answer, cond in order] + [extra]
-    lines += [f"    if {thermal}: return 'thermal'", f"    if {tiny}: return 'tiny-or-memory-bound'",
-              "    return 'compute-bound'"]
+    lines += [f"    if {slowed}: return 'slowed'", f"    if {tiny}: return 'tiny-kernels'", "    return 'busy'"]
     return "def diagnose(r):\n" + "\n".join(line for line in lines if line) + "\n"
 
 
@@ -55,36 +55,42 @@ def idle_by_cause(compute, loading, start, end):
     return waiting, sum(b - a for a, b in gaps) - waiting
 """
 
+_MFU = """
+def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
+    skip = {{id(model.positions.weight)}} if hasattr(model, "positions") else set()
+    n = sum(p.numel() for p in model.parameters() if id(p) not in skip)
+    return {k} * n * batch * seq_len / step_seconds / peaks[dtype]
+"""
+
 MUTANTS = {
     "diagnose_check": [
         ("nvidia-smi's memory used taken as the OOM signal", _diagnose(memory='r["smi_used_mib"] / r["total_mib"] >= 0.95'),
          r"you read nvidia-smi's memory.used"),
-        ("power at the cap called a fault", _diagnose(extra='    if r["power_w"] / r["power_limit_w"] >= 0.95: return "thermal"'),
-         r"you called power at the limit a fault"),
-        ("a clock below its maximum called thermal", _diagnose(thermal='r["sm_mhz"] < r["max_sm_mhz"]'),
+        ("power at the cap called a fault", _diagnose(extra='    if r["power_w"] / r["power_limit_w"] >= 0.95: return "slowed"'),
+         r"you called a high power draw a fault"),
+        ("a clock below its maximum called a fault", _diagnose(slowed='r["sm_mhz"] < r["max_sm_mhz"]'),
          r"says the chip slowed, not why"),
-        ("any clock event reason called thermal", _diagnose(thermal='r["reasons"]'),
-         r"Only hw_thermal_slowdown or sw_thermal_slowdown mean heat"),
+        ("any clock event reason called a fault", _diagnose(slowed=f'{_LASTING} - {{"gpu_idle"}}'),
+         r"the healthy state of dense work"),
+        ("a reason that flashed once called a fault", _diagnose(slowed=f'{_FAULTS} & set(r["reasons"])'),
+         r"a fault is a reason\s+that persists"),
+        ("only the thermal reasons read", _diagnose(slowed='{"hw_thermal_slowdown", "sw_thermal_slowdown"} & '
+                                                          f'{_LASTING}'),
+         r"not thermal by name, but they are faults"),
         ("high utilisation called busy without looking at power", _diagnose(tiny="False"),
          r"high utilisation alone does not mean"),
         ("absolute watts instead of the share of the limit", _diagnose(tiny='r["power_w"] < 350'),
          r"you compared absolute watts"),
         ("power share read before the event reasons",
-         _diagnose(extra='    if r["power_w"] / r["power_limit_w"] < 0.5: return "tiny-or-memory-bound"'),
+         _diagnose(extra='    if r["power_w"] / r["power_limit_w"] < 0.5: return "tiny-kernels"'),
          r"you read the power share before"),
-        ("event reasons never read", _diagnose(thermal="False"), r"include a thermal slowdown"),
-        ("utilisation read before memory", _diagnose(util_first=True), r"read utilisation before memory"),
+        ("event reasons never read", _diagnose(slowed="False"), r"a thermal slowdown is active"),
+        ("utilisation read before memory", _diagnose(util_first=True), r"read the utilisation before the memory"),
         ("utilisation as a fraction", _diagnose(waiting='r["util_pct"] < 0.5'), r"util_pct is a percent"),
         ("power share compared as a percent", _diagnose(tiny='r["power_w"] / r["power_limit_w"] < 50'),
-         r"a fraction \(0 to 1\), not a percent"),
+         r"a\s+fraction \(0 to 1\), not a percent"),
         ("torch's peak compared as a percent", _diagnose(memory='r["peak_allocated_mib"] / r["total_mib"] >= 90'),
-         r"compare it with 0.9, not 90"),
-        ("torch's peak strictly above 90%", _diagnose(memory='r["peak_allocated_mib"] / r["total_mib"] > 0.9'),
-         r"exactly 90% of the card"),
-        ("half the power limit taken as tiny", _diagnose(tiny='r["power_w"] / r["power_limit_w"] <= 0.5'),
-         r"exactly half the limit is not below"),
-        ("utilisation of exactly 50% taken as waiting", _diagnose(waiting='r["util_pct"] <= 50'),
-         r"50% is not below 50%"),
+         r"their ratio is a fraction of the card"),
     ],
     "busy_fraction_check": [
         ("overlaps summed", """
@@ -128,14 +134,14 @@ def busy_fraction(intervals, start, end):
     "top_ops_check": [
         ("sorted by total time", """
 def top_ops(rows, n):
-    ops = [r for r in rows if not r["is_label"]]
+    ops = [r for r in rows if not r["is_label"] and r["device_type"] == "CPU"]
     return [r["name"] for r in sorted(ops, key=lambda r: r["total_us"], reverse=True)[:n]]
 """, r"sorted by total time"),
         ("ascending", """
 def top_ops(rows, n):
-    ops = [r for r in rows if not r["is_label"]]
+    ops = [r for r in rows if not r["is_label"] and r["device_type"] == "CPU"]
     return [r["name"] for r in sorted(ops, key=lambda r: r["self_us"])[:n]]
-""", r"least self time"),
+""", r"cost least come first"),
         ("labels kept", """
 def top_ops(rows, n):
     return [r["name"] for r in sorted(rows, key=lambda r: r["self_us"], reverse=True)[:n]]
@@ -147,7 +153,7 @@ def top_ops(rows, n):
 """, r"which holds labels \(backward\)"),
         ("sorted by calls", """
 def top_ops(rows, n):
-    ops = [r for r in rows if not r["is_label"]]
+    ops = [r for r in rows if not r["is_label"] and r["device_type"] == "CPU"]
     return [r["name"] for r in sorted(ops, key=lambda r: r["calls"], reverse=True)[:n]]
 """, r"sorted by number of calls"),
         ("sorts the caller's rows in place", """
@@ -155,6 +161,23 @@ def top_ops(rows, n):
     rows.sort(key=lambda r: r["calls"], reverse=True)
     return [r["name"] for r in rows if not r["is_label"]][:n]
 """, r"sorted by number of calls"),
+        ("a CUDA profile's kernel rows kept beside their operators", """
+def top_ops(rows, n):
+    ops = [r for r in rows if not r["is_label"]]
+    return [r["name"] for r in sorted(ops, key=lambda r: r["self_us"], reverse=True)[:n]]
+""", r"counts one matmul twice"),
+        ("a CUDA profile's device labels kept", """
+def top_ops(rows, n):
+    ops = [r for r in rows if not (r["is_label"] and r["device_type"] == "CPU") and r["device_type"] == "CPU"
+           or r["device_type"] == "CUDA" and r["is_label"]]
+    return [r["name"] for r in sorted(ops, key=lambda r: r["self_us"], reverse=True)[:n]]
+""", r"each label has a row on the device too"),
+        ("the kernels listed instead of their operators", """
+def top_ops(rows, n):
+    ops = [r for r in rows if not r["is_label"] and (r["device_type"] == "CUDA" or
+                                                    not any(x["device_type"] == "CUDA" for x in rows))]
+    return [r["name"] for r in sorted(ops, key=lambda r: r["self_us"], reverse=True)[:n]]
+""", r"it names kernels"),
     ],
     "idle_by_cause_check": [
         ("loading that overlaps compute counted as idle", _COVERED + """
@@ -168,7 +191,7 @@ def idle_by_cause(compute, loading, start, end):
     busy = sum(max(0.0, min(b, end) - max(a, start)) for a, b in compute)
     other = (end - start) - covered(compute + loading, start, end)
     return (end - start) - busy - other, other
-""", r"you counted 30 to 40 twice"),
+""", r"counted their common part twice"),
         ("ranges not clipped to the window", """
 def idle_by_cause(compute, loading, start, end):
     def covered(ranges):
@@ -181,8 +204,8 @@ def idle_by_cause(compute, loading, start, end):
     idle = (end - start) - covered(compute)
     other = (end - start) - covered(compute + loading)
     return idle - other, other
-""", r"Clip the ranges to the window"),
-        ("ranges walked in the order given", _sweep(order="compute"), r"sort them yourself"),
+""", r"ranges that stick out of the window"),
+        ("ranges walked in the order given", _sweep(order="compute"), r"order them yourself"),
         ("a nested range ends the busy stretch", _sweep(reach="b"), r"keep the latest end seen so far"),
         ("every idle moment blamed on the loader", _COVERED + """
 def idle_by_cause(compute, loading, start, end):
@@ -249,37 +272,31 @@ def idle_by_cause(compute, loading, start, end):
 """, r"does not pin memory"),
     ],
     "mfu_check": [
-        ("2N instead of 6N for training", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 2 * n_params * batch * seq_len / step_seconds / peaks[dtype]
-""", r"the forward pass alone"),
-        ("4N: backward counted once", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 4 * n_params * batch * seq_len / step_seconds / peaks[dtype]
-""", r"counts backward once"),
-        ("the peak of the wrong dtype", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 6 * n_params * batch * seq_len / step_seconds / peaks["fp32"]
-""", r"divided by the\s+wrong peak"),
-        ("the highest peak whatever the dtype", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 6 * n_params * batch * seq_len / step_seconds / max(peaks.values())
-""", r"wrong peak"),
-        ("tokens counted per sequence", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 6 * n_params * batch / step_seconds / peaks[dtype]
-""", r"one token per sequence"),
-        ("the tokens of one sequence", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 6 * n_params * seq_len / step_seconds / peaks[dtype]
-""", r"tokens of one sequence only"),
-        ("a percent", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 100 * 6 * n_params * batch * seq_len / step_seconds / peaks[dtype]
-""", r"a percent: return a fraction"),
-        ("step time ignored", """
-def mfu(n_params, batch, seq_len, step_seconds, peaks, dtype):
-    return 6 * n_params * batch * seq_len / peaks[dtype]
-""", r"ignored the step time"),
+        ("2N instead of 6N for training", _MFU.format(k=2), r"the forward pass alone"),
+        ("4N: backward counted once", _MFU.format(k=4), r"backward as much work as the forward"),
+        ("every parameter counted, the position table too", """
+def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
+    n = sum(p.numel() for p in model.parameters())
+    return 6 * n * batch * seq_len / step_seconds / peaks[dtype]
+""", r"the position embeddings included"),
+        ("the peak of the wrong dtype", _MFU.format(k=6).replace("peaks[dtype]", 'peaks["fp32"]'),
+         r"divide by the peak of the format"),
+        ("the highest peak whatever the dtype", _MFU.format(k=6).replace("peaks[dtype]", "max(peaks.values())"),
+         r"divide by the peak of the format"),
+        ("tokens counted per sequence", _MFU.format(k=6).replace("batch * seq_len", "batch"), r"one token per sequence"),
+        ("the tokens of one sequence", _MFU.format(k=6).replace("batch * seq_len", "seq_len"),
+         r"tokens of one sequence only"),
+        ("a percent", _MFU.format(k=600), r"returned a percent"),
+        ("step time ignored", _MFU.format(k=6).replace(" / step_seconds", ""), r"ignored the step time"),
+    ],
+    "MFU_GUESS_check": [
+        ("a percent, not a fraction", "MFU_GUESS = {'mfu': 20, 'why': 'a fifth of the peak'}\n", r"not a fraction"),
+        ("the datasheet's promise", "MFU_GUESS = {'mfu': 0.9, 'why': 'matmuls run at peak'}\n", r"well above"),
+    ],
+    "IDLE_GUESS_check": [
+        ("workers shrink every idle time", "IDLE_GUESS = {'shrinks': 'both', 'why': 'more processes, less idle'}\n",
+         r"not the loader's, and no worker shortens it"),
+        ("workers shrink the other idle time", "IDLE_GUESS = {'shrinks': 'other', 'why': 'the loop runs faster'}\n",
+         r"can only\s+shorten the time the loop spends waiting"),
     ],
 }
