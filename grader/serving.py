@@ -144,11 +144,12 @@ def time_steps(model: DecodeStack, batches: Sequence[int], device: torch.device 
     The batches take turns within each repeat, so a busy spell on a shared machine hits them all alike.
     """
     d, h = model.d_model, model.n_heads
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     caches, inputs = {}, {}
     for b in batches:  # a cache as a prompt of `past` tokens leaves it (its values do not change the time)
-        caches[b] = [{"k": torch.randn(b, h, past, d // h, device=device),
-                      "v": torch.randn(b, h, past, d // h, device=device)} for _ in model.blocks]
-        inputs[b] = torch.randn(b, 1, d, device=device)
+        caches[b] = [{"k": torch.randn(b, h, past, d // h, device=device, dtype=dtype),
+                      "v": torch.randn(b, h, past, d // h, device=device, dtype=dtype)} for _ in model.blocks]
+        inputs[b] = torch.randn(b, 1, d, device=device, dtype=dtype)
     times = {b: [] for b in batches}
     for r in range(repeats + 1):
         for b in batches:
@@ -244,6 +245,13 @@ def int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
     q = torch.clamp(torch.round(weight / scale[:, None]), -127, 127).to(torch.int8)
     return q, scale
+
+
+def int8_tensor(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` rounded through symmetric int8 with one scale for the whole tensor, given back in float32 (shown)."""
+    scale = weight.abs().max().float() / 127
+    scale = scale if scale > 0 else torch.ones(())
+    return torch.clamp(torch.round(weight / scale), -127, 127) * scale
 
 
 # --- shown, not graded ------------------------------------------------------------------------------
