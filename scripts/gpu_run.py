@@ -43,6 +43,7 @@ GPU_PARAMETERS = {
     "05_reading_the_machine": {"loader_steps": 16, "profile_steps": 3, "peak_sizes": [4096, 8192]},
     # 06: matmuls that are not launch-bound, and a batch unlike the width, so no activation has a weight's shape
     "06_mixed_precision": {"time_width": 4096, "time_batch": 8192, "matmul_n": 8192, "repeats": 11},
+    "09_serving": {"weights_over_cache": 8.0, "max_weights_mib": 16384, "batches": [1, 4, 16, 64, 256]},
 }
 
 
@@ -312,6 +313,44 @@ def kernel_figures(quick: bool) -> dict:
             f"allow_tf32={torch.backends.cuda.matmul.allow_tf32})"}
 
 
+def decode_rows(seconds: dict, weight_bytes: float, kv_bytes_per_sequence: float, bandwidth: float | None) -> list[dict]:
+    """Lesson 09's figures from decode-step times per batch: tokens/s and MBU (bytes a step reads over its time, as
+    a share of the chip's datasheet bandwidth; None without one)."""
+    import statistics
+
+    rows = []
+    for batch, times in sorted(seconds.items()):
+        step = statistics.median(times)
+        read = weight_bytes + kv_bytes_per_sequence * batch
+        rows.append({"batch": int(batch), "step_seconds": step, "fastest_seconds": min(times),
+                     "slowest_seconds": max(times), "tokens_per_second": batch / step, "bytes_per_step": read,
+                     "mbu": read / step / bandwidth if bandwidth else None})
+    return rows
+
+
+def lesson09_decode(device: torch.device, quick: bool, batches: list[int] | None = None, d_model: int | None = None,
+                    layers: int | None = None, repeats: int = 5, dtype: torch.dtype = torch.bfloat16) -> dict:
+    """Lesson 09 on a GPU: one decode step of a bf16 GPT stack several times the L2 against batch; tokens/s and MBU."""
+    from grader import serving
+
+    d_model = d_model or (1024 if quick else 4096)
+    cache = dev.last_level_cache_bytes(device)
+    if layers is None:  # layers_for counts float32 weights: in bf16 the stack is half that, still 4x the L2 or more
+        layers = min(serving.layers_for(cache, 8, d_model), 40)
+    batches = batches or ([1, 8, 64] if quick else [1, 4, 16, 64, 128, 256, 512])
+    model = serving.DecodeStack(layers, d_model, n_heads=max(1, d_model // 128)).to(device=device, dtype=dtype)
+    past = 16
+    seconds = serving.time_steps(model, batches, device, repeats=repeats, past=past)
+    element = torch.empty((), dtype=dtype).element_size()
+    kv_per_sequence = 2 * layers * d_model * past * element  # K and V of every past position, every layer (MHA)
+    chip = chip_for(dev.name(device)) if device.type == "cuda" else None
+    return {"rows": decode_rows(seconds, model.weight_bytes(), kv_per_sequence, chip.bandwidth if chip else None),
+            "weight_bytes": model.weight_bytes(), "last_level_cache_bytes": cache, "layers": layers,
+            "d_model": d_model, "dtype": str(dtype).removeprefix("torch."), "past_positions": past,
+            "chip": chip.name if chip else None,
+            "note": "eager PyTorch, one new position per sequence per step; MBU against the datasheet bandwidth"}
+
+
 def run_lessons(device: torch.device, out_dir: Path, quick: bool) -> dict:
     """Every lesson under papermill with GPU parameters; seconds and status per lesson."""
     from grader.pipeline.run import run
@@ -359,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         record["figures"]["cuda"] = cuda_only_figures()
         record["figures"]["amp"] = amp_figures(args.quick)
         record["figures"]["lesson08_kernels"] = kernel_figures(args.quick)
+        record["figures"]["lesson09_decode"] = lesson09_decode(device, args.quick)
     if not args.no_lessons:
         record["lessons"] = run_lessons(device, out / "runs", args.quick)
     record["provenance"]["wall_seconds"] = round(time.perf_counter() - start, 1)

@@ -103,3 +103,20 @@ def test_lesson08_kernels_are_taken_from_the_solution_and_decorated_for_the_comp
     assert done.returncode == 0, done.stderr[-2000:]
     for name in ("add_kernel", "bias_gelu_kernel", "softmax_kernel", "matmul_kernel", "flash_attention_kernel"):
         assert f"('{name}', 'JITFunction')" in done.stdout
+
+
+def test_lesson09_decode_runs_on_the_cpu_and_its_mbu_is_bytes_over_time_over_bandwidth():
+    """The lesson-09 GPU measurement's code path, run small on the CPU; its arithmetic on constructed times."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_run
+
+    found = gpu_run.lesson09_decode(torch.device("cpu"), quick=True, batches=[1, 2], d_model=64, layers=2, repeats=1,
+                                    dtype=torch.float32)
+    assert [r["batch"] for r in found["rows"]] == [1, 2] and all(r["step_seconds"] > 0 for r in found["rows"])
+    assert found["chip"] is None and all(r["mbu"] is None for r in found["rows"])
+    assert found["weight_bytes"] == 2 * 12 * 64 * 64 * 4 + 2 * 2 * 2 * 64 * 4  # Linear weights and layer norms
+    rows = gpu_run.decode_rows({1: [0.02, 0.01, 0.03], 8: [0.04]}, weight_bytes=1e9, kv_bytes_per_sequence=1e8,
+                               bandwidth=1e11)
+    assert rows[0]["step_seconds"] == 0.02 and rows[0]["tokens_per_second"] == 50
+    assert abs(rows[0]["mbu"] - 1.1e9 / 0.02 / 1e11) < 1e-12
+    assert abs(rows[1]["mbu"] - 1.8e9 / 0.04 / 1e11) < 1e-12 and rows[1]["tokens_per_second"] == 200

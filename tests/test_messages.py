@@ -42,6 +42,7 @@ MESSAGE_LESSONS = [  # one row per lesson whose checks follow the rules
     "02_transfers",
     "03_float_formats",
     "04_memory",
+    "09_serving",
 ]
 SMALL = 16  # whole numbers up to this are the words of a message (2 FLOPs, 4 bytes), not an answer to copy
 
@@ -264,6 +265,18 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "from grader.checks import lesson02\n"
          "SYNC_ANSWERS = {l: lesson02.snippet_reads(l).sync_points > 0 for l in lesson02.SYNC_SNIPPETS}\n",
          r"called grader\.checks\.lesson02\.snippet_reads"),
+    ],
+    "09_serving": [
+        ("decode_step_seconds_check", "from grader import serving\ndecode_step_seconds = serving.step_seconds\n",
+         r"calls grader\.serving\.step_seconds.*yourself"),
+        ("knee_batch_check", "from grader import serving\n\ndef knee_batch(batches, step_seconds):\n"
+         "    return serving.knee(batches, step_seconds)\n", r"calls grader\.serving\.knee"),
+        ("kv_cache_bytes_check", "from grader import serving\n\ndef kv_cache_bytes(shape, context, batch, width):\n"
+         "    return serving.cache_bytes(shape, context, batch, width)\n", r"calls grader\.serving\.cache_bytes"),
+        ("max_batch_to_serve_check", "from grader import serving\nmax_batch_to_serve = serving.serve_batch\n",
+         r"calls grader\.serving\.serve_batch"),
+        ("quantize_int8_check", "from grader import serving\nquantize_int8 = serving.int8_rows\n",
+         r"calls grader\.serving\.int8_rows"),
     ],
 }
 

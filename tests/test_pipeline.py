@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, lesson_ids
 from grader.pipeline.classroom import grade_class
 from grader.pipeline.grades import read_csv
-from mutants import lesson02, lesson03, lesson05, lesson06, lesson07, lesson08
+from mutants import lesson02, lesson03, lesson05, lesson06, lesson07, lesson08, lesson09
 from notebook_cells import check_cells, three_submissions
 
 pytestmark = pytest.mark.xdist_group("pipeline")  # the graded class is built once, on one worker
@@ -79,6 +79,12 @@ CAROL = {
         _mutant(lesson08, "add_kernel_check", "no mask"),
         "add_kernel_check",
         "out of bounds. The course's counter stopped it before the access",
+    ),
+    "09_serving": (
+        "kv_cache_bytes",
+        _mutant(lesson09, "kv_cache_bytes_check", "query heads instead of KV heads"),
+        "kv_cache_bytes_check",
+        "you counted the query heads",
     ),
 }
 # lesson -> graded check cells in its instructor source: what each student gets one row for

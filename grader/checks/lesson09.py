@@ -1,0 +1,459 @@
+"""Checks for lesson 09 (serving a model): tokens/s predicted from bandwidth, the decode step's time, the batch
+lever predicted, the knee of a measured curve, the KV cache's bytes, the batch a set of cards serves, int8 rows.
+
+Each check is two halves (grader.checks._common.Check): observe calls the learner's function on the check's
+own cases and returns plain numbers and small tensors; judge compares them with the course's models
+(grader.serving, marked course_only, so a learner's function that calls them is noticed) and names the
+mistake without the expected value. The two predictions are graded cells of their own (Prediction): half for
+a first guess with a reason, half banded against the model fed with what this run measured when the guess was
+recorded (grader.predictions.note_measured).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable
+
+import torch
+
+from grader import serving, specs
+from grader.checks._common import Check, Prediction, call, fail, guard, is_number, recorded, require_callable
+from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson09.expect
+
+LESSON = "09_serving"  # the lesson's name in the predictions record (grader.predictions)
+
+# The course's models by their own code (course_only wraps each in one shared wrapper: watch what it wraps).
+_SHORTCUTS = {getattr(fn, "__wrapped__", fn): f"grader.serving.{fn.__name__}"
+              for fn in (serving.step_seconds, serving.knee, serving.cache_bytes, serving.weights_bytes,
+                         serving.serve_batch, serving.int8_rows)}
+
+
+def _ratio_off(value: float, target: float) -> float:
+    """How far `value` is from `target` as a factor (1.0: equal)."""
+    return math.exp(abs(math.log(value / target)))
+
+
+def _near(value: float, target: float, within: float = 0.15) -> bool:
+    return value > 0 and target > 0 and _ratio_off(value, target) <= 1 + within
+
+
+# --- TOKENS_PER_SECOND_PREDICTION ------------------------------------------------------------------
+
+_H100_KEY, _HERE_KEY = "H100, 7B in bf16", "here, batch 1"
+
+
+def _seven_b() -> int:
+    return next(int(m["n_params"]) for m in specs.load_models() if m["model"] == "LLaMA-7B")
+
+
+def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
+    """Per key (target tokens/s, bytes per weight, peak FLOP/s): the batch-1 ceiling set by reading the weights."""
+    h100 = specs.chip("H100")
+    n = _seven_b()
+    out = {_H100_KEY: (h100.bandwidth / (n * 2), 2.0, h100.peak("bf16") / (2 * n))}
+    bw, weights = context.get("bandwidth"), context.get("weight_bytes")
+    if is_number(bw) and is_number(weights) and bw > 0 and weights > 0:
+        rate = context.get("matmul_rate_1")
+        out[_HERE_KEY] = (bw / weights, 4.0, rate / (2 * weights / 4) if is_number(rate) and rate > 0 else 0.0)
+    return out
+
+
+def _tps_mistake(key: str, value: float, target: float, width: float, flop_bound: float) -> str | None:
+    """The kind of mistake a tokens/s figure shows, in words with no value; None when it is within the band."""
+    if _ratio_off(value, target) <= 1.25:
+        return None
+    if flop_bound and _near(value, flop_bound, 0.5):
+        return (f"{key}: that is the ceiling the arithmetic sets (FLOP/s over the FLOPs of a token); at batch 1 "
+                "each weight is used once per step, so the step waits for memory long before the arithmetic")
+    if _near(value, target / 8):
+        return f"{key}: did you count bits instead of bytes per weight?"
+    if _near(value, target * width / 4) and width != 4:
+        return f"{key}: the model is in bf16: how many bytes does one bf16 weight take?"
+    if _near(value, target / 2) or _near(value, target * 2):
+        return (f"{key}: check the bytes one weight takes in this model's dtype, and how many times a step reads "
+                "each weight")
+    return (f"{key}: one generated token per step at batch 1; what has to cross the memory bus in one step, "
+            "and how fast can it?")
+
+
+def _tps_band(first: dict, context: dict) -> tuple[float, str]:
+    """Each part judged against the bandwidth ceiling; the run's part only when it was measured before the guess."""
+    targets = _tps_targets(context)
+    fractions, said = [], []
+    from grader.predictions import band
+
+    for key, (target, width, flop_bound) in targets.items():
+        fractions.append(band(first[key], target, tight=0.25, loose=1.0))
+        about = _tps_mistake(key, first[key], target, width, flop_bound)
+        if about:
+            said.append(about)
+    if _HERE_KEY not in targets:
+        said.append(f"'{_HERE_KEY}' was not judged: no bandwidth of this run was recorded before your guess "
+                    "(run the cell that measures it first)")
+    fraction = sum(fractions) / len(fractions)
+    return fraction, ("your first guess: " + "; ".join(said)) if said else "your first guess is the ceiling the bytes set"
+
+
+def _tps_final(answer: dict, context: dict) -> str | None:
+    found = [m for key, (t, w, f) in _tps_targets(context).items() if (m := _tps_mistake(key, answer[key], t, w, f))]
+    return "; ".join(found) or None
+
+
+def _tps_said(context: dict) -> str:
+    targets = _tps_targets(context)
+    said = [f"{key}: about {t:.3g} tokens/s (bytes of the weights over the bandwidth)" for key, (t, _, _) in targets.items()]
+    return "; ".join(said)
+
+
+check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
+                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said)
+
+
+# --- decode_step_seconds ----------------------------------------------------------------------------
+
+# (n_params, bytes_per_param, batch, kv_bytes, bandwidth, peak_flops): the cases and what each one separates.
+_STEP_CASES = {
+    "memory-bound, big cache": (7e9, 2, 8, 6e9, 3.35e12, 989.5e12),  # the cache is a third of the bytes
+    "compute-bound": (7e9, 2, 2048, 1e9, 3.35e12, 989.5e12),  # far past the balance point
+    "near balance": (1e9, 1, 150, 0.0, 2e12, 600e12),  # both times close: adding them shows
+    "batch 1, no cache": (2e9, 4, 1, 0.0, 1e11, 1e12),
+}
+
+
+def _step_variants(args: tuple) -> dict[str, float]:
+    n, w, b, kv, bw, peak = args
+    memory, compute = (n * w + kv) / bw, 2 * n * b / peak
+    return {
+        "per sequence": max((n * w * b + kv) / bw, compute),
+        "added": memory + compute,
+        "no cache": max(n * w / bw, compute),
+        "one FLOP": max(memory, n * b / peak),
+        "cache per sequence": max((n * w + kv * b) / bw, compute),
+        "memory only": memory,
+        "compute only": compute,
+    }
+
+
+def _judge_decode_step(fn) -> None:
+    """decode_step_seconds: the slower of reading the bytes once per step and doing the weight arithmetic."""
+    messages = {
+        "per sequence": "your step reads every weight once per sequence in the batch; in one step every weight "
+                        "crosses memory once and is used by every sequence of the batch",
+        "added": "you added the time to move the bytes and the time to do the arithmetic; the two overlap (the chip "
+                 "computes while it reads), so a step takes as long as the slower of them",
+        "no cache": "your step leaves the KV cache out: attention reads every past key and value of every sequence "
+                    "each step, and those bytes cross memory beside the weights",
+        "one FLOP": "count the arithmetic again: a weight does one multiply and one add per sequence each step",
+        "cache per sequence": "kv_bytes is already the cache of the whole batch; do not multiply it by the batch",
+        "memory only": "at a large batch your step never becomes compute-bound: the arithmetic grows with the batch "
+                       "and eventually takes longer than reading the weights",
+        "compute only": "at batch 1 your step is as fast as the arithmetic, but the weights still have to be read",
+    }
+    for label, args in _STEP_CASES.items():
+        got = call(fn, *args)
+        if not is_number(got):
+            fail(f"decode_step_seconds{args} returned {got!r} ({type(got).__name__}); return seconds as a float.")
+        want = serving.step_seconds(*args)
+        if math.isclose(float(got), want, rel_tol=1e-6):
+            continue
+        for kind, value in _step_variants(args).items():
+            if math.isclose(float(got), value, rel_tol=1e-6) and not math.isclose(value, want, rel_tol=1e-6):
+                fail(f"decode_step_seconds, case '{label}': {messages[kind]}.")
+        fail(f"decode_step_seconds, case '{label}': not the time of one step. A step reads the weights (bytes per "
+             "weight) and the whole batch's KV cache once, and does the weights' arithmetic for every sequence; "
+             "which of the two sets the time?")
+
+
+check_decode_step_seconds = guard(recorded("decode_step_seconds", "decode_step_seconds", list(_STEP_CASES.values()),
+                                           _judge_decode_step), "decode_step_seconds", _SHORTCUTS)
+
+
+# --- BATCH_PREDICTION -----------------------------------------------------------------------------
+
+_BATCH_KEY = "tokens/s at batch 16 over batch 1"
+
+
+def _batch_model(context: dict) -> float:
+    """Model: 16 x t(1) / t(16) with t(b) the slower of reading the weights and the arithmetic at b (measured rates)."""
+    bw, weights, n, rate = (context.get(k) for k in ("bandwidth", "weight_bytes", "n_params", "matmul_rate_16"))
+    if not all(is_number(v) and v > 0 for v in (bw, weights, n, rate)):
+        return 16.0  # nothing measured before the guess: the memory-bound ideal
+    t1 = weights / bw
+    t16 = max(weights / bw, 2 * n * 16 / rate)
+    return 16 * t1 / t16
+
+
+def _batch_mistake(value: float) -> str | None:
+    if value <= 1.3:
+        return ("about no gain from the batch: as if each sequence read the weights again. In one step every weight "
+                "is read once and used by all 16 sequences")
+    if value > 16 * 1.05:
+        return ("more than the batch: 16 sequences make 16 tokens per step, so tokens/s grows by at most 16 unless a "
+                "step gets faster than at batch 1")
+    return None
+
+
+def _batch_band(first: dict, context: dict) -> tuple[float, str]:
+    from grader.predictions import band
+
+    value = first[_BATCH_KEY]
+    fraction = band(value, _batch_model(context), tight=0.5, loose=2.0)
+    about = _batch_mistake(value)
+    if about:  # wrong in principle: no band credit, however near the number happens to be
+        return 0.0, f"your first guess: {about}"
+    if fraction < 1.0:
+        return fraction, ("your first guess is off the model fed with this run's bandwidth and matmul rate: at batch "
+                          "16, which takes longer here, reading the weights or their arithmetic at that rate?")
+    return fraction, "your first guess agrees with the model fed with this run's measured rates"
+
+
+def _batch_said(context: dict) -> str:
+    return f"the model fed with this run's rates gives about {_batch_model(context):.2g}x (at most 16x)"
+
+
+check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "number"}, points=2, band=_batch_band,
+                                    mistakes=lambda answer, context: _batch_mistake(answer[_BATCH_KEY]),
+                                    model=_batch_said)
+
+
+# --- knee_batch -----------------------------------------------------------------------------------
+
+def _knee_curves() -> dict[str, tuple[list[int], list[float], float]]:
+    """Synthetic step-time curves with a known knee: flat T0, then c·b; noise of a few per cent on each point."""
+    rng = random.Random(9)
+    curves = {}
+    for label, knee, batches, soft in (("a sharp knee", 11.3, [1, 2, 4, 8, 16, 32, 64], None),
+                                       ("a rounded knee", 24.0, [1, 2, 4, 8, 16, 32, 64, 128], 3.0),
+                                       ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None)):
+        t0 = 0.05
+        c = t0 / knee
+        seconds = []
+        for b in batches:
+            ideal = max(t0, c * b) if soft is None else (t0**soft + (c * b) ** soft) ** (1 / soft)
+            seconds.append(ideal * (1 + rng.uniform(-0.04, 0.04)))
+        curves[label] = (batches, seconds, knee)
+    return curves
+
+
+def _first_rise(batches, seconds) -> float:
+    for k in range(1, len(batches)):
+        if seconds[k] > seconds[k - 1]:
+            return batches[k]
+    return batches[-1]
+
+
+def _best_throughput(batches, seconds) -> float:
+    return max(zip(batches, seconds), key=lambda p: p[0] / p[1])[0]
+
+
+def _judge_knee(fn) -> None:
+    """knee_batch: where the flat (memory-bound) and rising (compute-bound) asymptotes of the curve cross."""
+    for label, (batches, seconds, knee) in _knee_curves().items():
+        got = call(fn, batches, seconds)
+        if not is_number(got) or not math.isfinite(float(got)) or float(got) <= 0:
+            fail(f"knee_batch on {label} returned {got!r}; return a batch (a positive number, not necessarily one "
+                 "of the batches measured).")
+        if _ratio_off(float(got), knee) <= 1.2:
+            continue
+        if float(got) == _first_rise(batches, seconds):
+            fail(f"knee_batch on {label}: you returned the first batch whose time rose at all. A few per cent of "
+                 "noise makes the flat part rise and fall; the knee is where the fitted asymptotes cross.")
+        if float(got) == _best_throughput(batches, seconds):
+            fail(f"knee_batch on {label}: you returned the batch with the highest tokens/s. Past the knee tokens/s "
+                 "is flat, so noise picks that batch; fit the two asymptotes and return where they cross.")
+        fail(f"knee_batch on {label}: not where the curve's two asymptotes cross. Fit the flat one (memory-bound: "
+             "the time does not depend on the batch) and the rising one (compute-bound: the time grows in "
+             "proportion to the batch) from the points that belong to each.")
+
+
+check_knee_batch = guard(recorded("knee_batch", "knee_batch",
+                                  lambda: [(b, s) for b, s, _ in _knee_curves().values()], _judge_knee),
+                         "knee_batch", _SHORTCUTS)
+
+
+# --- kv_cache_bytes -------------------------------------------------------------------------------
+
+_GQA = {"model": "a GQA test shape", "n_layers": 6, "d_model": 512, "n_heads": 8, "n_kv_heads": 2}
+_MHA = {"model": "an MHA test shape", "n_layers": 3, "d_model": 96, "n_heads": 3, "n_kv_heads": 3}
+_KV_CASES = [(_GQA, 100, 3, 2), (_MHA, 7, 2, 4), (_GQA, 1, 1, 1)]
+
+
+def _kv_judge(fn) -> None:
+    """kv_cache_bytes: K and V for every layer, KV head and position of every sequence."""
+    for args in _KV_CASES:
+        shape, context, batch, width = args
+        got = call(fn, *args)
+        shown = f"kv_cache_bytes({shape['model']}, context={context}, batch={batch}, bytes_per_value={width})"
+        if not isinstance(got, int) or isinstance(got, bool):
+            fail(f"{shown} returned {got!r} ({type(got).__name__}); return a whole number of bytes (an int).")
+        want = serving.cache_bytes(*args)
+        if got == want:
+            continue
+        n_heads, kv, layers = shape["n_heads"], shape["n_kv_heads"], shape["n_layers"]
+        if got * 2 == want:
+            fail(f"{shown}: you kept one of K and V; attention needs both for every past position.")
+        if n_heads != kv and got * kv == want * n_heads:
+            fail(f"{shown}: you counted the query heads. Grouped-query attention keeps K and V only for its KV "
+                 "heads, each shared by several query heads.")
+        if got * layers == want:
+            fail(f"{shown}: you counted one layer; every layer attends over its own keys and values.")
+        if got == want * n_heads:
+            fail(f"{shown}: each KV head is head_dim wide (d_model split across the query heads), not d_model.")
+        if got * batch == want and batch > 1:
+            fail(f"{shown}: every sequence of the batch keeps its own cache.")
+        fail(f"{shown}: not the bytes of the cache. What does attention need from each past position, in which "
+             "layers and heads, for how many sequences?")
+
+
+check_kv_cache_bytes = guard(recorded("kv_cache_bytes", "kv_cache_bytes", _KV_CASES, _kv_judge), "kv_cache_bytes",
+                             _SHORTCUTS)
+
+
+# --- max_batch_to_serve ------------------------------------------------------------------------------
+
+_SERVE_SHAPE = {"model": "a 2.1B test shape", "n_params": 2_113_929_216, "n_layers": 16, "d_model": 2048,
+                "n_heads": 16, "n_kv_heads": 4, "vocab_size": 32768, "tied_embeddings": "false"}
+_GB = 1e9
+
+
+def _serve_cases() -> list[tuple]:
+    llama = next(m for m in specs.load_models() if m["model"] == "Llama 2 70B")
+    llama = {k: llama[k] for k in ("model", "n_params", "n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size",
+                                   "tied_embeddings")}
+    return [(16 * _GB, 1, _SERVE_SHAPE, 4096, "bf16", 1 * _GB, 128, 2),
+            (16 * _GB, 2, _SERVE_SHAPE, 4096, "bf16", 1 * _GB, 128, 2),
+            (8 * _GB, 1, _SERVE_SHAPE, 2048, "int8", 0.5 * _GB, 128, 2),
+            (4 * _GB, 1, _SERVE_SHAPE, 1024, "int4", 0.5 * _GB, 64, 2),
+            (80 * _GB, 2, llama, 4096, "bf16", 4 * _GB, 128, 2),
+            (80 * _GB, 1, llama, 4096, "int4", 4 * _GB, 128, 2),
+            (1 * _GB, 1, _SERVE_SHAPE, 4096, "bf16", 0.5 * _GB, 128, 2)]
+
+
+def _serve_variants(args: tuple) -> dict[str, int]:
+    card, cards, shape, context, weights, reserve, group, scale = args
+    per_seq = serving.cache_bytes(shape, context, 1, 2)
+    w = serving.weights_bytes(shape, weights, group, scale)
+    free = cards * (card - reserve) - w
+
+    def n(free_bytes, per):
+        return max(0, int(free_bytes // per))
+
+    out = {
+        "one token": n(free, serving.cache_bytes(shape, 1, 1, 2)),
+        "cards once": n(card - reserve - w, per_seq),
+        "reserve once": n(cards * card - reserve - w, per_seq),
+        "whole model in bf16": n(cards * (card - reserve) - serving.weights_bytes(shape, "bf16"), per_seq),
+        "embeddings quantized": n(cards * (card - reserve) - (w - serving.embedding_params(shape) * (
+            2 - {"bf16": 2, "int8": 1 + scale / group, "int4": 0.5 + scale / group}[weights])), per_seq),
+    }
+    if weights != "bf16":
+        out["no scales"] = n(free + (int(shape["n_params"]) - serving.embedding_params(shape)) * scale / group, per_seq)
+        out["cache like weights"] = n(free, serving.cache_bytes(shape, context, 1, {"int8": 1, "int4": 0.5}[weights]))
+    return out
+
+
+def _serve_judge(fn) -> None:
+    """max_batch_to_serve: the sequences whose bf16 KV cache fits beside the weights on `cards` cards."""
+    messages = {
+        "one token": "you made room for one token per sequence; each sequence keeps the keys and values of its whole "
+                     "context",
+        "cards once": "you counted one card's memory; with tensor parallelism the weights and the KV heads are split "
+                      "across the cards, so their memories add up",
+        "reserve once": "each card keeps its own reserve (runtime, activations, the CUDA context), not one for all",
+        "whole model in bf16": "your weights did not shrink with their dtype: count each layer weight's bytes in the "
+                               "dtype asked for",
+        "embeddings quantized": "the embeddings and the output head stay in bf16 here; only the layers are quantized",
+        "no scales": "a quantized weight needs its scales to be read back: one scale of scale_bytes per group of "
+                     "group_size weights, and those bytes count",
+        "cache like weights": "the KV cache holds activations (keys and values), in bf16 whatever the weights' "
+                              "dtype: quantizing the weights does not shrink it",
+    }
+    for args in _serve_cases():
+        card, cards, shape, context, weights, reserve, group, scale = args
+        got = call(fn, *args)
+        shown = (f"max_batch_to_serve({card / _GB:g} GB x {cards}, {shape['model']}, context {context}, {weights}, "
+                 f"reserve {reserve / _GB:g} GB, group {group})")
+        if not isinstance(got, int) or isinstance(got, bool):
+            fail(f"{shown} returned {got!r} ({type(got).__name__}); return a whole number of sequences (an int).")
+        want = serving.serve_batch(*args)
+        if got == want:
+            continue
+        if got < 0:
+            fail(f"{shown} returned a negative batch; when the weights alone do not fit, no sequence does: 0.")
+        for kind, value in _serve_variants(args).items():
+            if got == value and value != want:
+                fail(f"{shown}: {messages[kind]}.")
+        fail(f"{shown}: not the number of sequences that fit. Memory holds the weights (layers in the dtype asked "
+             "for, with their scales; embeddings and head in bf16) and each sequence's cache, on every card less "
+             "its reserve; a sequence fits only whole.")
+
+
+check_max_batch_to_serve = guard(recorded("max_batch_to_serve", "max_batch_to_serve", _serve_cases, _serve_judge),
+                                 "max_batch_to_serve", _SHORTCUTS)
+
+
+# --- quantize_int8 --------------------------------------------------------------------------------
+
+def _weight_with_outlier() -> torch.Tensor:
+    """An (8, 16) weight: one output row 40x the others (an outlier channel), one row all zero."""
+    g = torch.Generator().manual_seed(9)
+    w = torch.randn(8, 16, generator=g)
+    w[3] *= 40
+    w[5] = 0
+    return w
+
+
+def _observe_quantize(fn) -> dict:
+    require_callable(fn, "quantize_int8")
+    w = _weight_with_outlier()
+    got = call(fn, w.clone(), label="quantize_int8(an (8, 16) weight with an outlier row and a zero row)")
+    return {"got": got}
+
+
+def _judge_quantize(observation: dict) -> None:
+    """quantize_int8: symmetric int8, one float32 scale per output row, q in [-127, 127], rounding to nearest."""
+    got = observation.get("got") if isinstance(observation, dict) else None
+    w = _weight_with_outlier()
+    out_f, in_f = w.shape
+    if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
+        fail("quantize_int8 should return two tensors, (q, scale); it returned something else.")
+    q, scale = got
+    if q.dtype != torch.int8 or tuple(q.shape) != (out_f, in_f):
+        fail(f"q should be an int8 tensor of the weight's shape {tuple(w.shape)}; it is {q.dtype} of "
+             f"{tuple(q.shape)}.")
+    if scale.numel() == 1:
+        fail("you used one scale for the whole tensor: the outlier row sets it, and every other row is rounded onto "
+             "a few int8 levels. Give each output row its own scale.")
+    if scale.numel() == in_f and tuple(scale.shape) in ((in_f,), (1, in_f)):
+        fail("your scales run along the input columns; each output row (one output channel) needs its own, so an "
+             "outlier row does not set the others' scale.")
+    if scale.numel() != out_f or scale.dtype != torch.float32:
+        fail(f"scale should hold one float32 per output row ({out_f} of them, shape ({out_f},) or ({out_f}, 1)); it "
+             f"is {scale.dtype} of shape {tuple(scale.shape)}.")
+    s = scale.reshape(out_f).double()
+    if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
+        fail("a scale is zero, negative or not finite (the all-zero row?): the int8 matrix is multiplied back by its "
+             "scales, so every row needs a positive finite one; an all-zero row can take any.")
+    qi = q.long()
+    if int(qi.abs().max()) > 127:
+        fail("q holds -128: keep q in [-127, 127], symmetric around 0, so a value and its negative round alike.")
+    w64 = w.double()
+    amax = w64.abs().amax(1)
+    rows = amax > 0
+    err = (qi.double() * s[:, None] - w64).abs()
+    if bool((err > s[:, None] / 2 * (1 + 1e-5) + 1e-12).any()):
+        if bool(torch.allclose(s[rows], amax[rows] / 128, rtol=1e-5)):
+            fail("your scale maps each row's largest weight to 128, one past int8's 127, so it is clamped and its "
+                 "error is a whole step: the largest weight should land exactly on the last level.")
+        if bool((qi.abs().double() <= (w64 / s[:, None]).abs() * (1 + 1e-5) + 1e-6).all()):
+            fail("you rounded toward zero (a cast truncates): an error can reach a whole step; round to the nearest "
+                 "level and the error is at most half a step.")
+        fail("some weights are further than half a step (scale / 2) from what q x scale gives back: round each weight "
+             "divided by its row's scale to the nearest whole number, and make the scale reach each row's largest.")
+    if bool((qi[rows].abs().amax(1) != 127).any()):
+        fail("a row does not use the whole int8 range: its largest weight should land on ±127, or its scale is "
+             "larger than it needs to be and every step is coarser.")
+
+
+check_quantize_int8 = guard(Check("quantize_int8", _observe_quantize, _judge_quantize), "quantize_int8", _SHORTCUTS)

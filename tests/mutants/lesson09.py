@@ -1,0 +1,155 @@
+"""Mutants for lesson 09 (serving a model): the mistakes learners make reasoning about a decode step and its memory."""
+
+LESSON = "09_serving"
+
+_H100_BW, _H100_BF16, _N7 = 3.35e12, 989.5e12, 6.738e9
+
+_STEP = """
+def decode_step_seconds(n_params, bytes_per_param, batch, kv_bytes, bandwidth, peak_flops):
+    memory = {memory}
+    compute = {compute}
+    return {combine}
+"""
+
+
+
+def _step(memory="(n_params * bytes_per_param + kv_bytes) / bandwidth", compute="2 * n_params * batch / peak_flops",
+          combine="max(memory, compute)") -> str:
+    return _STEP.format(memory=memory, compute=compute, combine=combine)
+
+
+_KV = """
+def kv_cache_bytes(shape, context, batch, bytes_per_value):
+    head_dim = {head_dim}
+    return int({k_and_v} * {layers} * {heads} * head_dim * context * batch * bytes_per_value)
+"""
+
+
+def _kv(head_dim="shape['d_model'] // shape['n_heads']", k_and_v="2", layers="shape['n_layers']",
+        heads="shape['n_kv_heads']") -> str:
+    return _KV.format(head_dim=head_dim, k_and_v=k_and_v, layers=layers, heads=heads)
+
+
+_SERVE = """
+def max_batch_to_serve(card_bytes, cards, shape, context, weights, reserve_bytes, group_size=128, scale_bytes=2):
+    tied = str(shape["tied_embeddings"]).lower() == "true"
+    embed = shape["vocab_size"] * shape["d_model"] * (1 if tied else 2)
+    per_weight = {{"bf16": 2, "int8": 1, "int4": 0.5}}[weights] + ({scales})
+    weight_bytes = embed * 2 + (shape["n_params"] - embed) * per_weight
+    free = {free}
+    head_dim = shape["d_model"] // shape["n_heads"]
+    per_sequence = 2 * shape["n_layers"] * shape["n_kv_heads"] * head_dim * {tokens} * {cache_width}
+    return max(0, int(free // per_sequence))
+"""
+
+
+def _serve(scales="0 if weights == 'bf16' else scale_bytes / group_size", free="cards * (card_bytes - reserve_bytes) - weight_bytes",
+           tokens="context", cache_width="2") -> str:
+    return _SERVE.format(scales=scales, free=free, tokens=tokens, cache_width=cache_width)
+
+
+_QUANT = """
+import torch
+def quantize_int8(weight):
+    amax = {amax}
+    scale = torch.where(amax > 0, amax / {levels}, torch.ones_like(amax))
+    q = torch.clamp({rounding}(weight / {scale_view}), -127, 127).to(torch.int8)
+    return q, scale
+"""
+
+
+def _quant(amax="weight.abs().amax(dim=1).float()", levels="127", rounding="torch.round", scale_view="scale[:, None]"):
+    return _QUANT.format(amax=amax, levels=levels, rounding=rounding, scale_view=scale_view)
+
+
+MUTANTS = {
+    "TOKENS_PER_SECOND_PREDICTION_check": [
+        ("the H100 ceiling from its FLOP/s, not its bandwidth",
+         f"TOKENS_PER_SECOND_PREDICTION = {{'H100, 7B in bf16': {_H100_BF16} / (2 * {_N7}), 'here, batch 1': 10.0, "
+         "'why': 'peak FLOP/s over 2 FLOPs per weight'}",
+         r"the arithmetic sets"),
+        ("bf16 weights counted as 4 bytes",
+         f"TOKENS_PER_SECOND_PREDICTION = {{'H100, 7B in bf16': {_H100_BW} / ({_N7} * 4), 'here, batch 1': 10.0, "
+         "'why': 'bandwidth over the bytes of the weights'}",
+         r"how many bytes does one bf16 weight take"),
+        ("bits, not bytes",
+         f"TOKENS_PER_SECOND_PREDICTION = {{'H100, 7B in bf16': {_H100_BW} / ({_N7} * 16), 'here, batch 1': 10.0, "
+         "'why': 'bandwidth over the size of the weights'}",
+         r"bits instead of bytes"),
+    ],
+    "decode_step_seconds_check": [
+        ("the weights read once per sequence", _step(memory="(n_params * bytes_per_param * batch + kv_bytes) / bandwidth"),
+         r"once per sequence"),
+        ("the two times added", _step(combine="memory + compute"), r"you added the time to move the bytes"),
+        ("the cache left out", _step(memory="n_params * bytes_per_param / bandwidth"), r"leaves the KV cache out"),
+        ("one FLOP per weight", _step(compute="n_params * batch / peak_flops"), r"one multiply and one add"),
+        ("memory only", _step(compute="0", combine="memory"), r"never becomes compute-bound"),
+    ],
+    "BATCH_PREDICTION_check": [
+        ("no gain from the batch: the weights read per sequence",
+         "BATCH_PREDICTION = {'tokens/s at batch 16 over batch 1': 1.0, 'why': 'each sequence needs the weights'}",
+         r"about no gain from the batch"),
+        ("more than the batch",
+         "BATCH_PREDICTION = {'tokens/s at batch 16 over batch 1': 256.0, 'why': 'batch squared'}",
+         r"more than the batch"),
+    ],
+    "knee_batch_check": [
+        ("the first batch whose time rose at all",
+         """
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    for (b0, s0), (b1, s1) in zip(pairs, pairs[1:]):
+        if s1 > s0:
+            return float(b1)
+    return float(pairs[-1][0])
+""",
+         r"first batch whose time rose"),
+        ("the batch of the highest throughput",
+         """
+def knee_batch(batches, step_seconds):
+    return float(max(zip(batches, step_seconds), key=lambda p: p[0] / p[1])[0])
+""",
+         r"highest tokens/s"),
+        ("the flat level taken as the mean of every point",
+         """
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    flat = sum(s for _, s in pairs) / len(pairs)
+    return flat / (pairs[-1][1] / pairs[-1][0])
+""",
+         r"not where the curve's two asymptotes cross"),
+    ],
+    "kv_cache_bytes_check": [
+        ("K or V missing", _kv(k_and_v="1"), r"one of K and V"),
+        ("query heads instead of KV heads", _kv(heads="shape['n_heads']"), r"counted the query heads"),
+        ("one layer only", _kv(layers="1"), r"counted one layer"),
+        ("head_dim taken as d_model", _kv(head_dim="shape['d_model']"), r"head_dim wide"),
+    ],
+    "max_batch_to_serve_check": [
+        ("the cache of one token per sequence", _serve(tokens="1"), r"one token per sequence"),
+        ("int4 without its scales", _serve(scales="0"), r"needs its scales"),
+        ("the cache in the weights' dtype", _serve(cache_width="{'bf16': 2, 'int8': 1, 'int4': 0.5}[weights]"),
+         r"in bf16 whatever the weights"),
+        ("the cards' memory counted once", _serve(free="card_bytes - reserve_bytes - weight_bytes"),
+         r"you counted one card's memory"),
+    ],
+    "quantize_int8_check": [
+        ("one scale for the whole tensor",
+         _quant(amax="weight.abs().amax().float().reshape(1)", scale_view="scale"),
+         r"one scale for the whole tensor"),
+        ("scale amax / 128", _quant(levels="128"), r"one past int8's 127"),
+        ("rounding toward zero", _quant(rounding="torch.trunc"), r"rounded toward zero"),
+        ("a scale per input column",
+         _quant(amax="weight.abs().amax(dim=0).float()", scale_view="scale[None, :]"),
+         r"along the input columns"),
+        ("the all-zero row divided by a zero scale",
+         """
+import torch
+def quantize_int8(weight):
+    scale = weight.abs().amax(dim=1).float() / 127
+    q = torch.clamp(torch.round(torch.nan_to_num(weight / scale[:, None])), -127, 127).to(torch.int8)
+    return q, scale
+""",
+         r"a scale is zero"),
+    ],
+}

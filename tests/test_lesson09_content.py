@@ -1,0 +1,183 @@
+"""Lesson 09 (serving a model): what it measures is what it says, its models agree with the figures it quotes, its
+predictions give partial credit against this run's record, and both graders give the same scores.
+
+The notebook's own run is tests/test_notebooks.py; its checks against mutants are tests/test_mutants.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import nbformat
+import pytest
+import torch
+
+from conftest import ROOT
+from grader import predictions, serving, specs
+from grader.checks import lesson09
+
+LESSON = "09_serving"
+
+
+def _models() -> dict:
+    return {m["model"]: m for m in specs.load_models()}
+
+
+def test_a_decode_step_with_the_cache_gives_what_recomputing_the_prefix_gives():
+    """The cache the lesson times is a real KV cache: the new position's output is the same either way."""
+    torch.manual_seed(0)
+    model = serving.DecodeStack(2, 64, 4)
+    x = torch.randn(3, 9, 64)
+    cache = model.new_cache()
+    model.step(x[:, :8], cache)
+    cached = model.step(x[:, 8:9], cache)[:, -1]
+    recomputed = model.step(x, None)[:, -1]
+    assert torch.allclose(cached, recomputed, atol=1e-5)
+    assert cache[0]["k"].shape == (3, 4, 9, 16)
+
+
+def test_the_model_is_sized_past_the_cache_and_capped():
+    per_layer = 48 * 1024**2
+    assert serving.layers_for(480 * 2**20, 2.0, 1024) * per_layer >= 2 * 480 * 2**20
+    assert serving.layers_for(None, 2.0, 1024) >= 2  # a device that reports no cache still gets a model
+    assert serving.DecodeStack(3, 64, 4).weight_bytes() == 3 * (12 * 64 * 64 * 4 + 4 * 64 * 4)
+
+
+def test_the_models_agree_with_the_figures_the_course_quotes():
+    """COURSE.md: Llama 2 70B keeps 320 KiB per token in bf16; int4 scales at group 128 in fp16 add about 3 %."""
+    llama = _models()["Llama 2 70B"]
+    assert serving.cache_bytes(llama, 1, 1, 2) == 320 * 1024
+    layers = llama["n_params"] - serving.embedding_params(llama)
+    extra = serving.weights_bytes(llama, "int4", 128, 2) - serving.weights_bytes(llama, "int4", 128, 0)
+    assert abs(extra / (layers * 0.5) - 2 / 64) < 1e-12  # 3.1 % of the int4 weights
+    assert round(serving.model_knee_batch(specs.chip("H100"))) == 295
+    assert serving.serve_batch(80e9, 1, llama, 4096, "bf16", 4e9) == 0  # 138 GB of bf16 weights on one card
+    assert 0 < serving.serve_batch(80e9, 2, llama, 4096, "bf16", 4e9) < 295  # capacity, not compute, sets the batch
+
+
+def test_new_model_rows_reproduce_their_parameter_count_from_shape():
+    for name in ("Llama 3 8B", "Llama 3 70B", "Llama 2 70B"):
+        m = _models()[name]
+        d, kv, hd = m["d_model"], m["n_kv_heads"], m["d_model"] // m["n_heads"]
+        per_layer = 2 * d * d + 2 * d * kv * hd + 3 * d * m["d_ff"] + 2 * d
+        assert m["n_layers"] * per_layer + 2 * m["vocab_size"] * d + d == m["n_params"], name
+        assert "config.json" in m["source"]
+
+
+def test_quoted_figures_have_sources():
+    data = json.loads((ROOT / "data" / "serving_figures.json").read_text())
+    for key, entry in data.items():
+        if key != "about":
+            assert entry["source"] and entry["notes"], key
+
+
+def test_int8_rows_round_to_nearest_within_half_a_step():
+    w = torch.randn(5, 7)
+    w[2] = 0
+    q, s = serving.int8_rows(w)
+    assert q.dtype == torch.int8 and bool(torch.isfinite(s).all()) and bool((s > 0).all())
+    assert bool(((q.float() * s[:, None] - w).abs() <= s[:, None] / 2 + 1e-7).all())
+
+
+def test_torch_w8a8_still_exists_and_warns_where_the_lesson_says(recwarn):
+    """torch 2.13: quantize_dynamic is there, deprecated, and warns: the lesson catches it outside graded cells."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    quantized, said = serving.dynamic_int8(model)
+    assert type(quantized[0]).__module__.startswith("torch.ao.nn.quantized.dynamic")
+    assert any("deprecated" in line for line in said)
+    assert not recwarn.list  # caught, not leaked into the cell's stderr
+
+
+def _record(first: dict, name: str, measured: dict) -> dict:
+    """The record after this run measured `measured` and then took `first` as prediction `name`'s first guess."""
+    predictions._MEMORY.clear()
+    predictions.note_measured(LESSON, **measured)
+    predictions.commit(LESSON, name, first, first["why"])
+    return predictions.read()
+
+
+MEASURED = {"bandwidth": 10e9, "weight_bytes": 1e9, "n_params": 2.5e8, "matmul_rate_1": 5e9, "matmul_rate_16": 40e9}
+
+
+def test_partial_credit_on_both_predictions():
+    h100 = specs.chip("H100").bandwidth / (_models()["LLaMA-7B"]["n_params"] * 2)
+    right = {"H100, 7B in bf16": h100, "here, batch 1": 10.0, "why": "bytes over bandwidth"}
+    check = lesson09.check_tokens_per_second
+    assert check.score(right, _record(right, check.name, MEASURED))[0] == 2.0
+    predictions._MEMORY.clear()
+    predictions.path().unlink()
+    first = {"H100, 7B in bf16": h100, "here, batch 1": 18.0, "why": "bytes over bandwidth, roughly"}
+    points, said = check.score(first, _record(first, check.name, MEASURED))
+    assert points == 1.0 + 1.0 * (1.0 + 0.5) / 2  # commitment, then the mean of a full and a half band
+    assert "how many times a step reads each weight" in said
+    model = 16 * 0.1 / max(0.1, 2 * 2.5e8 * 16 / 40e9)  # the batch model fed with the record's rates: 8
+    batch = {"tokens/s at batch 16 over batch 1": model * 2.0, "why": "the batch's worth, all of it"}
+    points, said = lesson09.check_batch_prediction.score(batch, _record(batch, "BATCH_PREDICTION", MEASURED))
+    assert points == 1.5, said
+    more = {"tokens/s at batch 16 over batch 1": 40.0, "why": "more than the batch"}
+    predictions.path().unlink()
+    points, said = lesson09.check_batch_prediction.score(more, _record(more, "BATCH_PREDICTION", MEASURED))
+    assert points == 1.0 and "more than the batch" in said  # wrong in principle: no band, whatever the distance
+
+
+def test_without_a_recorded_bandwidth_only_the_h100_part_is_judged():
+    h100 = specs.chip("H100").bandwidth / (_models()["LLaMA-7B"]["n_params"] * 2)
+    first = {"H100, 7B in bf16": h100, "here, batch 1": 1e6, "why": "bytes over bandwidth"}
+    predictions._MEMORY.clear()
+    predictions.commit(LESSON, "TOKENS_PER_SECOND_PREDICTION", first, first["why"])
+    points, said = lesson09.check_tokens_per_second.score(first, predictions.read())
+    assert points == 2.0 and "was not judged" in said
+
+
+def test_the_page_withholds_the_formulas():
+    """The student notebook states the principles, not the formulas the exercises derive."""
+    nb = nbformat.read(str(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"), as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    for formula in ("2 * n_layers", "2 × layers", "max(memory, compute)", "amax / 127", "bandwidth / (", "/ 127"):
+        assert formula not in text, formula
+
+
+def test_the_widget_and_figures_draw_with_the_reference_functions():
+    from notebook_cells import namespace
+
+    ns = namespace(LESSON)
+    chips = [specs.chip("H100"), specs.chip("H200")]
+    panel = serving.will_it_serve(list(_models().values()), chips, ns["max_batch_to_serve"], ns["kv_cache_bytes"], 4e9)
+    assert "serves" in panel.children[-2].value or "does not fit" in panel.children[-2].value
+    fig = serving.memory_figure(_models()["Llama 2 70B"], chips, ns["kv_cache_bytes"], ns["max_batch_to_serve"], 4e9)
+    assert fig.get_size_inches()[0] * fig.dpi <= 1024
+    sweep = {1: [0.1, 0.11], 2: [0.1], 4: [0.2], 8: [0.4]}
+    fig = serving.step_figure(sweep, ns["knee_batch"](list(sweep), [min(v) for v in sweep.values()]), 1e9, 1e10, "x")
+    assert fig.get_size_inches()[0] * fig.dpi <= 1024
+
+
+@pytest.mark.xdist_group("pipeline")
+def test_both_graders_agree_on_lesson09_partial_credit_included(tmp_path):
+    """alice (reference, first guesses recorded), bob (blank), dave (a BATCH_PREDICTION first guess 2.5x off):
+    the class grader and plain nbgrader give every graded cell of lesson 09 the same score."""
+    from grader.pipeline.classroom import grade_class
+    from grader.pipeline.grades import read_csv
+    from grader.pipeline.nbgrader_plain import autograde_plain
+    from notebook_cells import honest_predictions
+
+    subs = tmp_path / "subs"
+    for student, folder in (("alice", "solutions"), ("bob", "notebooks"), ("dave", "solutions")):
+        (subs / student / LESSON).mkdir(parents=True)
+        shutil.copy(ROOT / folder / LESSON / f"{LESSON}.ipynb", subs / student / LESSON)
+    honest_predictions(LESSON, subs / "alice" / LESSON)
+    honest_predictions(LESSON, subs / "dave" / LESSON)
+    record = json.loads((subs / "dave" / LESSON / predictions.FILE_NAME).read_text())
+    entry = record["lessons"][LESSON]["entries"]["BATCH_PREDICTION"]
+    entry["first"] = {"tokens/s at batch 16 over batch 1": 16 * 2.5, "why": "more than the batch, by mistake"}
+    (subs / "dave" / LESSON / predictions.FILE_NAME).write_text(json.dumps(record))
+    ours = read_csv(grade_class(ROOT, subs, tmp_path / "ours", log=lambda line: None))
+    plain = read_csv(autograde_plain(ROOT, subs, tmp_path / "plain", log=lambda line: None))
+    by = lambda rows: {(r.student, r.grade_id): r.score for r in rows}  # noqa: E731
+    assert by(ours) == by(plain)
+    got = by(ours)
+    assert all(v == r.max_score for r in ours if r.student == "alice" for v in [r.score]), ours
+    assert all(r.score == 0 for r in ours if r.student == "bob")
+    assert got["dave", "BATCH_PREDICTION_check"] == 1.0  # the commitment, and 40x is more than 2x off the model's 16
+    assert got["dave", "kv_cache_bytes_check"] == 2.0 and not math.isnan(got["dave", "TOKENS_PER_SECOND_PREDICTION_check"])
