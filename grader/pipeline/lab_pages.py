@@ -27,6 +27,7 @@ lab-config/learner/ and lab-config/presenter/ turn it on (`jpserver_extensions`)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,8 @@ def _load_jupyter_server_extension(serverapp):
 
 
 def rise_labextensions(paths: list[str]) -> list[str]:
-    """Folders whose only front-end extensions are RISE_EXTENSIONS: each one's scope folder (`@org/`) holding it."""
+    """For each of RISE_EXTENSIONS, the scope folder (`@org/`) that holds it, first found in `paths`: the page lists
+    what those folders hold (here @jupyter-widgets/: the widget manager alone)."""
     found = []
     for name in RISE_EXTENSIONS:
         scope, _, _ = name.partition("/")
@@ -76,7 +78,9 @@ def fixed_rise_static(static: Path, out: Path) -> Path | None:
     if text.count(old) != 1:
         return None
     out.mkdir(parents=True, exist_ok=True)
-    (out / name).write_text(text.replace(old, new), encoding="utf-8")
+    part = out / f"{name}.{os.getpid()}.part"  # another server may be serving the file: replace it whole
+    part.write_text(text.replace(old, new), encoding="utf-8")
+    os.replace(part, out / name)
     return out
 
 
