@@ -1,7 +1,7 @@
 """Throughput of `python -m grader autograde` against plain `nbgrader autograde`: the whole commands, one run, same cores.
 
     .venv/bin/python scripts/bench_autograde.py [--students 12] [--lessons 01_crossover 04_memory]
-                                                [--workers 1 2] [--cpus 0,1] [--cold]
+                                                [--workers 1 2] [--cpus 0,1] [--cold] [--around]
 
 Makes a class: each student hands in every lesson named, even students the
 reference answers (with the first guesses a learner's run records), odd ones
@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", help="CPUs both graders run on, e.g. 0,1 (default: all this process may use)")
     parser.add_argument("--cold", action="store_true", help="also time `--cold` (every runner a fresh Python)")
     parser.add_argument("--skip-plain", action="store_true", help="time only the course's grader")
+    parser.add_argument("--around", action="store_true",
+                        help="time the course's grader both before and after plain nbgrader (a load that changes "
+                             "during the run shows as the difference)")
     args = parser.parse_args(argv)
 
     if args.cpus:
@@ -182,19 +185,29 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{base / seconds:>12.2f}x" if base else f"{'':>13}"
             return f"{name:<40}{seconds:>9.1f}{rate:>9.1f}{rate / cores:>10.1f}{ratio}"
 
-        base, phases_all = None, []
-        if not args.skip_plain:
-            base, phases = plain_nbgrader(subs, scratch / "plain", args.lessons, env)
-            lines.append(row("plain nbgrader (its command lines)", base, 1, base))
-            phases_all.append(("plain nbgrader", phases))
         runs = [(w, False) for w in args.workers] + ([(w, True) for w in args.workers] if args.cold else [])
-        for workers, cold in runs:
-            out = scratch / f"ours-{workers}{'-cold' if cold else ''}"
-            seconds, phases = ours(subs, out, workers, cold, env)
-            name = f"python -m grader autograde -w {workers}{' --cold' if cold else ''}"
+        timings = []  # (name, seconds, cores, out folder, phases), ours before plain nbgrader, then (--around) after
+        rounds = ["before", "after"] if args.around and not args.skip_plain else ["before"]
+        base, phases_all = None, []
+        for when in rounds:
+            if when == "after":
+                base, phases = plain_nbgrader(subs, scratch / "plain", args.lessons, env)
+                phases_all.append(("plain nbgrader", phases))
+            for workers, cold in runs:
+                out = scratch / f"ours-{workers}{'-cold' if cold else ''}-{when}"
+                seconds, phases = ours(subs, out, workers, cold, env)
+                name = f"python -m grader autograde -w {workers}{' --cold' if cold else ''}"
+                name += f" ({when} nbgrader)" if len(rounds) > 1 else ""
+                timings.append((name, seconds, min(workers, len(cpus)), out, phases))
+                phases_all.append((name, phases))
+        if not args.skip_plain and base is None:
+            base, phases = plain_nbgrader(subs, scratch / "plain", args.lessons, env)
+            phases_all.insert(0, ("plain nbgrader", phases))
+        if base is not None:
+            lines.append(row("plain nbgrader (its command lines)", base, 1, base))
+        for name, seconds, cores, out, _ in timings:
             same = agree(scratch / "plain", out, made) if base else ""
-            lines.append(row(name, seconds, min(workers, len(cpus)), base) + same)
-            phases_all.append((name, phases))
+            lines.append(row(name, seconds, cores, base) + same)
             lines += [f"  {line}" for line in breakdown(out, made)]
         lines.append("where each command's seconds went:")
         for name, phases in phases_all:

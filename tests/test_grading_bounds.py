@@ -205,7 +205,7 @@ def test_a_result_that_failed_outside_the_submission_is_graded_again(tmp_path, m
     nbformat.write(_good(), str(subs / "amy" / LESSON / f"{LESSON}.ipynb"))
     calls = []
 
-    def fake_run_cells(cells, modules, box, settings, groups=None, verdict=None, record=None):
+    def fake_run_cells(cells, modules, box, settings, groups=None, verdict=None, record=None, warm=None, phases=None):
         calls.append(1)
         outside = len(calls) == 1
         return [{"status": "not run" if outside else "ok", "ok": not outside, "ename": "", "evalue": "busy",

@@ -47,7 +47,7 @@ from grader.pipeline import deadlines
 from grader.pipeline import sandbox as sandboxes
 from grader.pipeline.grades import UNGRADED, CellResult, write_csv, write_gradebook
 from grader.pipeline.cgroups import make_groups
-from grader.pipeline.judging import Isolated
+from grader.pipeline.judging import Isolated, start_server
 from grader.pipeline.privacy import private_files
 from grader.pipeline.runner import Zygotes, _memory_bytes, run_cells, warm_problem
 from grader.pipeline.scoring import error_rows, executed_notebook, feedback_html, score
@@ -237,7 +237,7 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
             "each confined before the student's code runs (grader/pipeline/zygote.py)" if warm is not None
             else f"runners: cold: a fresh Python in a sandbox of its own for each ({cold})")
     if todo:  # start what every submission needs now, side by side: the judge server and each lesson's zygote
-        threading.Thread(target=_start_judge_server, daemon=True).start()
+        start_server()  # from this thread, which outlives the grading (the server dies with the thread that started it)
         for lesson in sorted({p[1] for p in todo}) if warm is not None else []:
             warm.prepare(_lesson_modules(root, lesson))
     lock, done, decided, undecided = threading.Lock(), [0], [0], []
@@ -280,16 +280,6 @@ def _grade_class(root: Path, submissions: Path, out_dir: Path, settings: Setting
         log(f"graded {len(todo)} submissions with {settings.workers} workers ({kind} sandbox, "
             f"{'warm' if warm is not None else 'cold'} runners): {progress.final()}")
     return finish(root, out_dir, log=log)
-
-
-def _start_judge_server() -> None:
-    """Start the judge server ahead of the first observation (a failure here is met again, and said, when judging)."""
-    from grader.pipeline.judging import _server_path
-
-    try:
-        _server_path()
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def _lesson_modules(root: Path, lesson: str) -> list[str]:
@@ -343,6 +333,7 @@ WHAT_TO_DO = [  # words in the reason, and what the instructor can do about it
     ("No module named", "the sandbox cannot see the course's package or its Python: keep the checkout and its venv "
                         "where every user can read them and outside any --hide folder (README, 'Running a class')"),
     ("MemoryError", "the memory limit is too small for Python and torch: raise --memory-gib"),
+    ("ran out of memory (the memory limit)", "the memory limit is too small for Python and torch: raise --memory-gib"),
     ("failed to map segment", "the memory limit is too small for Python and torch: raise --memory-gib"),
     ("Cannot allocate memory", "the host is out of memory: grade with fewer --workers or free memory"),
     ("overloaded", "the machine was too busy: grade with fewer --workers or on a quieter machine"),

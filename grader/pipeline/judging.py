@@ -207,13 +207,17 @@ _server: dict = {}
 _server_lock = threading.Lock()
 
 
-def _server_path() -> str:
-    """The socket of this grader's judge server, started once (torch and the course's checks imported there, once)."""
+def start_server() -> None:
+    """Start this grader's judge server if none runs (torch and the course's checks imported there, once); do not wait.
+
+    It dies with the *thread* that started it (PR_SET_PDEATHSIG is per
+    thread): call this from one that outlives the grading, as the class
+    grader does from its main thread.
+    """
     import json
     import subprocess
     import sys
     import tempfile
-    import time
 
     with _server_lock:
         proc = _server.get("proc")
@@ -226,14 +230,27 @@ def _server_path() -> str:
             env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
             proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), path], stdin=subprocess.DEVNULL,
                                     env=env)
-            deadline = time.monotonic() + 300
-            while not os.path.exists(path + ".ready"):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    why = Path(path + ".problem").read_text() if os.path.exists(path + ".problem") else "it ended"
-                    raise RuntimeError(f"the grader's judge server did not start ({why})")
+            _server.update(proc=proc, path=path, ready=False)
+
+
+def _server_path() -> str:
+    """The socket of this grader's judge server, started (start_server) if none runs, once it is ready."""
+    import time
+
+    start_server()
+    with _server_lock:
+        proc, path = _server["proc"], _server["path"]
+        deadline = time.monotonic() + 300
+        while not _server["ready"]:
+            if os.path.exists(path + ".ready"):
+                _server["ready"] = True
+            elif proc.poll() is not None or time.monotonic() > deadline:
+                why = Path(path + ".problem").read_text() if os.path.exists(path + ".problem") else "it ended"
+                _server.clear()
+                raise RuntimeError(f"the grader's judge server did not start ({why})")
+            else:
                 time.sleep(0.05)
-            _server.update(proc=proc, path=path)
-        return _server["path"]
+        return path
 
 
 def serve(path: str) -> None:

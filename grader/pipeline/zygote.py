@@ -310,6 +310,7 @@ def _runner(request: dict, requests: int, results: int, log: int) -> None:
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
         from grader.pipeline import cellrunner
 
+        _fits(float(request["memory_gib"]))
         code = cellrunner.serve(result_fd, float(request["memory_gib"]), list(request["modules"]))
     except BaseException as exc:  # noqa: BLE001  said in the runner's log, as a cold runner's traceback would be
         import traceback
@@ -323,6 +324,20 @@ def _runner(request: dict, requests: int, results: int, log: int) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _fits(gib: float) -> None:
+    """MemoryError when the memory limit is smaller than what this fork already holds (Python, torch, the checks).
+
+    A cold runner under such a limit cannot import torch; a fork has it
+    already, and would blame every student's cell for the limit instead.
+    """
+    for line in open("/proc/self/status").read().splitlines():
+        if line.startswith("VmSize:"):
+            size = int(line.split()[1]) * 1024
+            if size >= gib * 1024**3:
+                raise MemoryError(f"the memory limit ({gib:g} GiB of address space) is smaller than what Python, "
+                                  f"torch and the checks take before any cell ({size / 1024**3:.2f} GiB)")
 
 
 def _capabilities() -> int:
