@@ -402,7 +402,7 @@ def _judge_attainable_flops(attainable_flops: Callable[[float, float, float], fl
     if close(float(high), 1000.0 * _BW):
         fail(
             "attainable_flops(1000 FLOP/byte) on a 100 TFLOP/s, 2 TB/s chip returned 2000 TFLOP/s, above the chip's "
-            "peak: no operation beats peak. Take the smaller of peak and intensity × bandwidth (min, not max)."
+            "peak: no operation beats peak. The slower of the two limits sets the rate, not the faster (min, not max)."
         )
     if close(float(low), _PEAK):
         fail(
