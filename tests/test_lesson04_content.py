@@ -212,3 +212,13 @@ def test_training_bytes_text_gives_the_principle_not_each_copy_and_its_width():
     flat = " ".join(section.replace("#", " ").split())
     for told in ("2-byte copies", "keeps its own buffers at the master's precision", "float32 **master copy**"):
         assert told not in flat, told
+
+
+def test_state_bytes_is_a_diagnosis_the_naive_count_gets_wrong():
+    """Issue 29: state_bytes was a lookup (sum numel × element_size over the three places the text named). Now the
+    model holds buffers and a shared weight, and the notebook's first try (the state_dicts) overcounts both."""
+    from grader.checks import lesson04
+
+    model, opt = lesson04.demo_model()
+    assert list(model.buffers()) and model[0].weight is model[5].weight
+    assert len(model.state_dict()) > len(list(model.parameters()))

@@ -24,11 +24,14 @@ _KINDS = ("parameters", "gradients", "optimizer")
 
 
 def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """A small float32 MLP with one frozen layer, after one backward and (optionally) one optimizer step."""
+    """A small float32 MLP after one backward and (optionally) one optimizer step: a BatchNorm (buffers that are not
+    parameters), a weight two layers share (one tensor, one storage), and a frozen last layer."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.Linear(8, 4))
-        for p in model[3].parameters():
+        model = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.GELU(), nn.Linear(32, 16), nn.GELU(),
+                              nn.Linear(16, 32), nn.Linear(32, 4))
+        model[5].weight = model[0].weight  # tied: the same parameter in two layers
+        for p in model[6].parameters():
             p.requires_grad_(False)  # frozen: no gradient, no optimizer state
         opt = memory.make_optimizer([p for p in model.parameters() if p.requires_grad], optimizer)
         model(torch.randn(5, 16)).pow(2).mean().backward()
@@ -97,6 +100,12 @@ check_bytes_per_param = Prediction(LESSON, "BYTES_PER_PARAM", {"before step()": 
 
 
 
+def demo_model() -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The model the notebook's first try is run on: an MLP with a BatchNorm, a shared weight and a frozen layer,
+    after one AdamW step (the same kind of model the check of state_bytes uses)."""
+    return _stepped_model("adam", True)
+
+
 _STATE_CASES = {  # name: (optimizer, step, what the learner is told on a crash)
     "adam": ("adam", True, "state_bytes(model, optimizer)"),
     "fresh": ("adam", False, "state_bytes on an optimizer that has not stepped"),
@@ -137,9 +146,19 @@ def _judge_state_bytes(observation: dict) -> None:
     n_all = want["parameters"] // 4
     if got["parameters"] == n_all or got["gradients"] == trained:
         fail(
-            f"state_bytes gave {got['parameters']} for the parameters of a model with {n_all} float32 numbers: "
-            "that counts elements, not bytes. Multiply each tensor's numel() by its element_size() (4 for float32)."
+            f"state_bytes gave {got['parameters']} for the parameters: that counts numbers, not bytes. How many bytes "
+            "does each number of a tensor take, and where does the tensor say so?"
         )
+    model, _ = _stepped_model("adam", True)
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    tied = model[0].weight.numel() * model[0].weight.element_size()
+    if got["parameters"] in (want["parameters"] + buffers, want["parameters"] + buffers + tied):
+        fail(f"state_bytes gave {got['parameters']} bytes of parameters: that counts the model's buffers too "
+             "(BatchNorm's running statistics, which the model also saves). They are in memory, but they are not "
+             "parameters: nothing trains them, they have no gradient and no optimizer state.")
+    if got["parameters"] == want["parameters"] + tied:
+        fail(f"state_bytes gave {got['parameters']} bytes of parameters: it counts one tensor twice. Two layers of "
+             "this model share one weight (layer 5's weight is layer 0's): memory holds it once.")
     if got["parameters"] != want["parameters"]:
         fail(f"state_bytes gave {got['parameters']} bytes of parameters, not what the model's parameter tensors hold: "
              "read every parameter tensor's own size and element width.")
@@ -151,15 +170,12 @@ def _judge_state_bytes(observation: dict) -> None:
     if got["gradients"] != want["gradients"]:
         fail(f"state_bytes gave {got['gradients']} bytes of gradients, not what the .grad tensors hold.")
     if got["optimizer"] == 0:
-        fail(
-            "state_bytes found 0 bytes of optimizer state after AdamW took a step. The state is in optimizer.state "
-            "(a dict from each parameter to its tensors: exp_avg, exp_avg_sq, step); it only exists after the first "
-            "step(), so read it after one."
-        )
+        fail("state_bytes found 0 bytes of optimizer state after AdamW took a step: where does an optimizer keep "
+             "what it remembers between steps?")
     if got["optimizer"] in (want["optimizer"] // 2, (want["optimizer"] - steps) // 2):
         fail("state_bytes counted only one of AdamW's two moments; exp_avg and exp_avg_sq are each as big as the parameters.")
     if got["optimizer"] in (2 * trained, 2 * trained + steps // 4, 2 * trained + n_state):
-        fail("state_bytes counted the optimizer state's elements, not bytes: multiply numel() by element_size().")
+        fail("state_bytes counted the optimizer state's numbers, not its bytes.")
     if got["optimizer"] == 2 * want["parameters"]:
         fail(
             "state_bytes gave exactly twice the parameter bytes as optimizer state: that assumes Adam's two moments "

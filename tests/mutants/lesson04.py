@@ -59,7 +59,48 @@ def state_bytes(model, optimizer):
             "gradients": sum(p.grad.numel() for p in model.parameters() if p.grad is not None),
             "optimizer": sum(v.numel() for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v))}
 """,
-            r"counts elements, not bytes",
+            r"counts numbers, not bytes",
+        ),
+        (
+            "the naive first try: what the state_dicts hold",
+            """
+import torch
+def state_bytes(model, optimizer):
+    params = model.state_dict()
+    named = dict(model.named_parameters())
+    grads = [named.get(k) for k in params]
+    return {"parameters": sum(t.numel() * t.element_size() for t in params.values()),
+            "gradients": sum(p.grad.numel() * p.grad.element_size() for p in grads if p is not None and p.grad is not None),
+            "optimizer": sum(v.numel() * v.element_size() for s in optimizer.state_dict()["state"].values()
+                             for v in s.values() if torch.is_tensor(v))}
+""",
+            r"counts the model's buffers too",
+        ),
+        (
+            "every layer's weight and bias, a shared weight twice",
+            """
+import torch
+def state_bytes(model, optimizer):
+    ps = [p for m in model.modules() for p in m.parameters(recurse=False)]
+    return {"parameters": sum(p.numel() * p.element_size() for p in ps),
+            "gradients": sum(p.grad.numel() * p.grad.element_size() for p in set(ps) if p.grad is not None),
+            "optimizer": sum(v.numel() * v.element_size() for s in optimizer.state.values() for v in s.values()
+                             if torch.is_tensor(v))}
+""",
+            r"counts one tensor twice",
+        ),
+        (
+            "parameters and buffers, each once",
+            """
+import torch
+def state_bytes(model, optimizer):
+    ps = list(model.parameters()) + list(model.buffers())
+    return {"parameters": sum(p.numel() * p.element_size() for p in ps),
+            "gradients": sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None),
+            "optimizer": sum(v.numel() * v.element_size() for s in optimizer.state.values() for v in s.values()
+                             if torch.is_tensor(v))}
+""",
+            r"buffers",
         ),
         (
             "optimizer state forgotten",
