@@ -185,22 +185,64 @@ def lesson_constants() -> dict:
 GPU_FORMATS = ("fp32", "tf32", "bf16", "fp16")
 
 
+# What autocast saves for backward in TinyGPT, per tensor and dtype, by the device's policy (read from torch's op lists:
+# the documentation's "CUDA Ops that can autocast to float32" has layer_norm, softmax and log_softmax; on the CPU they
+# are on no list and run in their input's type). Each term is (elements per token or per s² element, bytes of each).
+POLICY_SOFTMAX_FP32 = {"cuda": True, "cpu": False}
+
+
+def autocast_activation_model(shape, batch: int, seq: int, low_bytes: int = 2, device_type: str = "cuda",
+                              loss: bool = True) -> int:
+    """Model: bytes `TinyGPT(shape)` saves for backward under autocast on `device_type`, each tensor at its own dtype.
+
+    Not a uniform `low_bytes` per element: the residual stream stays float32 (the embeddings are float32 and an add
+    of float32 and bf16 promotes to float32), so each LayerNorm saves a float32 input and its float32 mean and
+    1/std; a matmul saves its inputs cast to the low type (the LayerNorm's output, q, k, v, the attention output,
+    fc1's output and GELU's); the causal mask is bool; the loss keeps float32 log-probabilities. The softmax: on
+    CUDA it is on autocast's float32 list, so it saves a float32 output and the matmul after it a low-precision
+    copy of it (4 + 2 bytes per b·h·s² element); on the CPU it runs in its input's type and the matmul reads the
+    same tensor (2 bytes). autocast's low-precision copies of the weights are not activations (gpu_step_model
+    counts them). Dropout is left out: the lesson's GPU model trains without it. Checked against the saved-tensor
+    recorder under the CPU's policy (tests/test_lesson06_content.py).
+    """
+    if shape.dropout:
+        raise ValueError("autocast_activation_model models TinyGPT without dropout (the lesson's GPU runs)")
+    b, s, d, h, f, L = batch, seq, shape.d_model, shape.n_heads, shape.d_ff, shape.n_layers
+    low, fp32 = low_bytes, 4
+    attention = (fp32 + low) if POLICY_SOFTMAX_FP32[device_type] else low  # per b·h·s² element
+    block = (fp32 * 2 * b * s * d  # ln1 and ln2 inputs: the float32 residual stream
+             + low * 6 * b * s * d  # ln1 output cast for qkv, q, k, v, attention output (proj input), ln2 output cast
+             + low * 2 * b * s * f  # fc1 output (GELU input), GELU output (fc2 input)
+             + attention * b * h * s * s
+             + fp32 * 4 * b * s  # two LayerNorms' mean and 1/std
+             + s * s)  # the causal mask, bool
+    outside = (8 * b * s + 8 * s  # token ids and positions, int64
+               + fp32 * b * s * d + fp32 * 2 * b * s  # ln_f input (the residual stream) and its statistics
+               + low * b * s * d)  # ln_f output cast for the tied head's matmul
+    if loss:
+        outside += fp32 * b * s * shape.vocab_size + 4  # log-probabilities of the float32 logits, nll's total weight
+    return outside + L * block
+
+
 def gpu_step_model(chip: specs.Chip, n_params: int, shape, batch: int, seq: int, fmt: str) -> dict:
     """Model: one AdamW training step of a transformer on `chip` in `fmt`: seconds, tokens/s, peak bytes.
 
     step_seconds: 6 × parameters × tokens FLOPs at the datasheet peak for `fmt` (tensor cores for
     tf32/bf16/fp16), so a lower bound that real kernels do not reach. peak bytes: 16 bytes per
     parameter (fp32 weights, fp32 gradients, AdamW's two fp32 moments: autocast keeps all of them
-    in fp32), plus autocast's 2-byte copy of the weights in bf16/fp16, plus lesson 04's activation
-    model at 4 or 2 bytes per element, plus float32 logits for the loss.
+    in fp32), plus autocast's 2-byte copy of the weights in bf16/fp16, plus the activations: lesson
+    04's model in float32 for fp32 and tf32, and for bf16/fp16 `autocast_activation_model` on CUDA,
+    each tensor at the dtype CUDA's autocast policy gives it (not a uniform 2 bytes).
     """
     constants = lesson_constants()
     flops = constants["training_flops_per_parameter_per_token"]["value"] * n_params * batch * seq
     seconds = flops / chip.peak(fmt)
     low = fmt in ("bf16", "fp16")
-    element = 2 if low else 4
     state = 16 * n_params + (2 * n_params if low else 0)
-    activations = memory.activation_model(shape, batch, seq, element_bytes=element, mask_bytes=1, loss=True)
+    if low:
+        activations = autocast_activation_model(shape, batch, seq, low_bytes=2, device_type="cuda", loss=True)
+    else:
+        activations = memory.activation_model(shape, batch, seq, element_bytes=4, mask_bytes=1, loss=True)
     return {"step_seconds": seconds, "tokens_per_second": batch * seq / seconds, "peak_bytes": state + activations,
             "state_bytes": state, "activation_bytes": activations}
 

@@ -18,7 +18,7 @@ LESSON = "06_mixed_precision"
 def _step(dtype, scaler):
     """The course's reference step on the CPU, as the lessons' runs call it."""
     def step(model, opt, x, y, loss_fn):
-        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, "cpu", dtype, scaler)
+        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, "cpu", dtype, scaler, lesson06.NO_CLIP)
 
     return step
 
@@ -85,7 +85,11 @@ def test_gpu_model_is_labelled_and_follows_its_assumptions():
     assert six["value"] == 6 and "Kaplan" in six["source"]
     assert math.isclose(figures["bf16"]["step_seconds"], 6 * row["n_params"] * 8 * 1024 / chip.peak("bf16"))
     assert figures["fp32"]["step_seconds"] > figures["tf32"]["step_seconds"] > figures["bf16"]["step_seconds"]
-    assert figures["fp32"]["peak_bytes"] == figures["tf32"]["peak_bytes"] > figures["bf16"]["peak_bytes"]
+    assert figures["fp32"]["peak_bytes"] == figures["tf32"]["peak_bytes"]
+    # third edition: under CUDA's autocast the residual stream, LayerNorm's inputs and softmax's output stay float32
+    # and the matmul after softmax keeps a bf16 copy too, so bf16's peak is at or above fp32's (not 8.16 GiB)
+    assert figures["bf16"]["peak_bytes"] >= figures["fp32"]["peak_bytes"]
+    assert 12.5 < figures["bf16"]["peak_bytes"] / 2**30 < 13.5 and 12.0 < figures["fp32"]["peak_bytes"] / 2**30 < 12.9
     assert "model" in amp.gpu_label(chip) and "not a measurement" in amp.gpu_label(chip)
 
 
@@ -100,15 +104,16 @@ def test_gpu_amp_figures_refuse_clearly_without_cuda():
 # --- the checks ------------------------------------------------------------------------------------
 
 
-def _reference_step(model, opt, x, y, loss_fn, device_type, dtype, scaler):
-    return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler)
+def _reference_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
+    return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm)
 
 
 def test_hidden_amp_step_test_passes_the_reference_and_fails_a_step_without_zero_grad():
     lesson06.amp_step_on(_reference_step, scenario="bf16, no scaler", seed=7, steps=3, why="x")
 
-    def forgetful(model, opt, x, y, loss_fn, device_type, dtype, scaler):
-        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, zero_grad=False)
+    def forgetful(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
+        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm,
+                                           zero_grad=False)
 
     with pytest.raises(CheckFailed, match="should match"):
         lesson06.amp_step_on(forgetful, scenario="bf16, no scaler", seed=7, steps=3, why="should match")
@@ -270,7 +275,7 @@ def test_verdict_cases_cover_what_the_lesson_teaches():
 
 
 def test_amp_step_check_sees_the_loss_outside_autocast_and_a_bf16_scaler():
-    def loss_outside(model, opt, x, y, loss_fn, device_type, dtype, scaler):
+    def loss_outside(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
         opt.zero_grad()
         with torch.autocast(device_type, dtype=dtype):
             out = model(x)
@@ -286,3 +291,48 @@ def test_amp_step_check_sees_the_loss_outside_autocast_and_a_bf16_scaler():
 def test_low_precision_ops_check_gives_a_forward_that_fails():
     seen = lesson06._observe_broken(lambda model, x, device_type, dtype: model(x))
     assert seen == {"raised": "RuntimeError", "hooks_left": 0}
+
+
+# --- third edition (issue 30) -------------------------------------------------------------------------------
+
+
+def test_the_autocast_memory_model_is_the_saved_tensor_recorder_per_dtype():
+    """The GPU memory model of the autocast run counted 2 bytes for every activation. It is now built per tensor at the
+    dtype the policy gives it; under the CPU's policy (the one this machine can run) it equals, byte for byte, what
+    the saved-tensor recorder measures for TinyGPT (dims chosen so no two coincide), weight copies left out."""
+    from grader import memory
+    from grader.transformer import Shape, TinyGPT, batch_of_tokens
+
+    shape = Shape(n_layers=2, d_model=48, n_heads=4, d_ff=80, vocab_size=70, max_seq_len=20, dropout=0.0)
+    torch.manual_seed(0)
+    net = TinyGPT(shape)
+    tokens = batch_of_tokens(shape, 3, 20, "cpu")
+    weight_shapes = {tuple(p.shape) for p in net.parameters()} | {tuple(p.shape)[::-1] for p in net.parameters()}
+    with memory.SavedTensors(exclude=net.parameters()) as saved:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = net(tokens)
+            torch.nn.functional.cross_entropy(logits.float().reshape(-1, 70), tokens.reshape(-1))
+    measured = sum(r["storage_nbytes"] for r in saved.rows if r["counted"]
+                   and not (tuple(r["shape"]) in weight_shapes and r["dtype"] != "torch.float32"))
+    assert amp.autocast_activation_model(shape, 3, 20, device_type="cpu") == measured
+    uniform = memory.activation_model(shape, 3, 20, element_bytes=2, mask_bytes=1, loss=True)
+    assert uniform < measured  # the first edition's 2 bytes per activation leaves the float32 residual stream out
+    # CUDA's policy: softmax in float32 plus the bf16 copy the matmul after it saves, 6 bytes per b·h·s² element
+    extra = amp.autocast_activation_model(shape, 3, 20, device_type="cuda") - measured
+    assert extra == (4 + 2 - 2) * 3 * shape.n_heads * 20 * 20 * shape.n_layers  # bytes × b·h·s² × layers
+
+
+def test_the_gpu_parameters_are_not_launch_bound_and_no_activation_has_a_weights_shape():
+    """06's GPU parameters kept 256² matmuls and a batch equal to the width: activations shaped like weights were
+    counted as autocast's weight copies."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_run", ROOT / "scripts" / "gpu_run.py")
+    gpu_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_run)
+    params = gpu_run.GPU_PARAMETERS[LESSON]
+    assert params["matmul_n"] >= 4096 and params["time_width"] >= 2048
+    assert params["time_batch"] not in (params["time_width"], 1)
+    model, x, y = amp.make_task(seed=0, d_in=64, width=128, batch=128)  # the old shape: batch == width
+    copies = amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), torch.bfloat16)["weight_copies"]
+    assert copies > 128 * 2  # an activation of the weight's shape is miscounted as a copy: why the batch differs

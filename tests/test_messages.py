@@ -42,6 +42,8 @@ MESSAGE_LESSONS = [  # one row per lesson whose checks follow the rules
     "02_transfers",
     "03_float_formats",
     "04_memory",
+    "05_reading_the_machine",
+    "06_mixed_precision",
     "09_serving",
 ]
 SMALL = 16  # whole numbers up to this are the words of a message (2 FLOPs, 4 bytes), not an answer to copy
@@ -277,6 +279,26 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls grader\.serving\.serve_batch"),
         ("quantize_int8_check", "from grader import serving\nquantize_int8 = serving.int8_rows\n",
          r"calls grader\.serving\.int8_rows"),
+    ],
+    "05_reading_the_machine": [
+        ("busy_fraction_check",
+         "from grader.checks import lesson05\n\ndef busy_fraction(intervals, start, end):\n"
+         "    return lesson05._busy_reference(intervals, start, end)\n", r"calls grader\.checks\.lesson05\._busy_reference"),
+        ("top_ops_check",
+         "from grader.checks import lesson05\n\ndef top_ops(rows, n):\n    return lesson05._top_reference(rows, n)\n",
+         r"calls grader\.checks\.lesson05\._top_reference"),
+        ("mfu_check",
+         "from grader.checks import lesson05\n\ndef mfu(model, batch, seq_len, step_seconds, peaks, dtype):\n"
+         "    return lesson05._mfu_reference(model, batch, seq_len, step_seconds, peaks, dtype)\n",
+         r"calls grader\.checks\.lesson05\._mfu_reference"),
+    ],
+    "06_mixed_precision": [
+        ("amp_step_check",
+         "from grader.checks import lesson06\n\ndef amp_step(*args):\n    return lesson06.reference_amp_step(*args)\n",
+         r"calls grader\.checks\.lesson06\.reference_amp_step"),
+        ("low_precision_ops_check",
+         "from grader.checks import lesson06\n\ndef low_precision_ops(model, x, device_type, dtype):\n"
+         "    return lesson06._reference_ops(dtype)\n", r"calls grader\.checks\.lesson06\._reference_ops"),
     ],
 }
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grader.checks._common import Check, call, close, fail, is_number, recorded, require_callable
+from grader.checks._common import Check, call, close, fail, guard, is_number, recorded, require_callable
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson06.expect
 from grader.notebook import CheckFailed, NotDone
 
@@ -44,11 +44,16 @@ def _scaled_mse(loss_scale: float) -> Callable:
     return loss_fn
 
 
-# name -> (dtype, scaler settings or None, loss_scale, steps, learning rate)
+NO_CLIP = 1e9  # a max_norm no gradient reaches: clipping does nothing
+# name -> (dtype, scaler settings or None, loss_scale, steps, learning rate, optimizer, max_norm)
 _SCENARIOS = {
-    "fp16, loss × 1e-6, GradScaler": (torch.float16, {"init_scale": 2.0**16}, 1e-6, 6, 3e-2),
-    "fp16, forced overflow": (torch.float16, {"init_scale": 2.0**40}, 1.0, 1, 3e-2),
-    "bf16, no scaler": (torch.bfloat16, None, 1.0, 2, 3e-2),
+    "fp16, loss × 1e-6, GradScaler": (torch.float16, {"init_scale": 2.0**16}, 1e-6, 6, 3e-2, "adam", NO_CLIP),
+    "fp16, forced overflow": (torch.float16, {"init_scale": 2.0**40}, 1.0, 1, 3e-2, "adam", NO_CLIP),
+    "bf16, no scaler": (torch.bfloat16, None, 1.0, 2, 3e-2, "adam", NO_CLIP),
+    # SGD moves each weight by lr × its gradient, so a gradient clipped to the wrong norm shows in the weights
+    # (Adam's first steps hardly depend on the gradient's size). The true gradient's norm is well above max_norm.
+    "fp16, GradScaler, clipped": (torch.float16, {"init_scale": 2.0**10}, 1.0, 3, 0.5, "sgd", 0.05),
+    "bf16, clipped": (torch.bfloat16, None, 1.0, 2, 0.5, "sgd", 0.05),
 }
 
 
@@ -76,10 +81,11 @@ def _watched_loss(loss_scale: float, seen: dict) -> Callable:
 
 def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | None = None) -> dict:
     """Run `amp_step` for a scenario's steps on task(seed); what it returned and did, as plain data."""
-    dtype, settings, loss_scale, default_steps, lr = _SCENARIOS[name]
+    dtype, settings, loss_scale, default_steps, lr, optimizer, max_norm = _SCENARIOS[name]
     steps = default_steps if steps is None else steps
     model, x, y = _task(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam" else
+           torch.optim.SGD(model.parameters(), lr=lr))
     scaler = None if settings is None else torch.amp.GradScaler(DEVICE_TYPE, growth_interval=2000, **settings)
     linear_out: list[str] = []
     hooks = [m.register_forward_hook(lambda mod, inp, out: linear_out.append(str(getattr(out, "dtype", type(out).__name__))))
@@ -91,7 +97,7 @@ def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | Non
         for i in range(steps):
             before = _params(model)
             try:
-                loss = amp_step(model, opt, x, y, loss_fn, DEVICE_TYPE, dtype, scaler)
+                loss = amp_step(model, opt, x, y, loss_fn, DEVICE_TYPE, dtype, scaler, max_norm)
             except NotImplementedError:
                 raise NotDone("amp_step") from None
             except Exception as exc:  # noqa: BLE001  the judge says what the crash means
@@ -118,26 +124,39 @@ def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | Non
     return seen
 
 
-def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, zero_grad: bool = True):
-    """The course's reference step (the judge runs it on the same task); zero_grad=False is the known mistake."""
+def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm, zero_grad: bool = True,
+                       clip: str = "unscaled"):
+    """The course's reference step (the judge runs it on the same task in its own process).
+
+    zero_grad=False and clip="scaled" (clipping the gradients while they are still S times too large) are the
+    known mistakes the judge compares a failing step with.
+    """
     if zero_grad:
         opt.zero_grad(set_to_none=True)
     with torch.autocast(device_type, dtype=dtype):
         loss = loss_fn(model(x), y)
     if scaler is None:
         loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         opt.step()
     else:
         scaler.scale(loss).backward()
+        if clip == "unscaled":
+            scaler.unscale_(opt)  # the gradients are the true ones from here on; step() does not divide again
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         scaler.step(opt)
         scaler.update()
     return loss.detach()
 
 
 @functools.lru_cache(maxsize=32)
-def _reference(name: str, seed: int = 0, steps: int | None = None, zero_grad: bool = True) -> dict:
-    step = functools.partial(reference_amp_step, zero_grad=zero_grad)
+def _reference(name: str, seed: int = 0, steps: int | None = None, zero_grad: bool = True, clip: str = "unscaled") -> dict:
+    step = functools.partial(reference_amp_step, zero_grad=zero_grad, clip=clip)
     return _run_scenario(step, name, seed, steps)
+
+
+def _no_clip_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
+    return reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, NO_CLIP)
 
 
 def _observe_amp_step(amp_step: Callable) -> dict:
@@ -189,8 +208,8 @@ def _judge_amp_step(observation: dict) -> None:
         fail("the check could not read what amp_step did (a recording of the wrong shape)")
     for name, seen in observation.items():
         _judge_crash(name, seen)
-    fp16, overflow, bf16 = (observation[n] for n in _SCENARIOS)
-    ref16, ref_over, ref_bf = (_reference(n) for n in _SCENARIOS)
+    fp16, overflow, bf16, clip16, clip_bf = (observation[n] for n in _SCENARIOS)
+    ref16, ref_over, ref_bf, ref_clip16, ref_clip_bf = (_reference(n) for n in _SCENARIOS)
 
     if fp16["returned"][0] != "Tensor" or not is_number(fp16["losses"][0]):
         fail(f"amp_step returned a {fp16['returned'][0]}; return the loss, a 0-dim tensor (the unscaled loss_fn(...)).")
@@ -239,10 +258,9 @@ def _judge_amp_step(observation: dict) -> None:
         fail("with scaler=None amp_step must not use a scaler.")
     grads_in = [g for g in bf16.get("loss_grad", []) if is_number(g)]
     if grads_in and any(g != 1.0 for g in grads_in):
-        fail(f"in the bf16 step (scaler=None) backward sent a gradient of {grads_in[0]:g} into the loss, not 1: the "
-             "step scaled its loss anyway (a GradScaler made inside amp_step?). bf16 has fp32's 8 exponent bits, so "
-             "its gradients do not underflow and need no scaler: with scaler=None call loss.backward() and "
-             "opt.step().")
+        fail("in the bf16 step (scaler=None) backward sent a gradient other than 1 into the loss: the step scaled its "
+             "loss anyway (a GradScaler made inside amp_step?). bf16 has fp32's 8 exponent bits, so its gradients do "
+             "not underflow and need no scaler: with scaler=None nothing is scaled.")
     scaled_in = [g for g in fp16.get("loss_grad", []) if is_number(g)]
     if scaled_in and scaled_in[0] == 1.0:
         fail("every gradient of the first layer came out as if the loss were not scaled: backward sent a gradient of "
@@ -256,16 +274,43 @@ def _judge_amp_step(observation: dict) -> None:
         if _matches(bf16["params"][0], ref_bf["params"][0]):
             fail("the first bf16 step matches the reference step but the second does not: each step must start from "
                  "cleared gradients and apply exactly one optimizer step.")
-        fail("after two bf16 steps (scaler=None) the weights differ from the reference step's: zero_grad, forward "
-             "and loss under autocast, loss.backward(), opt.step().")
+        fail("after two bf16 steps (scaler=None) the weights differ from the reference step's: each step starts from "
+             "cleared gradients, runs the forward pass and the loss under autocast, and applies one optimizer step.")
     for i, (mine, ref) in enumerate(zip(fp16["params"], ref16["params"])):
         if not _matches(mine, ref):
-            fail(f"after {i + 1} fp16 step(s) with GradScaler the weights differ from the reference step's: "
-                 "zero_grad; forward and loss under autocast; scaler.scale(loss).backward(); scaler.step(opt); "
-                 "scaler.update().")
+            fail(f"after {i + 1} fp16 step(s) with GradScaler the weights differ from the reference step's. Go back "
+                 "over where the scale enters the gradients, where it leaves them, which call may skip the step, and "
+                 "what the next step must start from.")
+
+    # clipping: the gradients' norm must be the true one's, so the scale has left them before clip_grad_norm_
+    _judge_clipping(clip16, ref_clip16, "fp16, GradScaler, clipped")
+    _judge_clipping(clip_bf, ref_clip_bf, "bf16, clipped")
 
 
-check_amp_step = Check("amp_step", _observe_amp_step, _judge_amp_step)
+def _judge_clipping(seen: dict, ref: dict, name: str) -> None:
+    params = seen.get("params") or []
+    if len(params) == len(ref["params"]) and all(_matches(a, b) for a, b in zip(params, ref["params"])):
+        return
+    if params and _matches(params[0], _no_clip_reference(name)["params"][0]):
+        fail(f"in the {name} run the gradients' norm is above max_norm, yet the weights moved as if nothing had "
+             "clipped them: clip the gradients after backward has made them and before the optimizer uses them.")
+    if name.startswith("fp16") and params and _matches(params[0], _reference(name, clip="scaled")["params"][0]):
+        fail(f"in the {name} run the weights moved far less than a step clipped to max_norm: you clipped the "
+             "gradients while they were still multiplied by the scale S. Their norm was S times too large, so the "
+             "clip cut them S times too much. The scale must leave the gradients before their norm is measured "
+             "(scaler.unscale_(opt) does it in place, once per step, and scaler.step then divides no more).")
+    fail(f"in the {name} run the weights differ from a step whose true gradients were clipped to max_norm: the clip "
+         "must see the gradients as backward made them for the unscaled loss, and the optimizer must use the clipped "
+         "ones.")
+
+
+@functools.lru_cache(maxsize=4)
+def _no_clip_reference(name: str) -> dict:
+    return _run_scenario(_no_clip_step, name)
+
+
+check_amp_step = guard(Check("amp_step", _observe_amp_step, _judge_amp_step), "amp_step",
+                       {reference_amp_step: "grader.checks.lesson06.reference_amp_step"})
 
 
 def _observe_amp_on(amp_step: Callable, scenario: str, seed: int, steps: int) -> dict:
@@ -299,13 +344,15 @@ class _Probe(nn.Module):
         self.body = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
         self.gate = nn.Sigmoid()
         self.head = nn.LogSoftmax(dim=-1)
+        self.error = nn.MSELoss()  # mse_loss is on autocast's float32 list, on the CPU too
         self.conv = nn.Conv1d(1, 1, 3, padding=1) if conv else None
 
     def forward(self, x):
-        h = self.body(x) * self.gate(x[:, :4])
+        low = self.body(x)  # low precision under autocast
+        h = low * self.gate(x[:, :4])  # low × float32: float32 by type promotion
         if self.conv is not None:
             h = self.conv(h.unsqueeze(1)).squeeze(1)
-        return self.head(h)
+        return self.head(h) + self.error(low, low.flip(-1))
 
 
 def _probe(conv: bool = False) -> tuple[nn.Module, torch.Tensor]:
@@ -318,11 +365,23 @@ def _hooks_on(model: nn.Module) -> int:
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
 
 
-def _reference_ops(dtype: torch.dtype, conv: bool = False, inputs: bool = False) -> dict:
-    """What each leaf module takes (inputs=True) or produces under autocast on this device: the judge's reference."""
+POLICY_WORDS = ("lowered", "float32", "as input")
+
+
+def policy_word(received: torch.dtype, returned: torch.dtype, dtype: torch.dtype) -> str:
+    """What autocast's policy did to a module, read from the dtype it received and the one it returned."""
+    if received == torch.float32 and returned == dtype:
+        return "lowered"
+    if received == dtype and returned == torch.float32:
+        return "float32"
+    return "as input"
+
+
+def _seen_dtypes(dtype: torch.dtype, conv: bool = False) -> dict:
+    """(first input's dtype, output's dtype) of each leaf module fed a floating-point tensor, under autocast here."""
     model, x = _probe(conv)
     found = {}
-    handles = [m.register_forward_hook(lambda mod, i, o, n=n: found.__setitem__(n, (i[0] if inputs else o).dtype))
+    handles = [m.register_forward_hook(lambda mod, i, o, n=n: found.__setitem__(n, (i[0].dtype, o.dtype)))
                for n, m in model.named_modules() if not list(m.children())]
     try:
         with torch.autocast(DEVICE_TYPE, dtype=dtype):
@@ -330,7 +389,12 @@ def _reference_ops(dtype: torch.dtype, conv: bool = False, inputs: bool = False)
     finally:
         for h in handles:
             h.remove()
-    return found
+    return {n: io for n, io in found.items() if io[0].is_floating_point}
+
+
+def _reference_ops(dtype: torch.dtype, conv: bool = False) -> dict:
+    """The judge's answer: what the policy did to each leaf module (it stays in the grader's process)."""
+    return {n: policy_word(i, o, dtype) for n, (i, o) in _seen_dtypes(dtype, conv).items()}
 
 
 class _Broken(_Probe):
@@ -373,27 +437,45 @@ def _observe_ops(fn: Callable, conv: bool = False) -> dict:
 
 def _judge_ops_result(got: Any, dtype: torch.dtype, conv: bool, label: str) -> None:
     want = _reference_ops(dtype, conv)
+    seen = _seen_dtypes(dtype, conv)
     if not isinstance(got, dict):
         fail(f"low_precision_ops returned {type(got).__name__}; return a dict from each leaf module's name "
-             "(as model.named_modules() gives it) to the dtype of its output.")
+             f"(as model.named_modules() gives it) to one of {list(POLICY_WORDS)}.")
     extra = sorted(str(k) for k in set(got) - set(want))
     missing = sorted(set(want) - set(got))
-    if "" in got or any(k in got for k in ("body",)):
+    if "" in got or "body" in got:
         fail(f"low_precision_ops reported {extra}: those are containers, not leaf modules. Report only modules with "
              "no children (the ones that compute something).")
     if missing or extra:
         fail(f"low_precision_ops should report the leaf modules {sorted(want)}; missing {missing}, unexpected {extra}.")
-    if all(v == torch.float32 for v in got.values()):
-        fail(f"every module's output came out float32 with dtype={dtype}: the forward pass never ran under "
-             "`torch.autocast(device_type, dtype=dtype)`.")
-    if got == _reference_ops(dtype, conv, inputs=True) and got != want:
-        fail(f"low_precision_ops reported {got.get('body.0')} for body.0, a Linear whose input is float32 but whose "
-             f"output is {want['body.0']} under autocast: you recorded the dtype of each module's input. Record the "
-             "output's dtype (the third argument of a forward hook).")
+    if any(isinstance(v, torch.dtype) for v in got.values()):
+        fail(f"low_precision_ops returned dtypes; return what the policy did to each module, one of "
+             f"{list(POLICY_WORDS)}: a dtype alone does not say it.")
+    bad = sorted(v for v in got.values() if v not in POLICY_WORDS)
+    if bad:
+        fail(f"low_precision_ops returned {bad[0]!r} for a module; return one of {list(POLICY_WORDS)}.")
+    if all(v == "as input" for v in got.values()):
+        fail(f"every module came out 'as input' with dtype={dtype}: the forward pass never ran under "
+             "`torch.autocast(device_type, dtype=dtype)`, so no policy acted on anything.")
+    fed_low = [n for n, (i, o) in seen.items() if i == dtype and o == dtype]
+    if fed_low and all(got[n] == "lowered" for n in fed_low):
+        fail(f"low_precision_ops called {fed_low[0]} 'lowered', a module that received {dtype} and returned it: you "
+             "read the output alone. A module that runs in its input's type returns a low-precision tensor when it "
+             "was given one; only a module given float32 that returns low precision was lowered by the policy.")
+    fed_fp32 = [n for n, (i, o) in seen.items() if i == torch.float32 and o == torch.float32]
+    if fed_fp32 and all(got[n] == "float32" for n in fed_fp32):
+        fail(f"low_precision_ops called {fed_fp32[0]} 'float32', a module that received float32 and returned it: you "
+             "read the output alone. Only a module that was given low precision and returned float32 shows the "
+             "policy's float32 list; one that was given float32 says nothing about it.")
+    lowered = [n for n, w in want.items() if w == "lowered"]
+    if lowered and all(got[n] == "float32" for n in lowered):
+        fail("low_precision_ops called the Linear layers 'float32' and the float32-list ops 'lowered': the input and "
+             "the output dtypes are swapped (a forward hook receives the inputs before the output).")
     for name in sorted(want):
         if got[name] != want[name]:
             fail(f"{label}: for {name} ({type(dict(_probe(conv)[0].named_modules())[name]).__name__}) you reported "
-                 f"{got[name]}; under autocast to {dtype} on the {DEVICE_TYPE} its output is {want[name]}.")
+                 f"{got[name]!r}; read what it received and what it returned under autocast here, and what each "
+                 "pair says about the policy.")
 
 
 def _judge_ops(observation: dict, conv: bool = False) -> None:
@@ -417,7 +499,10 @@ def _judge_ops(observation: dict, conv: bool = False) -> None:
              "so they go whether the forward pass returns or raises.")
 
 
-check_low_precision_ops = Check("low_precision_ops", _observe_ops, _judge_ops)
+check_low_precision_ops = guard(Check("low_precision_ops", _observe_ops, _judge_ops), "low_precision_ops",
+                                {_reference_ops: "grader.checks.lesson06._reference_ops",
+                                 _seen_dtypes: "grader.checks.lesson06._seen_dtypes",
+                                 policy_word: "grader.checks.lesson06.policy_word"})
 
 
 def _observe_ops_on(fn: Callable, conv: bool) -> dict:
@@ -547,51 +632,47 @@ def _judge_verdict(verdict: Callable) -> None:
     for name in ("nan at the end", "nan in the middle", "inf"):
         if answers[name] == "agrees":
             fail(f"verdict called a run whose loss became {'inf' if name == 'inf' else 'NaN'} ({name}) 'agrees': "
-                 "every comparison with NaN is False, so a test like `not (difference > tolerance)` lets it through. "
-                 "Check for NaN and inf first (math.isfinite) and call such a run 'diverged'.")
+                 "every comparison with NaN is False, so a test like `not (difference > tolerance)` lets it through, "
+                 "and a smoothed curve carries the NaN to its end. A loss that is not a number is a blown-up run.")
         if answers[name] != "diverged":
             fail(f"verdict called a run whose loss became NaN or inf ({name}) {answers[name]!r}; a loss that is not "
                  "finite means the run diverged.")
     if answers["flat"] == "agrees":
         fail("verdict said a flat run 'agrees' with a reference that fell from 1e-6 to 1e-7: with losses this small an "
-             "absolute tolerance (|a − b| ≤ rtol) passes anything. Compare relative to the reference: "
-             "|run − ref| ≤ rtol·|ref|.")
+             "absolute tolerance passes anything. rtol is a tolerance relative to the size of the reference's loss.")
     if answers["flat"] != "stalled":
-        fail(f"verdict called a finite, flat run {answers['flat']!r}; it did not rise and did not reach the "
-             "reference: 'stalled'.")
+        fail(f"verdict called a finite, flat run {answers['flat']!r}: it neither blew up nor got worse, and it never "
+             "reached the reference.")
     if answers["same last value only"] == "agrees" or (answers["one noisy last value"] == "stalled"
                                                    and answers["reference ends on a noisy step"] == "agrees"):
         fail("verdict judged by the last raw loss: a flat run whose last value happens to equal the reference's was "
              f"called {answers['same last value only']!r}, and a run that tracks the reference but ends on one noisy "
-             f"step {answers['one noisy last value']!r}. Compare the last values of the smoothed curves (smooth with "
-             "beta), not the last raw losses.")
+             f"step {answers['one noisy last value']!r}. One raw loss is one noisy step: judge the smoothed curves.")
     if answers["reference ends on a noisy step"] != "agrees":
         fail(f"verdict called a run that follows the reference step for step {answers['reference ends on a noisy step']!r} "
              "when the reference's last raw loss is one noisy step 30 % up: the reference was compared unsmoothed. "
-             "Smooth both curves with the same beta and compare their last smoothed values.")
+             "Both curves are noisy, and both need the same smoothing.")
     if answers["rising with a rising reference"] != "diverged":
         fail(f"verdict called a run whose smoothed loss rose 3 % a step {answers['rising with a rising reference']!r} "
-             "because its reference rose alongside it. A run whose loss ends above where it started (by more than "
-             "rtol) diverged, whatever the reference did: decide 'diverged' first, from the run's own curve, and only "
-             "then compare it with the reference. (A rising fp32 reference is a broken reference: look at it next.)")
+             "because its reference rose alongside it. A run that got worse than where it started diverged, whatever "
+             "the reference did: that is read from the run's own curve, before any comparison with the reference. "
+             "(A rising fp32 reference is a broken reference: look at it next.)")
     if answers["flat and noisy"] != "stalled":
         fail(f"verdict called a flat run with ±30 % noise {answers['flat and noisy']!r}; its raw last loss (1.3e-6) is "
-             "above its first (1e-6), but its smoothed curve ends within rtol of where it started, and far above the "
-             "reference: 'stalled'. Judge the rise on the smoothed curve (last smoothed against first smoothed), not "
-             "on the raw first and last losses, which noise moves by more than rtol.")
+             "above its first (1e-6), but its smoothed curve ends about where it started: noise moves single losses "
+             "by more than rtol, so whether a run got worse is read on the smoothed curve too.")
     if answers["5.2 % above"] != "stalled" or answers["4.8 % below"] != "agrees":
         fail(f"near the tolerance verdict called a run 5.2 % above the reference {answers['5.2 % above']!r} and one "
-             f"4.8 % below it {answers['4.8 % below']!r} (rtol 5 %): the tolerance is relative to the reference, "
-             "|run − ref| ≤ rtol·|ref|, not to the run (|run − ref| ≤ rtol·|run| lets a run 5.2 % above pass and "
-             "fails one 4.8 % below).")
+             f"4.8 % below it {answers['4.8 % below']!r} (rtol 5 %): the tolerance was taken relative to the run's "
+             "loss, or one-sided. rtol is relative to the reference's loss, in either direction.")
     if answers["agrees"] != "agrees" or answers["big losses agree"] != "agrees":
-        fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along; compare the smoothed "
-             "final losses with a relative tolerance rtol.")
+        fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along: it ends where the "
+             "reference ends, well within the tolerance.")
     if answers["rising"] != "diverged":
-        fail(f"verdict called a run whose smoothed loss rose 5 % a step {answers['rising']!r}; a run that ends "
-             "above where it started (by more than rtol) 'diverged'.")
+        fail(f"verdict called a run whose smoothed loss rose 5 % a step {answers['rising']!r}: it ended far worse "
+             "than it started.")
     if answers["one noisy last value"] != "agrees" or answers["same last value only"] != "stalled":
-        fail("verdict should smooth both curves with beta and compare their last smoothed values.")
+        fail("verdict judged single noisy losses somewhere: every judgement is on the smoothed curves.")
 
 
 check_verdict = recorded("verdict", "verdict", list(_VERDICT_CASES.values()), _judge_verdict)
@@ -632,24 +713,24 @@ def _judge_smallest_kept(fn: Callable) -> None:
             continue
         normal = _smallest_kept(e, m, subnormals=False)
         if close(value, normal, 1e-9):
-            fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.3g}, the smallest *normal* number 2^(1 − bias). "
-                 f"Below it the exponent field is 0 and the format goes on with subnormals: 0.mantissa × 2^(1 − bias), "
-                 f"whose smallest is one mantissa step, 2^(1 − bias − {m}) = {want:.3g}. A gradient between the two "
-                 "survives (with fewer significant bits); that is why a cast to fp16 keeps values down to about 6e-8.")
+            fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.3g}, the smallest *normal* number. Below it the "
+                 "exponent field is 0 and the format goes on with subnormals, evenly spaced, whose mantissa has no "
+                 "leading 1: the smallest positive number is the smallest of those. A gradient between the two "
+                 "survives (with fewer significant bits); that is why a cast to fp16 keeps values well below its "
+                 "smallest normal.")
         for shift in (1, -1):
             if close(value, _smallest_kept(e, m, bias_shift=shift), 1e-9) or close(
                     value, _smallest_kept(e, m, subnormals=False, bias_shift=shift), 1e-9):
                 fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.3g}, a factor 2 off: the exponent bias is off "
-                     f"by one (or the mantissa counted with its hidden bit). With e exponent bits the bias is "
-                     f"2^(e−1) − 1 ({2 ** (e - 1) - 1} here), the smallest normal exponent is 1 − bias, and the "
-                     f"subnormals go down in steps of 2^−m (m stored bits, no hidden bit): 2^(1 − bias − m) = {want:.3g}.")
-        fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.4g}; {name} keeps numbers down to {want:.4g} (torch: "
-             f"finfo({str(dtype).removeprefix('torch.')}).tiny × eps). With bias 2^(e−1) − 1 the smallest normal is "
-             "2^(1 − bias), and subnormals reach one mantissa step below it: 2^(1 − bias − m).")
+                     "by one (or the mantissa counted with its hidden bit). Go back to how the bias follows from the "
+                     "exponent's width, and to which bits a subnormal's mantissa has.")
+        fail(f"smallest_kept({e}, {m}) ({name}) returned {value:.4g}: not the smallest positive number {name} keeps "
+             "(torch's finfo says it too: tiny is the smallest normal, eps the step of the mantissa). Work it out "
+             "from the bias, the smallest normal exponent, and how far the subnormals go below it.")
     other = float(got[(6, 9)])
     if not close(other, _smallest_kept(6, 9), 1e-9):
-        fail(f"smallest_kept(6, 9) returned {other:.4g}; a format with 6 exponent and 9 mantissa bits keeps numbers "
-             f"down to 2^(1 − 31 − 9) = {_smallest_kept(6, 9):.4g}. Work from the bits, not from a table of formats.")
+        fail(f"smallest_kept(6, 9) returned {other:.4g}: right for the formats a table lists, not for 6 exponent and 9 "
+             "mantissa bits. Work from the bits, not from a table of formats.")
 
 
 check_smallest_kept = recorded("smallest_kept", "smallest_kept", _KEPT_CASES, _judge_smallest_kept)

@@ -4,15 +4,36 @@ LESSON = "06_mixed_precision"
 
 _STEP_HEAD = """
 import torch
-def amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler):
+def amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
 """
 
-_OPS_HEAD = """
+def _forward_then(rest: str) -> str:
+    """An amp_step whose forward pass and loss run under autocast, followed by `rest` (the part each mutant changes)."""
+    return _STEP_HEAD + "    opt.zero_grad()\n    with torch.autocast(device_type, dtype=dtype):\n" \
+        "        loss = loss_fn(model(x), y)" + rest + "\n    return loss\n"
+
+
+def _ops(word: str = ('"lowered" if i == torch.float32 and o == dtype else "float32" if i == dtype and '
+                       'o == torch.float32 else "as input"'),
+         autocast: bool = True, remove: bool = True, finally_: bool = True, leaves_only: bool = True) -> str:
+    """The reference low_precision_ops with one thing changed: each mutant below is one mistake."""
+    which = "if not list(m.children())" if leaves_only else ""
+    run = ("        with torch.autocast(device_type, dtype=dtype):\n            model(x)\n" if autocast
+           else "        model(x)\n")
+    if finally_ and remove:
+        body = "    try:\n" + run + "    finally:\n        for h in handles:\n            h.remove()\n"
+    else:
+        body = run.replace("        ", "    ", 1).replace("\n        ", "\n    ") + (
+            "    for h in handles:\n        h.remove()\n" if remove else "")
+    return f"""
 import torch
 def low_precision_ops(model, x, device_type, dtype):
-    found = {}
-    leaves = [(n, m) for n, m in model.named_modules() if not list(m.children())]
+    seen = {{}}
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: seen.__setitem__(n, (inp[0].dtype, out.dtype)))
+               for n, m in model.named_modules() {which}]
+{body}    return {{n: ({word}) for n, (i, o) in seen.items() if i.is_floating_point}}
 """
+
 
 _SMOOTH_HEAD = """
 def smooth(losses, beta):
@@ -33,6 +54,19 @@ def verdict(reference, run, beta, rtol):
 
 MUTANTS = {
     "amp_step_check": [
+        ("clipped while the gradients still carry the scale", _forward_then("""
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    (opt.step() if scaler is None else (scaler.step(opt), scaler.update()))"""), r"still multiplied by the scale S"),
+        ("never clipped", _forward_then("""
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    (opt.step() if scaler is None else (scaler.step(opt), scaler.update()))"""), r"as if nothing had\s+clipped them"),
+        ("clipped after the optimizer stepped", _forward_then("""
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    if scaler is not None:
+        scaler.unscale_(opt)
+    (opt.step() if scaler is None else (scaler.step(opt), scaler.update()))
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)"""), r"before the optimizer uses them"),
         (
             "backward on the unscaled loss",
             _STEP_HEAD + """
@@ -180,70 +214,22 @@ MUTANTS = {
         ),
     ],
     "low_precision_ops_check": [
-        (
-            "input dtypes reported",
-            _OPS_HEAD + """
-    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, inp[0].dtype)) for n, m in leaves]
-    try:
-        with torch.autocast(device_type, dtype=dtype):
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return found
-""",
-            r"recorded the dtype of each module's input",
-        ),
-        (
-            "autocast never entered",
-            _OPS_HEAD + """
-    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype)) for n, m in leaves]
-    model(x)
-    for h in handles:
-        h.remove()
-    return found
-""",
-            r"never ran under",
-        ),
-        (
-            "hooks left attached",
-            _OPS_HEAD + """
-    for n, m in leaves:
-        m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype))
-    with torch.autocast(device_type, dtype=dtype):
-        model(x)
-    return found
-""",
-            r"still attached",
-        ),
-        (
-            "hooks removed after the forward, not in finally",
-            _OPS_HEAD + """
-    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype)) for n, m in leaves]
-    with torch.autocast(device_type, dtype=dtype):
-        model(x)
-    for h in handles:
-        h.remove()
-    return found
-""",
-            r"forward pass raises an error half-way.*finally",
-        ),
-        (
-            "every module, containers too",
-            """
-import torch
-def low_precision_ops(model, x, device_type, dtype):
-    found = {}
-    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: found.__setitem__(n, out.dtype))
-               for n, m in model.named_modules()]
-    with torch.autocast(device_type, dtype=dtype):
-        model(x)
-    for h in handles:
-        h.remove()
-    return found
-""",
-            r"containers, not leaf modules",
-        ),
+        ("the output read alone: low precision called lowered", _ops(
+            word='"lowered" if o == dtype else "float32" if i == dtype and o == torch.float32 else "as input"'),
+         r"you\s+read the output alone. A module that runs in its input's type"),
+        ("the output read alone: float32 called the float32 list", _ops(
+            word='"lowered" if i == torch.float32 and o == dtype else "float32" if o == torch.float32 else "as input"'),
+         r"read the output alone. Only a module that was given low precision"),
+        ("input and output swapped", _ops(
+            word='"lowered" if o == torch.float32 and i == dtype else "float32" if o == dtype and i == torch.float32 '
+                 'else "as input"'),
+         r"input and\s+the output dtypes are swapped"),
+        ("dtypes returned instead of what the policy did", _ops(word="o"), r"returned dtypes"),
+        ("autocast never entered", _ops(autocast=False), r"never ran under"),
+        ("hooks left attached", _ops(remove=False), r"still attached"),
+        ("hooks removed after the forward, not in finally", _ops(finally_=False),
+         r"forward pass raises an error half-way.*finally"),
+        ("every module, containers too", _ops(leaves_only=False), r"containers, not leaf modules"),
     ],
     "smooth_check": [
         (
@@ -306,7 +292,7 @@ def low_precision_ops(model, x, device_type, dtype):
         return "diverged"
     return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(s[-1]) else "stalled"
 """,
-            r"relative to the reference.*not to the run",
+            r"taken relative to the run's\s+loss, or one-sided",
         ),
         (
             "rise judged on the raw first and last losses",
@@ -318,7 +304,7 @@ def low_precision_ops(model, x, device_type, dtype):
     s, r = _smooth(run, beta), _smooth(reference, beta)
     return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
 """,
-            r"Judge the rise on the smoothed curve",
+            r"whether a run got worse is read on the smoothed curve",
         ),
         (
             "the reference left unsmoothed",
@@ -342,7 +328,7 @@ def low_precision_ops(model, x, device_type, dtype):
     s = _smooth(run, beta)
     return "diverged" if s[-1] > s[0] * (1 + rtol) else "stalled"
 """,
-            r"last raw loss",
+            r"judge the smoothed curves",
         ),
         (
             "NaN taken as agreeing",
