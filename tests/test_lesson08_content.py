@@ -49,9 +49,27 @@ def test_attention_cases_break_the_mistakes_they_are_meant_to():
 
 
 def test_best_tile_cases_tell_every_budget_mistake_apart():
-    picks = [[lesson08._best(*c, footprint=f) for c in lesson08._BEST_CASES] for f, _ in lesson08._BUDGET_MISTAKES]
+    picks = [[lesson08._best(*c, fits=f) for c in lesson08._BEST_CASES] for f, _ in lesson08._BUDGET_MISTAKES]
     right = [lesson08._best(*c) for c in lesson08._BEST_CASES]
     assert all(p != right for p in picks) and len({tuple(map(tuple, p)) for p in picks}) == len(picks)
+
+
+def test_h100_fp16_best_tile_does_not_spill():
+    """Third edition: best_tiles picked 256 × 256 for an fp16 matmul on an H100, whose float32 accumulator
+    (256·256·4 B) is the SM's whole 64K-register file, so it spills. The lesson's solution and the judge's model
+    now count the accumulator against data/sm.csv's register file."""
+    from grader import specs
+    from notebook_cells import namespace
+
+    sm = specs.load_sm()["NVIDIA H100 SXM5 80GB"]
+    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
+    assert regs == 65536 * 4
+    sizes = (16, 32, 64, 128, 256, 512)
+    pick = namespace("08_inside_a_kernel")["best_tiles"](8192, 8192, 8192, 64, 2, smem, regs, 3, sizes)
+    assert pick[0] * pick[1] * 4 < regs and pick != (256, 256)
+    assert 3 * (256 * 64 + 64 * 256) * 2 <= smem  # shared memory alone would have let 256 × 256 through
+    best, limit, _ = lesson08._tile_model()
+    assert best == tuple(pick) and limit == "registers"
 
 
 def test_a_forged_observation_cannot_pass_the_add_check():
