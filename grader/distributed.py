@@ -424,6 +424,7 @@ def _bucket_rank(rank: int, world: int, make_model: Callable, cap_bytes: int | N
     first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
     if first is None:
         raise ValueError("bucket_trace needs a model with an nn.Linear layer (its in_features set the input width)")
+    width = getattr(model, "in_features", None) or first.in_features  # a model that registers its input layer late says
     # Map what the hook sees back to positions in model.parameters(): bucket.parameters() hands back
     # the very same tensor objects (probed: `is` and data_ptr() both match), and identity still
     # tells apart parameters with no elements, whose data_ptr() is 0.
@@ -445,7 +446,7 @@ def _bucket_rank(rank: int, world: int, make_model: Callable, cap_bytes: int | N
     generator = torch.Generator().manual_seed(1 + rank)
     trace = []
     for _ in range(steps):
-        x = torch.randn(batch, first.in_features, generator=generator)  # (batch, in_features)
+        x = torch.randn(batch, width, generator=generator)  # (batch, in_features)
         optimizer.zero_grad()
         ddp(x).pow(2).mean().backward()  # MSE to zeros
         optimizer.step()

@@ -271,9 +271,10 @@ def data_parallel_explorer(
 def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip, dict]],
                   start_tile: int = 128) -> widgets.Widget:
     """Lesson 08: pick a matmul size, tiles, stages and a chip: traffic (the learner's tile_traffic), the tiles'
-    shared-memory footprint against the chip's per-SM limit, programs against SMs, and a roofline time (a model).
+    shared-memory footprint against the chip's per-SM limit, the float32 accumulator against its register file,
+    programs against SMs, and a roofline time (a model).
 
-    `chips` pairs each chip with its data/sm.csv row (sms, shared_kb_per_sm).
+    `chips` pairs each chip with its data/sm.csv row (sms, shared_kb_per_sm, registers_kb_per_sm).
     """
     size = widgets.Dropdown(options=[1024, 2048, 4096, 8192, 16384], value=8192, description="M = N = K")
     sizes = [16, 32, 64, 128, 256, 512]
@@ -294,7 +295,10 @@ def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip
         memory_s = tile_traffic(n, n, n, t, t, k, b) / chip.bandwidth
         flop_s = 2 * n**3 / chip.peak("fp16")
         fits = "fits" if mine <= limit else "<b>does not fit</b>: the compiler refuses it (out of resources)"
+        acc, regs = t * t * 4 / 1024, sm["registers_kb_per_sm"]  # KB: the float32 tile of C, and the register file
+        held = "fits" if acc < regs else "<b>spills</b> to local memory (no error: the kernel is just slow)"
         html = (f"{t}×{t} tiles, BK {k}, {s} stages: {mine:.0f} KB of shared memory, {fits} in {limit:.0f} KB per SM; "
+                f"a float32 accumulator of {acc:.0f} KB in a {regs:.0f} KB register file: {held}; "
                 f"{programs:,} programs for {sm['sms']:.0f} SMs. Model on {chip.name}: memory "
                 f"{memory_s * 1e3:.3g} ms if every requested byte came from HBM "
                 f"({3 * n * n * b / chip.bandwidth * 1e3:.3g} ms if L2 served every re-read), tensor-core FLOPs "

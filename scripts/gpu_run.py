@@ -220,8 +220,10 @@ def amp_figures(quick: bool) -> dict:
 LESSON08 = ROOT / "solutions" / "08_inside_a_kernel" / "08_inside_a_kernel.ipynb"
 
 
-def lesson08_kernels() -> dict:
-    """Lesson 08's solution kernels and the course's own, decorated for the GPU compiler (not the interpreter)."""
+def lesson08_kernels(interpret: bool = False) -> dict:
+    """Lesson 08's solution kernels and the course's own, decorated for the GPU compiler (not the interpreter).
+
+    interpret=True leaves TRITON_INTERPRET as it is (the CPU test sets it to 1 before triton is imported)."""
     import os
 
     import nbformat
@@ -232,7 +234,8 @@ def lesson08_kernels() -> dict:
     import runpy
     import tempfile
 
-    os.environ["TRITON_INTERPRET"] = "0"  # here the kernels compile for the GPU
+    if not interpret:
+        os.environ["TRITON_INTERPRET"] = "0"  # here the kernels compile for the GPU
     sources = [cell.source for cell in nbformat.read(str(LESSON08), as_version=4).cells
                if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution")]
     folder = Path(tempfile.mkdtemp(prefix="lesson08-kernels-"))
@@ -270,47 +273,123 @@ def chip_for(device_name: str):
     return None
 
 
-def kernel_figures(quick: bool) -> dict:
-    """Lesson 08 on CUDA: each kernel compiled and timed (CUDA events) against torch, with achieved bandwidth/FLOP/s."""
+# Tolerances for a kernel's result against torch's, by the arithmetic the kernel does (checked before timing):
+# elementwise ones are torch.testing.assert_close's defaults for the dtype (torch/testing/_comparison.py,
+# _DTYPE_PRECISIONS: float32 1.3e-6 relative and 1e-5 absolute, float16 1e-3, bfloat16 1.6e-2), with room for a
+# GPU's exp and erf, which are not torch's to the last bit; tl.dot on float32 inputs runs in TF32 by default
+# (10 explicit mantissa bits, the low 13 dropped: about 2^-10 = 1e-3 relative per input, COURSE.md and
+# data/tf32_conversions.csv), so a matmul or attention is held to its norm-wise relative error, 5e-3: a few
+# times what TF32 leaves on random inputs and far below the error of a wrong kernel (order 1).
+TOLERANCES = {  # arithmetic: ("elementwise", rtol, atol) or ("norm", relative error of the whole output)
+    "float32": ("elementwise", 1.3e-6, 1e-5),
+    "float32, exp or erf": ("elementwise", 1e-5, 1e-5),
+    "float16": ("elementwise", 1e-3, 1e-5),
+    "bfloat16": ("elementwise", 1.6e-2, 1e-5),
+    "tf32 dot": ("norm", 5e-3),
+}
+
+
+class KernelWrong(AssertionError):
+    """A lesson 08 kernel's result is not torch's within its dtype's tolerance: it is not timed."""
+
+
+def check_result(name: str, got: torch.Tensor, want: torch.Tensor, arithmetic: str) -> dict:
+    """Compare a kernel's output with torch's reference (computed in float64) under TOLERANCES[arithmetic]."""
+    rule = TOLERANCES[arithmetic]
+    got64, want64 = got.double(), want.double()
+    if got.shape != want.shape:
+        raise KernelWrong(f"{name}: output of shape {tuple(got.shape)}, torch's is {tuple(want.shape)}")
+    if not torch.isfinite(got64).all():
+        raise KernelWrong(f"{name}: {int((~torch.isfinite(got64)).sum())} elements are NaN or inf (unwritten or "
+                          "overflowed): not timed")
+    err = (got64 - want64).abs()
+    result = {"arithmetic": arithmetic, "max_abs_error": float(err.max()),
+              "norm_relative_error": float(torch.linalg.vector_norm(got64 - want64) / torch.linalg.vector_norm(want64))}
+    if rule[0] == "norm":
+        ok = result["norm_relative_error"] <= rule[1]
+        said = f"norm-wise relative error {result['norm_relative_error']:.2e} > {rule[1]:g}"
+    else:
+        _, rtol, atol = rule
+        ok = bool((err <= atol + rtol * want64.abs()).all())
+        said = f"largest error {result['max_abs_error']:.2e} beyond rtol {rtol:g}, atol {atol:g}"
+    if not ok:
+        raise KernelWrong(f"{name}: not torch's result ({arithmetic}): {said}; not timed")
+    return result
+
+
+def lesson08_cases(k: dict, device: torch.device, quick: bool, small: bool = False) -> list[dict]:
+    """Each lesson 08 kernel as a case: its launch, its output, torch's reference, the arithmetic, bytes and FLOPs.
+
+    `small` sizes are for the CPU test, where the kernels run in Triton's interpreter.
+    """
     import math
 
+    n = 1 << (12 if small else 22 if quick else 26)
+    rows = 16 if small else 4096
+    cols = n // rows
+    x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+    out = torch.full((n,), float("nan"), device=device)
+    cases = [{"name": "add", "out": out, "arithmetic": "float32", "bytes": 12 * n, "flops": n,
+              "run": lambda: k["add_kernel"][(math.ceil(n / 1024),)](x, y, out, n, BLOCK=1024),
+              "reference": lambda: x.double() + y.double(), "torch": lambda: torch.add(x, y, out=out)}]
+    h = torch.randn(rows, 2 * cols, device=device)  # a gated MLP's projection: the kernel reads its first half
+    x2, bias = h[:, :cols], torch.randn(cols, device=device)
+    gelu_out = torch.full((rows, cols), float("nan"), device=device)
+    cases.append({"name": "bias+gelu fused", "out": gelu_out, "arithmetic": "float32, exp or erf",
+                  "bytes": 8 * n + 4 * cols, "flops": 10 * n,
+                  "run": lambda: k["bias_gelu_kernel"][(math.ceil(n / 1024),)](x2, bias, gelu_out, n, cols, x2.stride(0),
+                                                                               BLOCK=1024),
+                  "reference": lambda: torch.nn.functional.gelu(x2.double() + bias.double()),
+                  "torch": lambda: torch.nn.functional.gelu(x2 + bias)})
+    srows, scols = (8, 300) if small else (8192, 4096)
+    sx = torch.randn(srows, scols, device=device)
+    so = torch.full((srows, scols), float("nan"), device=device)
+    sblock = 128 if small else 1024  # a row of 4096 in blocks of 1024: the kernel walks it
+    cases.append({"name": f"row softmax ({scols} columns, BLOCK {sblock})", "out": so, "arithmetic": "float32, exp or erf",
+                  "bytes": 8 * srows * scols, "flops": 5 * srows * scols,
+                  "run": lambda: k["softmax_kernel"][(srows,)](sx, so, scols, sx.stride(0), so.stride(0), BLOCK=sblock),
+                  "reference": lambda: torch.softmax(sx.double(), 1), "torch": lambda: torch.softmax(sx, 1)})
+    m = 64 if small else 2048 if quick else 4096
+    tile = 32 if small else 128
+    a, b = torch.randn(m, m, device=device), torch.randn(m, m, device=device)
+    c = torch.full((m, m), float("nan"), device=device)
+    cases.append({"name": f"matmul {tile}×{tile}×32 (tl.dot: TF32)", "out": c, "arithmetic": "tf32 dot",
+                  "bytes": 4 * (2 * m * m * (m // tile) + m * m), "flops": 2 * m**3,
+                  "run": lambda: k["matmul_kernel"][(m // tile, m // tile)](a, b, c, m, m, m, *a.stride(), *b.stride(),
+                                                                            *c.stride(), BM=tile, BN=tile, BK=32),
+                  "reference": lambda: a.double() @ b.double(), "torch": lambda: torch.matmul(a, b)})
+    s, d = (64, 16) if small else (2048, 64) if quick else (8192, 64)
+    blk = 32 if small else 64
+    q, kk, v = (torch.randn(s, d, device=device) for _ in range(3))
+    o = torch.full((s, d), float("nan"), device=device)
+    cases.append({"name": "flash attention forward", "out": o, "arithmetic": "tf32 dot",
+                  "bytes": 4 * (s * d + 2 * s * d * (s // blk) + s * d), "flops": 4 * s * s * d,
+                  "run": lambda: k["flash_attention_kernel"][(s // blk,)](q, kk, v, o, s, 1 / math.sqrt(d), D=d,
+                                                                          BLOCK_M=blk, BLOCK_N=blk),
+                  "reference": lambda: torch.softmax(q.double() @ kk.double().T / math.sqrt(d), 1) @ v.double(),
+                  "torch": lambda: torch.nn.functional.scaled_dot_product_attention(q[None, None], kk[None, None],
+                                                                                   v[None, None])})
+    return cases
+
+
+def kernel_figures(quick: bool) -> dict:
+    """Lesson 08 on CUDA: each kernel compiled, its result checked against torch, then timed (CUDA events)."""
     from grader import gpu
 
     gpu.require_cuda()
     k = lesson08_kernels()
     chip = chip_for(torch.cuda.get_device_name())
-    cuda = torch.device("cuda")
-    n = 1 << (22 if quick else 26)
-    x, y, out = (torch.randn(n, device=cuda) for _ in range(3))
-    rows, cols = 4096, n // 4096
-    bias = torch.randn(cols, device=cuda)
-    g = lambda kern, *a, **kw: (lambda: kern[(math.ceil(n / 1024),)](*a, **kw))  # noqa: E731
-    figures = [kernel_row("add", 12 * n, n, gpu.event_seconds(g(k["add_kernel"], x, y, out, n, BLOCK=1024)),
-                          gpu.event_seconds(lambda: torch.add(x, y, out=out)), chip)]
-    x2 = x.view(rows, cols)
-    fused = gpu.event_seconds(g(k["bias_gelu_kernel"], x2, bias, out, n, cols, BLOCK=1024))
-    figures.append(kernel_row("bias+gelu fused", 8 * n + 4 * cols, 10 * n, fused,
-                              gpu.event_seconds(lambda: torch.nn.functional.gelu(x2 + bias)), chip))
-    srows, scols = 8192, 1024
-    sx, so = torch.randn(srows, scols, device=cuda), torch.empty(srows, scols, device=cuda)
-    figures.append(kernel_row("row softmax", 8 * srows * scols, 5 * srows * scols,
-                              gpu.event_seconds(lambda: k["softmax_kernel"][(srows,)](sx, so, scols, scols, scols,
-                                                                                        BLOCK=scols)),
-                              gpu.event_seconds(lambda: torch.softmax(sx, 1)), chip))
-    m = 2048 if quick else 4096
-    a, b, c = torch.randn(m, m, device=cuda), torch.randn(m, m, device=cuda), torch.empty(m, m, device=cuda)
-    mm = lambda: k["matmul_kernel"][(m // 128, m // 128)](a, b, c, m, m, m, *a.stride(), *b.stride(), *c.stride(),  # noqa: E731
-                                                           BM=128, BN=128, BK=32)
-    figures.append(kernel_row("matmul 128×128×32 (tl.dot: TF32)", 4 * (2 * m * m * (m // 128) + m * m), 2 * m**3,
-                              gpu.event_seconds(mm), gpu.event_seconds(lambda: torch.matmul(a, b, out=c)), chip))
-    s, d = (2048, 64) if quick else (8192, 64)
-    q, kk, v, o = (torch.randn(s, d, device=cuda) for _ in range(4))
-    fa = lambda: k["flash_attention_kernel"][(s // 64,)](q, kk, v, o, s, 1 / math.sqrt(d), D=d, BLOCK_M=64, BLOCK_N=64)  # noqa: E731
-    sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q[None, None], kk[None, None], v[None, None])  # noqa: E731
-    figures.append(kernel_row("flash attention forward", 4 * (s * d + 2 * s * d * (s // 64) + s * d), 4 * s * s * d,
-                              gpu.event_seconds(fa), gpu.event_seconds(sdpa), chip))
+    figures = []
+    for case in lesson08_cases(k, torch.device("cuda"), quick):
+        case["run"]()
+        torch.cuda.synchronize()
+        verdict = check_result(case["name"], case["out"], case["reference"](), case["arithmetic"])  # raises: not timed
+        row = kernel_row(case["name"], case["bytes"], case["flops"], gpu.event_seconds(case["run"]),
+                         gpu.event_seconds(case["torch"]), chip)
+        figures.append({**row, "check": verdict})
     return {"kernels": figures, "note": "float32 inputs; tl.dot runs in TF32 by default (torch's matmul: "
-            f"allow_tf32={torch.backends.cuda.matmul.allow_tf32})"}
+            f"allow_tf32={torch.backends.cuda.matmul.allow_tf32}); each result was checked against torch's, computed "
+            "in float64, before it was timed (TOLERANCES in scripts/gpu_run.py)"}
 
 
 def decode_rows(seconds: dict, weight_bytes: float, kv_bytes_per_sequence: float, bandwidth: float | None) -> list[dict]:

@@ -120,3 +120,53 @@ def test_lesson09_decode_runs_on_the_cpu_and_its_mbu_is_bytes_over_time_over_ban
     assert rows[0]["step_seconds"] == 0.02 and rows[0]["tokens_per_second"] == 50
     assert abs(rows[0]["mbu"] - 1.1e9 / 0.02 / 1e11) < 1e-12
     assert abs(rows[1]["mbu"] - 1.8e9 / 0.04 / 1e11) < 1e-12 and rows[1]["tokens_per_second"] == 200
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_run_for_test", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_lesson08_kernels_are_checked_against_torch_before_timing_in_the_interpreter():
+    """Third edition: the GPU script timed lesson 08's kernels without checking what they computed. Each case's
+    result is now compared with torch's (float64) under its arithmetic's tolerance; here on the CPU, in Triton's
+    interpreter, with the solution's kernels and small sizes: every case passes, and a case whose kernel writes
+    nothing, or the wrong rows, is refused."""
+    script = _script()
+    kernels = script.lesson08_kernels(interpret=True)
+    cases = script.lesson08_cases(kernels, torch.device("cpu"), quick=True, small=True)
+    assert [c["arithmetic"] for c in cases].count("tf32 dot") == 2
+    for case in cases:
+        case["run"]()
+        verdict = script.check_result(case["name"], case["out"], case["reference"](), case["arithmetic"])
+        assert verdict["norm_relative_error"] < 1e-5, (case["name"], verdict)  # the interpreter's tl.dot is exact fp32
+    gelu = next(c for c in cases if c["name"].startswith("bias+gelu"))
+    gelu["out"].fill_(float("nan"))
+    with pytest.raises(script.KernelWrong, match="NaN or inf"):
+        script.check_result(gelu["name"], gelu["out"], gelu["reference"](), gelu["arithmetic"])
+    soft = next(c for c in cases if c["name"].startswith("row softmax"))
+    with pytest.raises(script.KernelWrong, match="not torch's result"):
+        script.check_result(soft["name"], soft["out"].flip(0), soft["reference"](), soft["arithmetic"])
+
+
+def test_a_tf32_result_passes_its_tolerance_and_would_fail_float32s():
+    """tl.dot runs fp32 inputs as TF32 on a GPU: its inputs keep 10 mantissa bits. A matmul of TF32-truncated inputs
+    passes the 'tf32 dot' rule and fails float32's elementwise atol (the second edition compared at atol 1e-5)."""
+    script = _script()
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(256, 256, generator=gen), torch.randn(256, 256, generator=gen)
+
+    def tf32(t):  # drop the 13 low mantissa bits, as the tensor cores read a float32 register
+        return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+    got, want = tf32(a) @ tf32(b), a.double() @ b.double()
+    verdict = script.check_result("tf32 matmul", got, want, "tf32 dot")
+    assert 1e-4 < verdict["norm_relative_error"] < script.TOLERANCES["tf32 dot"][1] / 2
+    with pytest.raises(script.KernelWrong):
+        script.check_result("tf32 matmul", got, want, "float32")
+    with pytest.raises(script.KernelWrong):
+        script.check_result("a wrong matmul", got.T, want, "tf32 dot")

@@ -51,12 +51,13 @@ def test_synthetic_timings_are_the_same_every_time_and_noise_free_without_a_seed
 def test_bucket_cases_hold_what_their_comments_say():
     assert [lesson07._walk(*case) for case in lesson07._BUCKET_CASES] == [
         [[5, 4, 3], [2, 1, 0]], [[3, 2], [1, 0]], [[3, 2, 1], [0]], [[3, 2], [1, 0]], [[5, 4], [3, 2, 1, 0]], [], [[0]],
-        [[7], [6, 5, 4], [3, 2, 1], [0]], [[4, 3, 2], [1, 0]]]
+        [[7], [6, 5, 4], [3, 2, 1], [0]], [[4, 3, 2], [1, 0]], [[1, 0], [3, 2, 5, 4]], [[1, 0], [5, 4], [3, 2]],
+        [[0], [2, 1], [3]]]
 
 
 def test_each_bucket_mistake_differs_from_the_rule_on_some_case():
     for flags, _ in lesson07._BUCKET_MISTAKES:
-        assert any(lesson07._walk(*c[:2], **({"first_cap": c[2]} | flags)) != lesson07._walk(*c)
+        assert any(lesson07._walk(*c[:3], **({"first_cap": c[3]} | flags)) != lesson07._walk(*c)
                    for c in lesson07._BUCKET_CASES), flags
 
 
@@ -373,12 +374,42 @@ def test_ddp_default_buckets_start_with_1_mib_and_the_first_step_is_one_bucket()
     trace = distributed.bucket_trace(model, 2, None, steps=2)
     sizes = trace["param_bytes"]
     assert [b["params"] for b in trace["steps"][0]] == [[0, 1, 2, 3]]  # step 1: one bucket
-    assert [b["params"] for b in trace["steps"][1]] == lesson07._walk(sizes, 25 * 2**20, 2**20) == [[3, 2], [1, 0]]
+    assert [b["params"] for b in trace["steps"][1]] == lesson07._walk(sizes, [0, 1, 2, 3], 25 * 2**20, 2**20) == [[3, 2], [1, 0]]
     assert distributed.live_ranks() == []
     text = _lesson_text()
-    assert "bucket_plan(param_bytes, cap, first_cap)" in text and "_DEFAULT_FIRST_BUCKET_BYTES" in text
+    assert "bucket_plan(param_bytes, forward_order, cap, first_cap)" in text and "_DEFAULT_FIRST_BUCKET_BYTES" in text
     cell = next(c for c in text.split("# %%") if "distributed.bucket_trace(" in c)
     assert cell.index("bucket_plan(") < cell.index("distributed.bucket_trace(")  # an unfinished exercise skips at once
+
+
+class _HeadFirst(torch.nn.Module):
+    """Registers its output layer first and uses it last, as the lesson's Decoder does."""
+
+    in_features = 64
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(512, 64)
+        self.hidden = torch.nn.Linear(256, 512)
+        self.embed = torch.nn.Linear(64, 256)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.hidden(torch.relu(self.embed(x)))))
+
+
+def test_ddp_buckets_follow_the_order_forward_used_the_parameters_not_registration():
+    """Third edition: bucket_plan took the reverse of model.parameters() for the readiness order (stated in the text,
+    a transcription). DDP rebuilds its buckets from the order gradients became ready, which is the reverse of the
+    order forward used them: a real trace of a model that registers its head first shows it, and the second
+    edition's plan (reverse registration) disagrees with it."""
+    from grader import distributed
+
+    trace = distributed.bucket_trace(_HeadFirst, 2, 64 * 1024, steps=2)
+    sizes, used = trace["param_bytes"], [4, 5, 2, 3, 0, 1]
+    ddp = [b["params"] for b in trace["steps"][1]]
+    assert ddp == lesson07._walk(sizes, used, 64 * 1024, 64 * 1024)
+    assert ddp != lesson07._walk(sizes, used, 64 * 1024, 64 * 1024, registration=True)
+    assert distributed.live_ranks() == []
 
 
 def test_the_lesson_names_ddps_4_bytes_and_deepspeeds_layout():

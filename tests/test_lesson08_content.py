@@ -49,9 +49,43 @@ def test_attention_cases_break_the_mistakes_they_are_meant_to():
 
 
 def test_best_tile_cases_tell_every_budget_mistake_apart():
-    picks = [[lesson08._best(*c, footprint=f) for c in lesson08._BEST_CASES] for f, _ in lesson08._BUDGET_MISTAKES]
+    picks = [[lesson08._best(*c, fits=f) for c in lesson08._BEST_CASES] for f, _ in lesson08._BUDGET_MISTAKES]
     right = [lesson08._best(*c) for c in lesson08._BEST_CASES]
     assert all(p != right for p in picks) and len({tuple(map(tuple, p)) for p in picks}) == len(picks)
+
+
+def test_h100_fp16_best_tile_does_not_spill():
+    """Third edition: best_tiles picked 256 × 256 for an fp16 matmul on an H100, whose float32 accumulator
+    (256·256·4 B) is the SM's whole 64K-register file, so it spills. The lesson's solution and the judge's model
+    now count the accumulator against data/sm.csv's register file."""
+    from grader import specs
+    from notebook_cells import namespace
+
+    sm = specs.load_sm()["NVIDIA H100 SXM5 80GB"]
+    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
+    assert regs == 65536 * 4
+    sizes = (16, 32, 64, 128, 256, 512)
+    pick = namespace("08_inside_a_kernel")["best_tiles"](8192, 8192, 8192, 64, 2, smem, regs, 3, sizes)
+    assert pick[0] * pick[1] * 4 < regs and pick != (256, 256)
+    assert 3 * (256 * 64 + 64 * 256) * 2 <= smem  # shared memory alone would have let 256 × 256 through
+    best, limit, _ = lesson08._tile_model()
+    assert best == tuple(pick) and limit == "registers"
+
+
+def test_the_tile_explorer_says_256_squared_spills_on_an_h100():
+    """The explorer said 'fits' for any tile within shared memory; 256 × 256 on an H100 fits there and spills its
+    accumulator (the same finding as best_tiles')."""
+    from grader import specs, widgets
+    from grader.checks.lesson08 import _traffic
+
+    chips = [(specs.chip("NVIDIA H100 SXM5 80GB"), specs.load_sm()["NVIDIA H100 SXM5 80GB"])]
+    panel = widgets.tile_explorer(lambda M, N, K, BM, BN, BK, b: _traffic(M, N, K, BM, BN, BK, b), chips, start_tile=256)
+    verdict = next(w for w in panel.children if type(w).__name__ == "HTML").value
+    assert "in 228 KB per SM" in verdict and "256 KB register file: <b>spills</b>" in verdict
+    tile = next(w for row in panel.children[:2] for w in getattr(row, "children", []) if getattr(w, "description", "") == "BM = BN")
+    tile.value = 128
+    verdict = next(w for w in panel.children if type(w).__name__ == "HTML").value
+    assert "256 KB register file: fits" in verdict
 
 
 def test_a_forged_observation_cannot_pass_the_add_check():
@@ -103,3 +137,30 @@ def test_a_blank_add_kernel_is_named_first_as_its_cell_lists_it(tmp_path, monkey
     with pytest.raises(NotDone) as raised:  # the kernel written, the grid not: then add_grid is named
         lesson08.check_add(done.add_kernel, blank.add_grid, blank.masked_lanes)
     assert raised.value.name == "add_grid"
+
+
+def test_the_lesson_says_what_tl_dot_needs_on_a_gpu_and_when_l2_serves_k_and_v():
+    """Third edition: tl.dot's minimum sizes on a GPU (Triton 3.9's NVIDIA backend, min_dot_size) are not the
+    interpreter's, and at long sequence one head's K and V fit in L2, so the HBM time of the attention re-reads is
+    an upper bound. The lesson said neither."""
+    import inspect
+
+    from triton.backends.nvidia import compiler as nvidia
+
+    from conftest import ROOT, read_notebook
+
+    check = nvidia.min_dot_size(None)
+
+    class _T:
+        def __init__(self, bits):
+            self.scalar = type("S", (), {"primitive_bitwidth": bits})()
+
+    assert [check(_T(b), _T(b))[2] for b in (16, 32, 8)] == [16, 8, 32]
+    assert '"min_dot_size"] = lambda lhsType, rhsType: (1, 1, 1)' in inspect.getsource(
+        __import__("triton.runtime.interpreter", fromlist=["x"]))
+    cells = [c.source for c in read_notebook(ROOT / "solutions" / "08_inside_a_kernel" / "08_inside_a_kernel.ipynb").cells]
+    text = "\n".join(cells)
+    assert "K of at least 16 for 16-bit inputs, 8 for float32 and 32 for 8-bit" in text
+    attention = next(c for c in cells if "The score matrix alone outgrows" in c)
+    assert "SM[\"l2_mb\"]" in attention and "upper bound" in attention
+    assert 2 * 65536 * 128 * 2 < 50e6  # s = 64k, d = 128, bf16: 33.5 MB in an H100's 50 MB L2

@@ -44,6 +44,8 @@ MESSAGE_LESSONS = [  # one row per lesson whose checks follow the rules
     "04_memory",
     "05_reading_the_machine",
     "06_mixed_precision",
+    "07_data_parallel",
+    "08_inside_a_kernel",
     "09_serving",
 ]
 SMALL = 16  # whole numbers up to this are the words of a message (2 FLOPs, 4 bytes), not an answer to copy
@@ -299,6 +301,30 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("low_precision_ops_check",
          "from grader.checks import lesson06\n\ndef low_precision_ops(model, x, device_type, dtype):\n"
          "    return lesson06._reference_ops(dtype)\n", r"calls grader\.checks\.lesson06\._reference_ops"),
+    ],
+    "07_data_parallel": [
+        ("allreduce_seconds_check", "from grader.checks import lesson07\n\ndef allreduce_seconds(nbytes, world, latency, "
+         "bandwidth):\n    return lesson07._ring(nbytes, world, latency, bandwidth)\n", r"calls grader\.checks\.lesson07\._ring"),
+        ("fit_latency_bandwidth_check", "from grader.checks import lesson07\n\ndef fit_latency_bandwidth(nbytes, seconds, "
+         "world):\n    return lesson07._weighted_fit(nbytes, seconds, world, 2)\n",
+         r"calls grader\.checks\.lesson07\._weighted_fit"),
+        ("bucket_plan_check", "from grader.checks import lesson07\n\ndef bucket_plan(param_bytes, forward_order, cap, "
+         "first_cap):\n    return lesson07._walk(param_bytes, forward_order, cap, first_cap)\n",
+         r"calls grader\.checks\.lesson07\._walk"),
+    ],
+    "08_inside_a_kernel": [
+        ("fusion_bytes_check", "from grader.checks import lesson08\n\ndef fusion_bytes(rows, cols, dtype_bytes):\n"
+         "    return lesson08._fusion(rows, cols, dtype_bytes)\n", r"calls grader\.checks\.lesson08\._fusion"),
+        ("tile_traffic_check", "from grader.checks import lesson08\n\ndef tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
+         "    return lesson08._traffic(M, N, K, BM, BN, BK, dtype_bytes)\n", r"calls grader\.checks\.lesson08\._traffic"),
+        ("best_tiles_check", "from grader.checks import lesson08\n\ndef best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, "
+         "regs_bytes, num_stages, sizes):\n    return lesson08._best(M, N, K, BK, dtype_bytes, smem_bytes, regs_bytes, "
+         "num_stages, sizes)\n", r"calls grader\.checks\.lesson08\._best"),
+        ("flash_traffic_check", "from grader.checks import lesson08\n\ndef flash_traffic(s, d, block_m, block_n, "
+         "dtype_bytes):\n    return lesson08.flash_bytes(s, d, block_m, block_n, dtype_bytes)\n",
+         r"calls grader\.checks\.lesson08\.flash_bytes"),
+        ("attention_blocked_check", "from grader.checks import lesson08\n\ndef attention_blocked(q, k, v, block):\n"
+         "    return lesson08.reference_attention(q, k, v)\n", r"calls grader\.checks\.lesson08\.reference_attention"),
     ],
 }
 

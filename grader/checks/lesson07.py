@@ -19,7 +19,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from grader.checks._common import Check, Raised, Replay, call, close, fail, is_number, record, recorded, require_callable
+from grader.checks._common import (Check, Prediction, Raised, Replay, call, close, fail, guard, is_number, record,
+                                   recorded, require_callable)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson07.expect
 from grader.notebook import CheckFailed, NotDone
 
@@ -58,16 +59,16 @@ def _judge_allreduce_seconds(fn: Callable) -> None:
     n, b, lat, bw = 8e6, 4, 5e-6, 1e10
     value = float(got[(n, b, lat, bw)])
     candidates = {
-        "every rank sent its whole message to every other rank: (n-1) × nbytes over the link. The ring splits the "
-        "message into n chunks and each rank passes one chunk per step, so it sends 2(n-1)/n × nbytes in all":
+        "every rank sent its whole message to every other rank. In a ring each rank passes one chunk of the message "
+        "per step, to its neighbour: count the chunks it sends":
             (b - 1) * lat + (b - 1) * n / bw,
-        "the bytes term is 2(n-1) × nbytes / bandwidth: the /n is missing. Each of the 2(n-1) steps moves one chunk, "
-        "nbytes / n, not the whole message":
+        "each step moved the whole message. A step moves one chunk, and the message is cut into as many chunks as "
+        "there are ranks":
             2 * (b - 1) * lat + 2 * (b - 1) * n / bw,
-        "only one latency: the ring takes 2(n-1) steps (n-1 to reduce-scatter, n-1 to all-gather), and each step "
-        "waits one latency":
+        "only one latency: every step of the ring waits one latency; count the steps of both phases":
             lat + 2 * (b - 1) / b * n / bw,
-        "2n steps instead of 2(n-1): a ring of n ranks needs n-1 steps for each half":
+        "one step too many in each phase: count how many steps it takes a ring of n ranks to pass every chunk round "
+        "once":
             2 * b * lat + 2 * b / b * n / bw,
         "bandwidth multiplied instead of divided (bytes ÷ bytes-per-second is seconds)":
             2 * (b - 1) * lat + 2 * (b - 1) / b * n * bw,
@@ -76,16 +77,17 @@ def _judge_allreduce_seconds(fn: Callable) -> None:
     if not close(value, want, 1e-6):
         for mistake, wrong in candidates.items():
             if close(value, wrong, 1e-6):
-                fail(f"allreduce_seconds(8e6 bytes, 4 ranks, 5 µs, 10 GB/s) returned {value:.6g} s; {mistake}. "
-                     f"Expected {want:.6g} s.")
-        fail(f"allreduce_seconds(8e6 bytes, 4 ranks, latency 5e-6 s, bandwidth 1e10 B/s) returned {value:.6g} s; the "
-             f"ring model gives 2(n-1)·latency + 2(n-1)/n · nbytes / bandwidth = {want:.6g} s.")
+                fail(f"allreduce_seconds(8e6 bytes, 4 ranks, 5 µs, 10 GB/s): {mistake}.")
+        fail("allreduce_seconds(8e6 bytes, 4 ranks, latency 5e-6 s, bandwidth 1e10 B/s) is off. Count the steps of "
+             "the ring's two phases (each waits one latency) and the bytes one rank sends in them (section 2).")
     for case, value in got.items():
         if not close(float(value), _ring(*case), 1e-6):
-            fail(f"allreduce_seconds{case} returned {float(value):.6g}; the ring model gives {_ring(*case):.6g} s.")
+            fail(f"allreduce_seconds{case} is off here, though right for 4 ranks: does it use every argument as given "
+                 "(and no bytes at all, or no latency, where one of them is 0)?")
 
 
-check_allreduce_seconds = recorded("allreduce_seconds", "allreduce_seconds", _AR_CASES, _judge_allreduce_seconds)
+check_allreduce_seconds = guard(recorded("allreduce_seconds", "allreduce_seconds", _AR_CASES, _judge_allreduce_seconds),
+                                "allreduce_seconds", {_ring: "grader.checks.lesson07._ring"})
 
 
 # --- fit_latency_bandwidth -------------------------------------------------------------------------
@@ -140,45 +142,44 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
     lat, bw = pair
     steps = 2 * (world - 1)
     if close(lat, bandwidth, 0.2) and close(bw, latency, 0.2):
-        fail(f"fit_latency_bandwidth{label} returned ({lat:.3g}, {bw:.3g}): latency and bandwidth swapped. Return "
-             "(latency, bandwidth).")
+        fail(f"fit_latency_bandwidth{label}: latency and bandwidth swapped. Return (latency, bandwidth).")
     if close(lat, latency * steps, 0.2 if noisy else 1e-6) and close(bw, bandwidth * world / steps, 0.1 if noisy else 1e-6):
-        fail(f"fit_latency_bandwidth{label} returned latency {lat:.3g} s and bandwidth {bw:.3g} B/s, which are the "
-             f"line's intercept and 1/slope. The ring factor is missing: the intercept is 2(n-1)·latency "
-             f"(= {steps}·latency for {world} ranks) and the slope is 2(n-1)/(n·bandwidth); divide them out.")
+        fail(f"fit_latency_bandwidth{label} returned the line's intercept and the inverse of its slope as the latency "
+             "and the bandwidth. They are not: your allreduce_seconds says how many latencies and what share of the "
+             "message over the bandwidth make up a ring's time on this many ranks. Take those out of the intercept "
+             "and the slope.")
     for value, unit, scale in ((lat, "µs", 1e6), (bw, "GB/s", 1e-9)):
         true = latency if unit == "µs" else bandwidth
         if close(value, true * scale, 0.2):
-            fail(f"fit_latency_bandwidth{label} returned {value:.4g}, which is the right figure in {unit}; return "
-                 "seconds and bytes per second (SI units, no prefixes).")
+            fail(f"fit_latency_bandwidth{label} returned the {'latency' if unit == 'µs' else 'bandwidth'} in {unit}; "
+                 "return seconds and bytes per second (SI units, no prefixes).")
     lat_tol, bw_tol = (0.2, 0.05) if noisy else (1e-6, 1e-6)
     if abs(lat) < 0.01 * latency:
-        fail(f"fit_latency_bandwidth{label} returned a latency of {lat:.3g} s (the data were made with "
-             f"{latency:.3g} s): the intercept was lost to rounding. Was the fit done in float32 (torch.tensor's "
-             "default)? With sizes up to 2.7e8 bytes beside times of 1e-5 s, float32's 7 digits cannot hold the "
-             "small intercept next to the large slope term. Work in float64 (torch.float64, or plain Python floats, "
-             "or np.polyfit, which computes in float64).")
+        fail(f"fit_latency_bandwidth{label} returned a latency of {lat:.3g} s, next to nothing: the intercept was lost "
+             "to rounding. Was the fit done in float32 (torch.tensor's default)? With sizes up to 2.7e8 bytes beside "
+             "times of 1e-5 s, float32's 7 digits cannot hold the small intercept next to the large slope term. Work "
+             "in float64 (torch.float64, or plain Python floats, or np.polyfit, which computes in float64).")
     if data is not None:
-        for power, words in ((4, "1/t² in np.polyfit's w, which weights the residual itself, not its square: "
-                                 "w = 1/t² weights squared residuals by 1/t⁴"),
-                             (1, "1/t on the squared residuals: that minimises Σ(model − t)²/t, neither absolute "
-                                 "nor relative error")):
+        for power, words in ((4, "1/t⁴ on the squared residuals: np.polyfit multiplies each residual by w before "
+                                 "squaring it (its documentation), so a weight meant for the squared residual was "
+                                 "squared again"),
+                             (1, "1/t on the squared residuals: that minimises neither the absolute nor the relative "
+                                 "error")):
             wrong = _weighted_fit(*data, power)
             if close(lat, wrong[0], 1e-6) and close(bw, wrong[1], 1e-6) and not (
                     close(lat, latency, lat_tol) and close(bw, bandwidth, bw_tol)):
-                fail(f"fit_latency_bandwidth{label} returned ({lat:.4g} s, {bw:.4g} B/s), the line weighted by "
-                     f"{words}. The relative error (model − t)/t squared is the squared residual times 1/t²: "
-                     "weights 1/t² on squared residuals, or w = 1/t in np.polyfit.")
+                fail(f"fit_latency_bandwidth{label} returned the line weighted by {words}. Write one point's relative "
+                     "error, square it, and read off what multiplies its squared residual.")
     if noisy and (lat < 0 or not close(lat, latency, 0.5)) and close(bw, bandwidth, 0.15):
-        fail(f"fit_latency_bandwidth{label} returned latency {lat * 1e6:.4g} µs (the data were made with "
-             f"{latency * 1e6:.4g} µs) but bandwidth within {abs(bw / bandwidth - 1):.0%}: an unweighted least-squares "
-             "fit. Its errors are absolute, so the largest messages (hundreds of ms, a few % noise: milliseconds) "
-             "decide the line and the latency, a few hundred µs, drowns in their noise. Weight each point by 1/time "
-             "(fit the relative error: minimise Σ((model − t)/t)²), and the small messages set the latency.")
+        fail(f"fit_latency_bandwidth{label} found the bandwidth but lost the latency: an unweighted least-squares fit. "
+             "Its errors are absolute, so the largest messages (hundreds of ms, a few % noise: milliseconds) decide "
+             "the line and the latency, a few hundred µs, drowns in their noise. Count every point by its relative "
+             "error, and the small messages set the latency.")
     if not close(lat, latency, lat_tol) or not close(bw, bandwidth, bw_tol):
-        fail(f"fit_latency_bandwidth{label} returned latency {lat:.4g} s and bandwidth {bw:.4g} B/s; the data were made "
-             f"with {latency:.4g} s and {bandwidth:.4g} B/s" + (" and 5% noise" if noisy else ", without noise")
-             + ". Fit t = a + b·nbytes (weighted by 1/t), then latency = a / (2(n-1)), bandwidth = 2(n-1) / (n·b).")
+        fail(f"fit_latency_bandwidth{label} returned latency {lat:.4g} s and bandwidth {bw:.4g} B/s, not what the data "
+             "were made with" + (" (with 5% noise)" if noisy else " (without noise)") + ". Fit the straight line "
+             "that your ring model is for a fixed number of ranks, each point counted by its relative error, and "
+             "work back from its intercept and slope to the latency and bandwidth.")
 
 
 def _judge_fit(fn: Callable) -> None:
@@ -189,7 +190,8 @@ def _judge_fit(fn: Callable) -> None:
                        seed is not None, label, data=case)
 
 
-check_fit_latency_bandwidth = recorded("fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, _judge_fit)
+check_fit_latency_bandwidth = guard(recorded("fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, _judge_fit),
+                                    "fit_latency_bandwidth", {_weighted_fit: "grader.checks.lesson07._weighted_fit"})
 
 
 def _observe_fit_on(fn: Callable, world: int, latency: float, bandwidth: float, seed: int) -> dict:
@@ -211,28 +213,44 @@ fit_on.__doc__ = "Hidden test: the fit recovers `latency` and `bandwidth` from s
 
 # --- bucket_plan -----------------------------------------------------------------------------------
 
-_BUCKET_CASES = [  # (param_bytes, cap, first_cap)
-    ([100, 100, 100, 100, 100, 100], 250, 250),  # [[5, 4, 3], [2, 1, 0]]
-    ([100, 100, 100, 100], 200, 200),  # exactly the cap closes: [[3, 2], [1, 0]]
-    ([10, 1000, 10, 10], 100, 100),  # the big one joins the open bucket and closes it: [[3, 2, 1], [0]]
-    ([40, 30, 500, 20], 100, 100),  # [[3, 2], [1, 0]]: the last bucket is still open when the parameters run out
-    ([64, 4, 256, 16, 1024, 8], 400, 400),  # [[5, 4], [3, 2, 1, 0]]
-    ([], 100, 10),
-    ([7], 1000, 1000),  # [[0]]
-    ([100] * 8, 300, 100),  # a small first bucket: [[7], [6, 5, 4], [3, 2, 1], [0]]
-    ([50, 50, 400, 50, 50], 600, 120),  # [[4, 3, 2], [1, 0]]: the first closes past 120; one cap of 600 would keep all five
+_PLAIN = None  # forward_order of a plain stack: the parameters are used in registration order
+_BUCKET_BASE = [  # (param_bytes, forward_order or _PLAIN, cap, first_cap)
+    ([100, 100, 100, 100, 100, 100], _PLAIN, 250, 250),  # [[5, 4, 3], [2, 1, 0]]
+    ([100, 100, 100, 100], _PLAIN, 200, 200),  # exactly the cap closes: [[3, 2], [1, 0]]
+    ([10, 1000, 10, 10], _PLAIN, 100, 100),  # the big one joins the open bucket and closes it: [[3, 2, 1], [0]]
+    ([40, 30, 500, 20], _PLAIN, 100, 100),  # [[3, 2], [1, 0]]: the last bucket is still open when the parameters run out
+    ([64, 4, 256, 16, 1024, 8], _PLAIN, 400, 400),  # [[5, 4], [3, 2, 1, 0]]
+    ([], _PLAIN, 100, 10),
+    ([7], _PLAIN, 1000, 1000),  # [[0]]
+    ([100] * 8, _PLAIN, 300, 100),  # a small first bucket: [[7], [6, 5, 4], [3, 2, 1], [0]]
+    ([50, 50, 400, 50, 50], _PLAIN, 600, 120),  # [[4, 3, 2], [1, 0]]: the first closes past 120
+    # registered head first, used last: forward uses parameters 4, 5, then 2, 3, then 0, 1
+    ([1000, 10, 500, 5, 200, 2], [4, 5, 2, 3, 0, 1], 600, 300),  # [[1, 0], [3, 2, 5, 4]]
+    ([300, 3, 300, 3, 300, 3], [2, 3, 4, 5, 0, 1], 300, 300),  # [[1, 0], [5, 4], [3, 2]]
+    ([8, 8, 8, 8], [3, 1, 2, 0], 16, 8),  # one tensor at a time in a shuffled order: [[0], [2, 1], [3]]
 ]
 
 
-def _walk(sizes: list[int], cap: int, first_cap: int | None = None, reverse: bool = True, reach: bool = True,
-          add_first: bool = True, keep_last: bool = True, positions: bool = False, big_alone: bool = False,
-          first_for_all: bool = False) -> list[list[int]]:
+def _cases_with_order() -> list[tuple]:
+    return [(sizes, list(range(len(sizes))) if order is _PLAIN else list(order), cap, first)
+            for sizes, order, cap, first in _BUCKET_BASE]
+
+
+_BUCKET_CASES = _cases_with_order()
+
+
+def _walk(sizes: list[int], forward: list[int], cap: int, first_cap: int | None = None, reverse: bool = True,
+          reach: bool = True, add_first: bool = True, keep_last: bool = True, positions: bool = False,
+          big_alone: bool = False, first_for_all: bool = False, registration: bool = False) -> list[list[int]]:
     """Bucketing by size, the judge's model of it and of the usual ways to get it wrong (the flags).
 
-    The first bucket closes at `first_cap` (DDP: 1 MiB by default), every later one at `cap`; first_cap=None is
-    the mistake of one cap for all, first_for_all the mistake of the first cap for every bucket.
+    Gradients become ready in the reverse of the order the forward pass used the parameters; the first bucket
+    closes at `first_cap` (DDP: 1 MiB by default), every later one at `cap`. first_cap=None is the mistake of one
+    cap for all, first_for_all the mistake of the first cap for every bucket, registration the mistake of the
+    reverse registration order whatever forward_order says.
     """
-    order = list(reversed(range(len(sizes)))) if reverse else list(range(len(sizes)))
+    used = list(range(len(sizes))) if registration else list(forward)
+    order = list(reversed(used)) if reverse else used
     out, bucket, size = [], [], 0
 
     def limit() -> int:
@@ -258,13 +276,17 @@ def _walk(sizes: list[int], cap: int, first_cap: int | None = None, reverse: boo
 
 
 _BUCKET_MISTAKES = [  # (the mistake's flags, what the learner is told)
-    ({"positions": True}, "the indices are positions in the reversed list, not the parameters' own indices. Bucket "
-                          "entries are indices into param_bytes: the last parameter is len(param_bytes) - 1"),
-    ({"reverse": False}, "the first bucket starts with parameter 0. Backward produces gradients from the last layer "
-                         "to the first, so DDP fills buckets in reverse registration order: the first bucket holds "
-                         "the last parameters"),
-    ({"reach": False}, "a bucket that reaches the cap exactly did not close. Close it once its bytes reach the cap "
-                       "(size >= cap), not only once they exceed it"),
+    ({"positions": True}, "the indices are positions in the order you walked, not the parameters' own indices. Bucket "
+                          "entries are indices into param_bytes"),
+    ({"registration": True}, "the buckets follow the reverse of the registration order, whatever forward_order "
+                             "says. A gradient is ready when backward has passed the layer that used it, and backward "
+                             "runs through the layers in the reverse of the order the forward pass used them: a model "
+                             "need not use its parameters in the order it registered them"),
+    ({"reverse": False}, "the first bucket starts with the parameter the forward pass used first. Backward produces "
+                         "gradients from the last layer used to the first, and a bucket goes out when all of its "
+                         "gradients are ready"),
+    ({"reach": False}, "a bucket that reaches its cap exactly did not close. Close it once its bytes reach the cap, "
+                       "not only once they exceed it"),
     ({"add_first": False}, "you closed a bucket before adding the parameter that would take it past the cap, so no "
                            "bucket exceeds the cap. DDP adds the parameter first and then closes the bucket once it "
                            "has reached the cap: a parameter larger than the cap joins the open bucket"),
@@ -273,10 +295,8 @@ _BUCKET_MISTAKES = [  # (the mistake's flags, what the learner is told)
                           "because it has reached the cap"),
     ({"keep_last": False}, "the last bucket is missing. A bucket still open when the parameters run out is sent too, "
                            "or its gradients are never averaged"),
-    ({"first_cap": None}, "first_cap was ignored: every bucket closed at cap. The first bucket (the last layers' "
-                          "gradients, ready first) closes at first_cap, so its all-reduce starts as early as "
-                          "possible; DDP's defaults are 1 MiB for it (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES) "
-                          "and 25 MiB for the rest"),
+    ({"first_cap": None}, "first_cap was ignored: every bucket closed at cap. The first bucket (the gradients ready "
+                          "first) closes at first_cap, so its all-reduce starts as early as possible"),
     ({"first_for_all": True}, "every bucket closed at first_cap. Only the first bucket is small; once it closes, "
                               "the next ones close at cap"),
 ]
@@ -294,32 +314,34 @@ def _as_buckets(value: Any) -> list[list[int]] | None:
 
 
 def _judge_bucket_plan(fn: Callable) -> None:
-    """bucket_plan: reverse order, add, close once the bucket reaches its cap (first_cap for the first), send the rest."""
+    """bucket_plan: ready order (the reverse of forward_order), add, close once the bucket reaches its cap, send the rest."""
     got = [call(fn, *case) for case in _BUCKET_CASES]
     plans = [_as_buckets(v) for v in got]
     for case, value, plan in zip(_BUCKET_CASES, got, plans):
         if plan is None:
-            fail(f"bucket_plan{case} returned {value!r}; return a list of buckets, each a list of parameter indices "
-                 "(ints).")
+            fail(f"bucket_plan{tuple(case)} returned {value!r}; return a list of buckets, each a list of parameter "
+                 "indices (ints).")
     wants = [_walk(*case) for case in _BUCKET_CASES]
     if plans == wants:
         return
     first = next(i for i, (p, w) in enumerate(zip(plans, wants)) if p != w)
-    sizes, cap, first_cap = _BUCKET_CASES[first]
-    label = f"bucket_plan({sizes}, cap={cap}, first_cap={first_cap}) returned {plans[first]}"
+    sizes, forward, cap, first_cap = _BUCKET_CASES[first]
+    label = f"bucket_plan({sizes}, forward_order={forward}, cap={cap}, first_cap={first_cap}) returned {plans[first]}"
     for flags, mistake in _BUCKET_MISTAKES:
-        if all(plan == _walk(*case[:2], **({"first_cap": case[2]} | flags)) for plan, case in zip(plans, _BUCKET_CASES)):
-            fail(f"{label}: {mistake}. Expected {wants[first]}.")
-    for plan, (sizes, cap, first_cap), want in zip(plans, _BUCKET_CASES, wants):
+        if all(plan == _walk(*case[:3], **({"first_cap": case[3]} | flags)) for plan, case in zip(plans, _BUCKET_CASES)):
+            fail(f"{label}: {mistake}.")
+    for plan, (sizes, forward, cap, first_cap) in zip(plans, _BUCKET_CASES):
         if sorted(j for b in plan for j in b) != list(range(len(sizes))):
-            fail(f"bucket_plan({sizes}, cap={cap}, first_cap={first_cap}) returned {plan}; every parameter index must "
-                 f"appear exactly once (a bucket holds whole parameters: DDP never splits one). Expected {want}.")
-    fail(f"{label}; expected {wants[first]}: walk the parameters from the last to the first, add each to the open "
-         "bucket, close it when its bytes reach its cap (first_cap for the first bucket, cap after), and send a last "
-         "partial bucket at the end.")
+            fail(f"bucket_plan({sizes}, forward_order={forward}, cap={cap}, first_cap={first_cap}) returned {plan}; "
+                 "every parameter index must appear exactly once (a bucket holds whole parameters: DDP never splits "
+                 "one).")
+    fail(f"{label}, not DDP's buckets. Which gradient is ready first, which next? Add each to the open bucket in that "
+         "order, close it when its bytes reach its cap (first_cap for the first bucket, cap after), and send what is "
+         "left at the end.")
 
 
-check_bucket_plan = recorded("bucket_plan", "bucket_plan", _BUCKET_CASES, _judge_bucket_plan)
+check_bucket_plan = guard(recorded("bucket_plan", "bucket_plan", _BUCKET_CASES, _judge_bucket_plan), "bucket_plan",
+                          {_walk: "grader.checks.lesson07._walk"})
 
 
 # --- average_gradients -----------------------------------------------------------------------------
@@ -512,8 +534,9 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
              "(before and after the all_reduce, or an average op and a division).")
     unchanged = [m is None or (isinstance(g, torch.Tensor) and torch.equal(g, b)) for g, m, b in zip(got, mean, before[0])]
     if all(unchanged) and "copy" in kinds:
-        fail(f"{prefix}{label} all-reduced copies of the gradients and never wrote them back: p.grad is unchanged. "
-             "Reduce p.grad itself (all_reduce works in place), or copy the result back into p.grad.")
+        fail(f"{prefix}{label} all-reduced a copy of the gradients and never wrote the result back: p.grad is "
+             "unchanged. A tensor made from the gradients (torch.cat, flatten of several) is new memory: each "
+             "gradient's part of the average has to go back into its own p.grad.")
     if all(unchanged):
         fail(f"{prefix}{label} left every rank's gradients as they were: nothing was averaged.")
     missed = [names[i] for i, good in enumerate(ok) if not good and unchanged[i]]
@@ -521,7 +544,19 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
         fail(f"{prefix}{label} averaged some parameters but not {', '.join(missed)}: iterate over all of "
              "model.parameters() (weights and biases, every layer).")
     bad = next(i for i, good in enumerate(ok) if not good)
-    fail(f"{prefix}{label}: rank 0's gradient of {names[bad]} is not the mean of the {world} ranks' gradients.")
+    fail(f"{prefix}{label}: rank 0's gradient of {names[bad]} is not the mean of the {world} ranks' gradients, though "
+         "others are right. If you packed the gradients into one tensor, check where each one's part starts and ends "
+         "when you unpack it.")
+
+
+def _judge_one_message(observation: dict, world: int, frozen: bool, why: str = "") -> None:
+    """The average goes out as one all_reduce: every call pays the latency once."""
+    prefix = f"{why}: " if why else ""
+    calls = (observation.get("ranks") or [{}])[0].get("calls", [])
+    if len(calls) > 1:
+        fail(f"{prefix}average_gradients on {world} ranks called all_reduce {len(calls)} times, once per tensor: each "
+             "call pays the all-reduce's latency (section 3), so a model of hundreds of parameters pays it hundreds "
+             "of times. Send every gradient in one message.")
 
 
 _AVERAGE_RUNS = [(3, 0, False), (2, 1, True)]  # (world, seed, first layer frozen)
@@ -541,12 +576,18 @@ def _judge_average_runs(observation: list) -> None:
         fail("the check could not read what average_gradients did")
     for seen, run in zip(observation, _AVERAGE_RUNS):
         _judge_average(seen, *run)
+        _judge_one_message(seen, run[0], run[2])
 
 
 check_average_gradients = Check("average_gradients", _observe_average_runs, _judge_average_runs)
 
 
-average_on = Check("average_gradients on other ranks", _observe_average, _judge_average,
+def _judge_average_on(observation: dict, world: int = 3, seed: int = 0, frozen: bool = False, why: str = "") -> None:
+    _judge_average(observation, world, seed, frozen, why)
+    _judge_one_message(observation, world, frozen, why)
+
+
+average_on = Check("average_gradients on other ranks", _observe_average, _judge_average_on,
                    inputs=("world", "seed", "frozen"), announce=False)
 average_on.__doc__ = "Hidden test: average_gradients on `world` simulated ranks of replicas(world, seed, frozen)."
 
@@ -559,43 +600,42 @@ _MEM_CASES = [(_PSI, 8, s) for s in STAGES] + [(_PSI, 1, s) for s in STAGES] + [
 
 
 def _judge_bytes_per_rank(fn: Callable) -> None:
-    """bytes_per_rank: 16 bytes per parameter; ZeRO 1 shards the 12 of the optimizer, 2 the gradients' 2, 3 the weights' 2."""
+    """bytes_per_rank: DeepSpeed's mixed-precision Adam per parameter; ZeRO 1 shards the optimizer, 2 the gradients, 3 the weights."""
     got = {case: call(fn, *case) for case in _MEM_CASES}
     for case, value in got.items():
         if not is_number(value):
             fail(f"bytes_per_rank{case} returned {value!r} ({type(value).__name__}); return a number of bytes.")
     g = {stage: float(got[(_PSI, 8, stage)]) for stage in STAGES}
-    gb = {stage: f"{v / 1e9:.4g} GB" for stage, v in g.items()}
     if not close(g["ddp"], 16 * _PSI, 1e-9):
-        per = g["ddp"] / _PSI
-        fail(f"bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') returned {gb['ddp']} ({per:.3g} bytes per parameter); "
-             "mixed-precision Adam keeps 16: fp16 weights (2) and gradients (2), and an fp32 master copy, momentum "
-             "and variance (4 + 4 + 4). DDP keeps all of it on every rank.")
+        if close(g["ddp"], 8 * _PSI, 1e-9) or close(g["ddp"], 12 * _PSI, 1e-9):
+            fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') is short of DeepSpeed's layout: did you count the "
+                 "fp32 master copy of the weights the optimizer keeps, and both of Adam's moments?")
+        fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') is off: count each tensor DeepSpeed's layout keeps per "
+             "parameter, in its own dtype: fp16 weights, fp16 gradients, and the optimizer's fp32 state (a master "
+             "copy of the weights and Adam's two moments). DDP keeps all of it on every rank.")
     if close(g["zero1"], 16 * _PSI / 8, 1e-9):
-        fail(f"bytes_per_rank(1e9, 8, 'zero1') returned {gb['zero1']}: everything divided by 8. Stage 1 shards only "
-             "the optimizer state (12 bytes per parameter); every rank still holds all the fp16 weights and "
-             "gradients (2 + 2 bytes per parameter).")
+        fail("bytes_per_rank(1e9, 8, 'zero1') divided everything among the ranks. Stage 1 shards only the optimizer "
+             "state; every rank still holds all the fp16 weights and gradients.")
     if not close(g["zero1"], 4 * _PSI + 12 * _PSI / 8, 1e-9):
-        fail(f"bytes_per_rank(1e9, 8, 'zero1') returned {gb['zero1']}; stage 1 keeps the weights and gradients whole "
-             "(4 bytes per parameter) and an eighth of the 12 bytes of optimizer state: 5.5 GB.")
+        fail("bytes_per_rank(1e9, 8, 'zero1') is off: stage 1 keeps the weights and gradients whole on every rank and "
+             "divides the optimizer state among the ranks.")
     if close(g["zero2"], g["zero1"], 1e-9):
-        fail(f"bytes_per_rank(1e9, 8, 'zero2') returned {gb['zero2']}, the same as stage 1: stage 2 also shards the "
-             "gradients, so each rank keeps 2 bytes per parameter of weights and 1/8 of the other 14.")
+        fail("bytes_per_rank(1e9, 8, 'zero2') is the same as stage 1: stage 2 also shards the gradients.")
     if not close(g["zero2"], 2 * _PSI + 14 * _PSI / 8, 1e-9):
-        fail(f"bytes_per_rank(1e9, 8, 'zero2') returned {gb['zero2']}; stage 2 keeps only the fp16 weights whole "
-             "(2 bytes per parameter) and an eighth of the gradients and optimizer state (14): 3.75 GB.")
+        fail("bytes_per_rank(1e9, 8, 'zero2') is off: stage 2 keeps only the fp16 weights whole; the gradients and the "
+             "optimizer state are divided among the ranks.")
     if not close(g["zero3"], 16 * _PSI / 8, 1e-9):
-        fail(f"bytes_per_rank(1e9, 8, 'zero3') returned {gb['zero3']}; stage 3 shards the weights too, so every byte "
-             "is divided among the ranks: 16 / 8 bytes per parameter, 2 GB.")
+        fail("bytes_per_rank(1e9, 8, 'zero3') is off: stage 3 shards the weights too, so every byte is divided among "
+             "the ranks.")
     for stage in STAGES:
         one = float(got[(_PSI, 1, stage)])
         if not close(one, 16 * _PSI, 1e-9):
-            fail(f"bytes_per_rank(1e9, 1, {stage!r}) returned {one / 1e9:.4g} GB; with one rank there is nobody to "
-                 "share with, so every stage keeps all 16 GB.")
+            fail(f"bytes_per_rank(1e9, 1, {stage!r}) is not what DDP keeps: with one rank there is nobody to share "
+                 "with, so every stage keeps everything.")
     last = float(got[(3 * 10**8, 4, "zero2")])
     if not close(last, 2 * 3e8 + 14 * 3e8 / 4, 1e-9):
-        fail(f"bytes_per_rank(3e8, 4, 'zero2') returned {last:.6g}; stage 2 on 4 ranks keeps 2 + 14/4 bytes per "
-             f"parameter: {2 * 3e8 + 14 * 3e8 / 4:.6g}.")
+        fail("bytes_per_rank(3e8, 4, 'zero2') is off, though right for 1e9 parameters on 8 ranks: use n_params and "
+             "world as given.")
 
 
 check_bytes_per_rank = recorded("bytes_per_rank", "bytes_per_rank", _MEM_CASES, _judge_bytes_per_rank)
@@ -607,24 +647,126 @@ _BUBBLE_CASES = [(4, 8), (4, 1), (1, 6), (8, 32), (2, 2)]
 
 
 def _judge_bubble(fn: Callable) -> None:
-    """bubble_fraction: (p - 1) / (m + p - 1), the idle share of a GPipe schedule."""
+    """bubble_fraction: the idle share of a GPipe schedule of p stages and m micro-batches."""
     got = {case: call(fn, *case) for case in _BUBBLE_CASES}
     for case, value in got.items():
         if not is_number(value):
             fail(f"bubble_fraction{case} returned {value!r} ({type(value).__name__}); return a fraction from 0 to 1.")
     v = float(got[(4, 8)])
     if close(v, 3 / 8, 1e-9) or close(float(got[(4, 1)]), 3.0, 1e-9):
-        fail(f"bubble_fraction(4 stages, 8 micro-batches) returned {v:.4g} = (p-1)/m: that is the bubble's time over "
-             "the useful time, not over the whole schedule (it can exceed 1: with one micro-batch it says 3). The "
-             "schedule takes m + p - 1 slots, p - 1 of them idle per stage: (p-1)/(m+p-1).")
+        fail("bubble_fraction(4 stages, 8 micro-batches) is the bubble's time over the useful time, not over the whole "
+             "schedule (it can exceed 1: with one micro-batch it does). Count every slot of the schedule, and the "
+             "slots in which one stage idles.")
     if close(v, 3 / 12, 1e-9) or close(v, 4 / 11, 1e-9):
-        fail(f"bubble_fraction(4, 8) returned {v:.4g}; a stage idles p - 1 = 3 of the m + p - 1 = 11 slots, so "
-             "3/11 ≈ 0.273.")
+        fail("bubble_fraction(4, 8) is one slot off: a stage waits for the first micro-batch to reach it and idles "
+             "after the last one leaves; count both sides for the first and the last stage.")
     for (p, m), value in got.items():
         want = (p - 1) / (m + p - 1)
         if not close(float(value), want, 1e-9):
-            fail(f"bubble_fraction({p}, {m}) returned {float(value):.4g}; (p-1)/(m+p-1) = {want:.4g}"
-                 + (" (one stage is no pipeline: no bubble)" if p == 1 else "") + ".")
+            fail(f"bubble_fraction({p}, {m}) is off" + (": one stage is no pipeline, so it never waits" if p == 1 else
+                 ", though right elsewhere: count the slots of this schedule") + ".")
 
 
 check_bubble_fraction = recorded("bubble_fraction", "bubble_fraction", _BUBBLE_CASES, _judge_bubble)
+
+
+# --- predictions: the all-reduce over 16 H100s, and the first ZeRO stage at which LLaMA-13B fits ------
+
+LESSON = "07_data_parallel"  # the lesson's name in the predictions record (grader.predictions)
+PREDICTED_CHIP, PREDICTED_GPUS, PREDICTED_BYTES = "NVIDIA H100 SXM5 80GB", 16, 1e9
+
+
+def _allreduce_model() -> dict:
+    """The hierarchical model of ALLREDUCE_PREDICTION and the usual wrong prices, in seconds (data/ figures)."""
+    from grader import distributed, specs
+
+    chip = specs.chip(PREDICTED_CHIP)
+    links = distributed.cluster_links(chip.nvlink_gbs, PREDICTED_GPUS, chip=chip.name)
+    g, m, nv, nic = links["gpus_per_node"], links["nodes"], links["nvlink"], links["nic"]
+    return {"model": distributed.cluster_allreduce_seconds(PREDICTED_BYTES, links, _ring),
+            "one NIC": _ring(PREDICTED_BYTES, PREDICTED_GPUS, 0.0, nic),
+            "NVLink only": _ring(PREDICTED_BYTES, g, 0.0, nv),
+            "rails only": _ring(PREDICTED_BYTES / g, m, 0.0, nic),
+            "all NVLink": _ring(PREDICTED_BYTES, PREDICTED_GPUS, 0.0, nv),
+            "both ways": _ring(PREDICTED_BYTES, g, 0.0, 2 * nv) + _ring(PREDICTED_BYTES / g, m, 0.0, nic),
+            "whole message on the rails": _ring(PREDICTED_BYTES, g, 0.0, nv) + _ring(PREDICTED_BYTES, m, 0.0, nic)}
+
+
+_ALLREDUCE_MISTAKES = {
+    "one NIC": "every byte of a ring over all 16 GPUs through one NIC per node: NCCL's channels leave each node "
+               "through all eight NICs at once, each GPU's rail carrying its share",
+    "NVLink only": "only the phases inside a node: the rail all-reduce across the nodes costs time too",
+    "rails only": "only the rails across the nodes: the reduce-scatter and all-gather inside each node cost time too",
+    "all NVLink": "a ring over all 16 GPUs at NVLink's speed: there is no NVLink between nodes",
+    "both ways": "NVLink at its datasheet figure: that is both directions summed, and a ring sends one way",
+    "whole message on the rails": "the whole message on every rail: after the reduce-scatter each GPU holds only its "
+                                  "share, and only that share crosses the nodes",
+}
+
+
+def _allreduce_said(ms: float) -> str | None:
+    prices = _allreduce_model()
+    for key, words in _ALLREDUCE_MISTAKES.items():
+        if abs(ms / (prices[key] * 1e3) - 1) <= 0.05 and abs(ms / (prices["model"] * 1e3) - 1) > 0.05:
+            return words
+    return None
+
+
+def _allreduce_band(first: dict, context: dict) -> tuple[float, str]:
+    from grader import predictions
+
+    want = _allreduce_model()["model"] * 1e3
+    fraction = predictions.band(first["16 GPUs ms"], want, tight=0.15, loose=0.5)
+    if fraction == 1.0:
+        return fraction, "your first guess is where the model puts it"
+    said = _allreduce_said(first["16 GPUs ms"])
+    return fraction, ("your first guess priced " + said if said else
+                      "your first guess is outside the model's band: price the three steps one after another, each "
+                      "with your ring model, on the link it uses and with the bytes it moves")
+
+
+check_allreduce_prediction = Prediction(
+    LESSON, "ALLREDUCE_PREDICTION", {"16 GPUs ms": "number"}, points=1, band=_allreduce_band,
+    model=lambda context: f"the hierarchical model: {_allreduce_model()['model'] * 1e3:.2f} ms",
+    mistakes=lambda answer, context: (lambda s: f"it prices {s}" if s else None)(_allreduce_said(answer["16 GPUs ms"])))
+
+ZERO_MODEL, ZERO_WORLD = "LLaMA-13B", 8
+_ZERO_CHOICES = ("ddp", "zero1", "zero2", "zero3", "none")
+
+
+def _zero_fits() -> dict[str, bool]:
+    """For each stage, whether LLaMA-13B's training state per rank (DeepSpeed's layout) fits one H100 on 8 ranks."""
+    from grader import memory, specs
+
+    n = float(next(m["n_params"] for m in specs.load_models() if m["model"] == ZERO_MODEL))
+    card = memory.card_bytes(specs.chip(PREDICTED_CHIP))
+    whole = {"ddp": 16, "zero1": 4, "zero2": 2, "zero3": 0}  # bytes per parameter kept whole; the rest of 16 sharded
+    return {s: whole[s] * n + (16 - whole[s]) * n / ZERO_WORLD <= card for s in STAGES}
+
+
+def _zero_answer() -> str:
+    fits = _zero_fits()
+    return next((s for s in STAGES if fits[s]), "none")
+
+
+def _zero_said(stage: str) -> str | None:
+    want, fits = _zero_answer(), _zero_fits()
+    if stage == want:
+        return None
+    if stage == "none":
+        return "a ZeRO stage does fit: count what each keeps whole and what it divides among the 8 ranks"
+    if not fits[stage]:
+        return (f"{stage} does not fit one card: count what it keeps whole on every rank (in DeepSpeed's dtypes) "
+                "against the card's memory")
+    return f"{stage} fits, but an earlier stage already does: sharding more than you need costs communication"
+
+
+def _zero_band(first: dict, context: dict) -> tuple[float, str]:
+    said = _zero_said(first["stage"])
+    return (1.0, "your first guess is the model's") if said is None else (0.0, f"your first guess: {said}")
+
+
+check_zero_prediction = Prediction(
+    LESSON, "ZERO_PREDICTION", {"stage": _ZERO_CHOICES}, points=1, band=_zero_band,
+    model=lambda context: f"the first stage at which {ZERO_MODEL} fits {ZERO_WORLD} H100s: {_zero_answer()}",
+    mistakes=lambda answer, context: _zero_said(answer["stage"]))

@@ -21,7 +21,8 @@ import torch
 
 from grader import triton_counter
 from grader.checks import _plain
-from grader.checks._common import Check, Raised, Replay, _key, call, close, fail, is_number, record, recorded
+from grader.checks._common import (Check, Prediction, Raised, Replay, _key, call, close, fail, guard, is_number, quote,
+                                   record, recorded)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson08.expect
 from grader.notebook import CheckFailed, NotDone
 
@@ -122,46 +123,46 @@ def _judge_add(observation: dict) -> None:
             fail(f"{label} returned {grid!r}; return the grid as a tuple of whole numbers, like (programs,).")
         if math.prod(shape) != programs:
             if math.prod(shape) == n // block:
-                fail(f"{label} returned {shape}: {n // block} programs cover {n // block * block} of the {n} elements, "
-                     f"and the last {n - n // block * block} are never written. n // BLOCK rounds down; the grid must "
-                     f"round up, ceil(n / BLOCK) = (n + BLOCK - 1) // BLOCK = {programs} programs, and the mask turns "
-                     "off the lanes past the end.")
+                fail(f"{label} returned {shape}: those programs cover whole blocks only, and the elements of the "
+                     "last, partial block are never written. n // BLOCK rounds down; the grid must round up, so the "
+                     "partial block has a program too, and the mask turns off the lanes past the end.")
             if math.prod(shape) == n:
                 fail(f"{label} returned {shape}: one program per element. Each program handles a block of BLOCK "
-                     f"elements, so ceil(n / BLOCK) = {programs} programs cover n.")
-            fail(f"{label} returned {shape} ({math.prod(shape)} programs); {n} elements in blocks of {block} need "
-                 f"ceil(n / BLOCK) = {programs} programs.")
+                     "elements: count the blocks it takes to cover n.")
+            fail(f"{label} returned {shape} ({math.prod(shape)} programs) for {n} elements in blocks of {block}: "
+                 + ("more programs than blocks; the extra ones have no element at all." if math.prod(shape) > programs
+                    else "too few programs, so some elements have no program.")
+                 + " Every element needs a program, and only the last block may be partial.")
         kernel_label = f"add_kernel on n={n}, BLOCK={block} (grid {shape})"
         _launch_failed(run, kernel_label)
         counts = run["counts"]
         x, y = _add_inputs(n)
         got = _out(run, "out", (n,), kernel_label)
         if counts.get("overwritten", 0) > 0:
-            fail(f"{kernel_label}: different programs stored into the same elements ({counts['overwritten']} stores "
-                 f"landed on elements another program had written), and {_unwritten(got) or 'some were never written'}. "
-                 "Every program works on its own block: offsets = pid * BLOCK + tl.arange(0, BLOCK), with "
-                 "pid = tl.program_id(0).")
+            fail(f"{kernel_label}: different programs stored into the same elements, and "
+                 f"{_unwritten(got) or 'some were never written'}. Every program works on its own block: the "
+                 "offsets of program p must start where program p − 1's block ended (tl.program_id(0) says which "
+                 "program this is).")
         missing = _unwritten(got)
         if missing:
             fail(f"{kernel_label}: {missing}. Each program stores its whole block (with the mask for the tail).")
         if not torch.allclose(got, x + y, rtol=1e-6, atol=1e-6):
-            fail(f"{kernel_label}: out is not x + y (largest difference {float((got - (x + y)).abs().max()):.3g}).")
+            fail(f"{kernel_label}: out is not x + y: each lane loads x and y at its own element and stores their sum "
+                 "there.")
         if counts.get("stored_bytes") != 4 * n or counts.get("loaded_bytes") != 8 * n:
-            fail(f"{kernel_label}: the counter saw {counts.get('loaded_bytes')} bytes loaded and "
-                 f"{counts.get('stored_bytes')} stored; x and y are read once and out written once: {8 * n} and "
-                 f"{4 * n} bytes (float32, masked-off lanes move nothing).")
+            fail(f"{kernel_label}: the counter saw more or fewer bytes move than x and y read once each and out "
+                 "written once (float32; masked-off lanes move nothing). Load each input once per lane.")
         lanes = call(masks, n, block)
         want = programs * block - n
         if not (is_number(lanes) and lanes == want):
             if lanes == n % block and want != n % block:
-                fail(f"masked_lanes({n}, {block}) returned {lanes}: that is n % BLOCK, the elements in the last block. "
-                     f"The masked lanes are the rest of that block: {programs} programs × {block} lanes − {n} "
-                     f"elements = {want}.")
+                fail(f"masked_lanes({n}, {block}) returned {lanes}: that is n % BLOCK, the elements in the last "
+                     "block. The masked lanes are the rest of that block, the lanes with no element.")
             if want == 0:
                 fail(f"masked_lanes({n}, {block}) returned {lanes}: when BLOCK divides n every lane has an element, "
                      "so no lane is masked (0).")
-            fail(f"masked_lanes({n}, {block}) returned {lanes!r}; {programs} programs × {block} lanes cover "
-                 f"{programs * block} positions for {n} elements: {want} lanes are masked off.")
+            fail(f"masked_lanes({n}, {block}) returned {lanes!r}: count the lanes of the whole launch (every "
+                 "program has BLOCK of them) that have no element.")
 
 
 check_add = Check("add_kernel, add_grid and masked_lanes", _observe_add, _judge_add)
@@ -189,49 +190,51 @@ def _judge_fusion(fn: Callable) -> None:
     want_u, want_f = _fusion(rows, cols, b)
     label = f"fusion_bytes({rows}, {cols}, {b})"
     if close(unfused, want_f) and close(fused, want_u):
-        fail(f"{label} returned ({unfused:.0f}, {fused:.0f}): swapped; return (unfused, fused).")
+        fail(f"{label}: swapped; return (unfused, fused).")
     if close(unfused, (2 * n + cols) * b) and close(fused, (n + cols) * b):
-        fail(f"{label} returned ({unfused:.0f}, {fused:.0f}): only the reads. Writes move bytes too: the separate ops "
-             f"write y and then z (n elements each), the fused kernel writes its output once (n). Expected "
-             f"({want_u}, {want_f}).")
+        fail(f"{label}: only the reads were counted. Writes move bytes too: each separate op writes its result, and "
+             "the fused kernel writes its output.")
     if close(unfused, 5 * n * b) or close(fused, 3 * n * b):
-        fail(f"{label} returned ({unfused:.0f}, {fused:.0f}): the bias counted once per element. The bias has one "
-             f"value per column ({cols} values); each is read from memory once and reused for every row (a cache "
-             f"keeps it; the counter's unique bytes show it). Expected ({want_u}, {want_f}).")
+        fail(f"{label}: the bias counted once per element. The bias has one value per column; each is read from "
+             "memory once and reused for every row (a cache keeps it; the counter's unique bytes show it).")
     if close(unfused, (3 * n + cols) * b):
-        fail(f"{label} returned unfused {unfused:.0f}: the intermediate y counted once. As separate ops y goes to "
-             f"memory twice: x + bias writes it, and gelu reads it back: x (n) + bias (cols) + y written (n) + "
-             f"y read (n) + z written (n) = (4n + cols) × bytes = {want_u}.")
+        fail(f"{label}: the unfused count has the intermediate y once. As separate ops y goes to memory twice: the "
+             "bias add writes it, and GELU reads it back.")
     if not close(unfused, want_u):
-        fail(f"{label} returned unfused {unfused:.0f}; the two ops read x and bias, write y, read y, write z: "
-             f"(4n + cols) × dtype_bytes = {want_u} bytes (n = rows × cols).")
+        fail(f"{label}: the unfused count is off. Go kernel by kernel: which tensors does each read, which does it "
+             "write, and how many elements each (the bias once per column)?")
     if not close(fused, want_f):
-        fail(f"{label} returned fused {fused:.0f}; one kernel reads x and bias and writes the output once: "
-             f"(2n + cols) × dtype_bytes = {want_f} bytes.")
+        fail(f"{label}: the fused count is off. One kernel reads its inputs once and writes its output once; the "
+             "intermediate never leaves the chip.")
     for case in _FUSION_CASES[1:]:
         got, want = call(fn, *case), _fusion(*case)
         if not (close(float(got[0]), want[0]) and close(float(got[1]), want[1])):
-            fail(f"fusion_bytes{case} returned {tuple(got)}; expected {want} (rows × cols elements of dtype_bytes).")
+            fail(f"fusion_bytes{case} is off for this shape, right for the first: does your count use rows, cols "
+                 "and dtype_bytes as given (n = rows × cols elements)?")
 
 
-check_fusion_bytes = recorded("fusion_bytes", "fusion_bytes", _FUSION_CASES, _judge_fusion)
+check_fusion_bytes = guard(recorded("fusion_bytes", "fusion_bytes", _FUSION_CASES, _judge_fusion), "fusion_bytes",
+                           {_fusion: "grader.checks.lesson08._fusion"})
 
-_GELU_CASES = [(4, 100, 128), (3, 7, 16), (2, 1000, 256)]  # (rows, cols, BLOCK)
+# (rows, cols, BLOCK, strided): strided x is the first `cols` columns of a (rows, 2·cols + 3) tensor
+_GELU_CASES = [(4, 100, 128, False), (3, 7, 16, True), (2, 1000, 256, True), (5, 64, 128, True)]
 
 
-def _gelu_inputs(rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _gelu_inputs(rows: int, cols: int, strided: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     g = _gen(rows * 1000 + cols)
-    return 3 * torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)
+    wide = 3 * torch.randn(rows, 2 * cols + 3, generator=g)
+    bias = torch.randn(cols, generator=g)
+    return (wide[:, :cols] if strided else wide[:, :cols].contiguous()), bias
 
 
 def _observe_bias_gelu(kernel: Any, cases: list | None = None) -> dict:
     runs = []
-    for rows, cols, block in cases or _GELU_CASES:
-        x, bias = _gelu_inputs(rows, cols)
+    for rows, cols, block, strided in cases or _GELU_CASES:
+        x, bias = _gelu_inputs(rows, cols, strided)
         out = torch.full((rows, cols), NAN)
         n = rows * cols
-        runs.append(_launch(kernel, "bias_gelu_kernel", (-(-n // block),), (x, bias, out, n, cols), {"BLOCK": block},
-                            {"out": out}))
+        runs.append(_launch(kernel, "bias_gelu_kernel", (-(-n // block),), (x, bias, out, n, cols, x.stride(0)),
+                            {"BLOCK": block}, {"out": out}))
     return {"runs": runs}
 
 
@@ -240,19 +243,26 @@ def _judge_bias_gelu(observation: dict, cases: list | None = None) -> None:
     runs = observation.get("runs")
     if not isinstance(runs, list) or len(runs) != len(cases):
         fail("the check could not read what your kernel did")
-    for (rows, cols, block), run in zip(cases, runs):
+    for (rows, cols, block, strided), run in zip(cases, runs):
         n = rows * cols
-        label = f"bias_gelu_kernel on a {rows}×{cols} x (n={n}, BLOCK={block})"
+        x, bias = _gelu_inputs(rows, cols, strided)
+        label = (f"bias_gelu_kernel on a {rows}×{cols} x " + (f"(a view, rows {x.stride(0)} elements apart" if strided
+                 else "(contiguous") + f", BLOCK={block})")
         _launch_failed(run, label)
-        x, bias = _gelu_inputs(rows, cols)
         got, want = _out(run, "out", (rows, cols), label), torch.nn.functional.gelu(x + bias)
         missing = _unwritten(got)
         if missing:
-            fail(f"{label}: {missing}.")
+            fail(f"{label}: {missing}. out is contiguous: lane i of the launch stands for element i of out.")
+        if strided:
+            flat = x.as_strided((rows, cols), (cols, 1), x.storage_offset())  # x read as if its rows were cols apart
+            if torch.allclose(got, torch.nn.functional.gelu(flat + bias), atol=1e-4):
+                fail(f"{label}: x was read as if it were contiguous. This x is a view: its rows lie x_row_stride "
+                     "elements apart, with gaps between them, so the flat index of out is not x's. Work out which "
+                     "row and column a lane stands for, then where that element of x is. (Right on contiguous x, "
+                     "wrong here.)")
         by_row = torch.nn.functional.gelu(x + bias.repeat(math.ceil(rows / cols))[:rows, None]) if cols != rows else None
         if by_row is not None and torch.allclose(got, by_row, atol=1e-4):
-            fail(f"{label}: the bias was indexed by row. bias has one value per column; element i of the flat x is in "
-                 "column i % cols, so load bias at offsets % cols.")
+            fail(f"{label}: the bias was indexed by row. bias has one value per column.")
         if torch.allclose(got, torch.nn.functional.gelu(x), atol=1e-4):
             fail(f"{label}: out is gelu(x): the bias was never added.")
         if torch.allclose(got, x + bias, atol=1e-4):
@@ -264,42 +274,46 @@ def _judge_bias_gelu(observation: dict, cases: list | None = None) -> None:
                     "form, 0.5 · y · (1 + erf(y / √2)); tl.erf exists (tl has no tanh)."
                     if err < 0.05 or torch.allclose(got, approx, atol=1e-3) else
                     " GELU(y) = 0.5 · y · (1 + erf(y / √2)) with y = x + bias.")
-            fail(f"{label}: out differs from gelu(x + bias) by up to {err:.3g}.{hint}")
+            fail(f"{label}: out differs from gelu(x + bias).{hint}")
         counts = run["counts"]
         if counts.get("stored_bytes") != 4 * n:
-            fail(f"{label}: the counter saw {counts.get('stored_bytes')} bytes stored; a fused kernel writes its output "
-                 f"once, n × 4 = {4 * n} bytes, and keeps the intermediate x + bias in registers. Storing it (and "
-                 "loading it back) is the unfused chain's traffic inside one kernel.")
+            fail(f"{label}: the counter saw more bytes stored than the output holds. A fused kernel writes its output "
+                 "once and keeps the intermediate x + bias in registers; storing it (and loading it back) is the "
+                 "unfused chain's traffic inside one kernel.")
         if counts.get("unique_loaded_bytes") != 4 * (n + cols):
-            fail(f"{label}: the kernel read {counts.get('unique_loaded_bytes')} distinct bytes; it needs x (n) and "
-                 f"bias (cols) once each: {4 * (n + cols)} bytes. Did it load something it does not use?")
+            fail(f"{label}: the kernel read other bytes than x's elements and the bias, each once. Did it load "
+                 "something it does not use?")
 
 
 check_bias_gelu = Check("bias_gelu_kernel", _observe_bias_gelu, _judge_bias_gelu)
 
 
 def _observe_bias_gelu_on(kernel: Any, rows: int, cols: int, block: int) -> dict:
-    return _observe_bias_gelu(kernel, [(rows, cols, block)])
+    return _observe_bias_gelu(kernel, [(rows, cols, block, True)])
 
 
 def _judge_bias_gelu_on(observation: dict, rows: int, cols: int, block: int, why: str) -> None:
     try:
-        _judge_bias_gelu(observation, [(rows, cols, block)])
+        _judge_bias_gelu(observation, [(rows, cols, block, True)])
     except CheckFailed as exc:
         fail(f"{why}: {exc}")
 
 
 bias_gelu_on = Check("bias_gelu_kernel on another shape", _observe_bias_gelu_on, _judge_bias_gelu_on,
                      inputs=("rows", "cols", "block"), announce=False)
-bias_gelu_on.__doc__ = "Hidden test: bias_gelu_kernel on a (rows, cols) x of 3·randn with this BLOCK."
+bias_gelu_on.__doc__ = "Hidden test: bias_gelu_kernel on a strided (rows, cols) view of 3·randn with this BLOCK."
 
 
 # --- exercise 3: row softmax ------------------------------------------------------------------------
 
-# (label, rows, cols, scale, shift, strided): normal rows; rows x50; rows near -200; a strided view of a wider tensor
-_SOFTMAX_CASES = [("normal rows", 6, 37, 1.0, 0.0, False), ("normal rows, strided view", 5, 37, 1.0, 0.0, True),
-                  ("rows × 50", 4, 37, 50.0, 0.0, False), ("rows near −200", 4, 37, 1.0, -200.0, True),
-                  ("a row of 64", 3, 64, 1.0, 0.0, False)]
+# (label, rows, cols, scale, shift, strided, BLOCK): normal rows; rows x50; rows near -200; a strided view of a wider
+# tensor; rows that fit one block and rows longer than one (walked BLOCK columns at a time)
+_SOFTMAX_CASES = [("normal rows", 6, 37, 1.0, 0.0, False, 64),
+                  ("normal rows, a strided view, longer than a block", 5, 37, 1.0, 0.0, True, 16),
+                  ("rows × 50, longer than a block", 4, 37, 50.0, 0.0, False, 16),
+                  ("rows near −200, a strided view, longer than a block", 4, 37, 1.0, -200.0, True, 16),
+                  ("rows × 50 in one block", 3, 40, 50.0, 0.0, False, 64),
+                  ("rows of 64, exactly two blocks", 3, 64, 1.0, 0.0, False, 32)]
 
 
 def _softmax_input(rows: int, cols: int, scale: float, shift: float, strided: bool) -> torch.Tensor:
@@ -310,20 +324,24 @@ def _softmax_input(rows: int, cols: int, scale: float, shift: float, strided: bo
 
 def _observe_softmax(kernel: Any, cases: list | None = None) -> dict:
     runs = []
-    for _, rows, cols, scale, shift, strided in cases or _SOFTMAX_CASES:
+    for _, rows, cols, scale, shift, strided, block in cases or _SOFTMAX_CASES:
         x = _softmax_input(rows, cols, scale, shift, strided)
         out = torch.full((rows, cols), NAN)
-        block = 1 << max(cols - 1, 0).bit_length()
         runs.append(_launch(kernel, "softmax_kernel", (rows,), (x, out, cols, x.stride(0), out.stride(0)),
                             {"BLOCK": block}, {"out": out}))
     return {"runs": runs}
 
 
-def _softmax_zero_padded(x: torch.Tensor) -> torch.Tensor:
-    """What a kernel computes when masked lanes load 0: zeros join the max and the sum."""
-    block = 1 << max(x.shape[1] - 1, 0).bit_length()
-    padded = torch.cat([x, torch.zeros(x.shape[0], block - x.shape[1])], dim=1)
+def _softmax_zero_padded(x: torch.Tensor, block: int) -> torch.Tensor:
+    """What a kernel computes when masked lanes load 0: the zeros of the last block join the max and the sum."""
+    pad = -(-x.shape[1] // block) * block - x.shape[1]
+    padded = torch.cat([x, torch.zeros(x.shape[0], pad)], dim=1)
     return torch.softmax(padded, dim=1)[:, :x.shape[1]]
+
+
+def _softmax_by_block(x: torch.Tensor, block: int) -> torch.Tensor:
+    """What a kernel computes when it normalises each block of a row on its own."""
+    return torch.cat([torch.softmax(x[:, j:j + block], dim=1) for j in range(0, x.shape[1], block)], dim=1)
 
 
 def _judge_softmax(observation: dict, cases: list | None = None) -> None:
@@ -331,33 +349,47 @@ def _judge_softmax(observation: dict, cases: list | None = None) -> None:
     runs = observation.get("runs")
     if not isinstance(runs, list) or len(runs) != len(cases):
         fail("the check could not read what your kernel did")
-    results = {}
-    for (label, rows, cols, scale, shift, strided), run in zip(cases, runs):
-        text = f"softmax_kernel on {label} ({rows}×{cols}{', row stride ' + str(cols + 13) if strided else ''})"
+    results = []
+    for (label, rows, cols, scale, shift, strided, block), run in zip(cases, runs):
+        text = (f"softmax_kernel on {label} ({rows}×{cols}{', row stride ' + str(cols + 13) if strided else ''}, "
+                f"BLOCK {block})")
         _launch_failed(run, text)
         got = _out(run, "out", (rows, cols), text)
-        results[label] = (got, _softmax_input(rows, cols, scale, shift, strided), text, strided, run["counts"])
-    for label, (got, x, text, strided, counts) in results.items():
-        want = torch.softmax(x, dim=1)
-        if torch.allclose(got, want, atol=1e-5):
+        x = _softmax_input(rows, cols, scale, shift, strided)
+        results.append((got, x, text, strided, block, shift, run["counts"]))
+    right = [bool(torch.allclose(got, torch.softmax(x, dim=1), atol=1e-5)) for got, x, *_ in results]
+    for ok, (got, x, text, strided, block, shift, counts) in zip(right, results):
+        if ok:
             continue
+        want = torch.softmax(x, dim=1)
         if counts.get("stored_bytes", 0) < 4 * x.numel() or counts.get("overwritten", 0):
-            fail(f"{text}: the counter saw {counts.get('stored_bytes')} bytes stored for {x.numel()} elements "
-                 f"({x.numel() * 4} bytes){' and programs storing over each other' if counts.get('overwritten') else ''}"
-                 f": {_unwritten(got) or 'some elements were not written by their own row'}. One program per row "
-                 "stores its n_cols results at out_ptr + row * out_row_stride + cols, masked.")
+            longer = x.shape[1] > block
+            fail(f"{text}: {_unwritten(got) or 'some elements were not written by their own row'}"
+                 f"{' (and programs stored over each other)' if counts.get('overwritten') else ''}. One program per "
+                 "row stores all n_cols of its results at its own row of out, masked"
+                 + (": this row is longer than BLOCK, so the program must go on past its first block." if longer
+                    else "."))
         if strided and _rows_as_if_contiguous(got, x):
             fail(f"{text}: wrong rows. This x is a view of a wider tensor, so its rows are x_row_stride elements apart, "
-                 "not n_cols: row r starts at x_ptr + r * x_row_stride. (Right on contiguous rows, wrong here.)")
-        if torch.allclose(got, _softmax_zero_padded(x), atol=1e-5):
-            fail(f"{text}: the lanes past n_cols were loaded as 0, and a 0 joins the row's max and sum "
-                 "(e^(0 − max) for every masked lane). Load them as −inf: other=float('-inf'); e^(−inf) = 0.")
+                 "not n_cols. (Right on contiguous rows, wrong here.)")
+        if torch.allclose(got, _softmax_zero_padded(x, block), atol=1e-5):
+            fail(f"{text}: the lanes past n_cols were loaded as 0, and a 0 joins the row's max and sum (e^(0 − max) "
+                 "for every masked lane). A masked lane must hold a value that changes neither the max nor the sum.")
+        if x.shape[1] > block and torch.allclose(got, _softmax_by_block(x, block), atol=1e-5):
+            fail(f"{text}: each block of the row was normalised on its own, so each block sums to 1. The sum runs over "
+                 "the whole row: it must be complete before any value of the row is written.")
         if not torch.isfinite(got).all():
+            low_right = any(r for r, (_, _, _, _, blk, sh, _) in zip(right, results) if sh < -100 and blk < 37)
+            if low_right and x.shape[1] > block:
+                fail(f"{text}: the output holds inf or NaN, though rows near −200 came out right: you subtract a max, "
+                     "but not the whole row's (one block's?). A value above the number you subtract overflows e^x "
+                     "(float32 above x ≈ 88.7). The max must be over the whole row before any exponent is taken.")
             fail(f"{text}: the output holds inf or NaN. e^x overflows float32 above x ≈ 88.7 (rows × 50) and "
                  "underflows to 0 below about −103 (rows near −200), so the sum is inf or 0 and the division NaN. "
                  "Subtract the row's max before tl.exp: softmax(x) = softmax(x − max(x)), and the largest exponent "
                  "is then e^0 = 1.")
-        fail(f"{text}: out differs from torch.softmax(x, dim=1) by up to {float((got - want).abs().max()):.3g}.")
+        fail(f"{text}: out differs from torch.softmax(x, dim=1). Every value of a row is divided by one sum over the "
+             "whole row, of exponents all taken relative to the same number.")
 
 
 def _rows_as_if_contiguous(got: torch.Tensor, x: torch.Tensor) -> bool:
@@ -369,20 +401,21 @@ def _rows_as_if_contiguous(got: torch.Tensor, x: torch.Tensor) -> bool:
 check_softmax = Check("softmax_kernel", _observe_softmax, _judge_softmax)
 
 
-def _observe_softmax_on(kernel: Any, rows: int, cols: int, scale: float, shift: float) -> dict:
-    return _observe_softmax(kernel, [("the hidden test's rows", rows, cols, scale, shift, True)])
+def _observe_softmax_on(kernel: Any, rows: int, cols: int, scale: float, shift: float, block: int = 32) -> dict:
+    return _observe_softmax(kernel, [("the hidden test's rows", rows, cols, scale, shift, True, block)])
 
 
-def _judge_softmax_on(observation: dict, rows: int, cols: int, scale: float, shift: float, why: str) -> None:
+def _judge_softmax_on(observation: dict, rows: int, cols: int, scale: float, shift: float, why: str,
+                      block: int = 32) -> None:
     try:
-        _judge_softmax(observation, [("the hidden test's rows", rows, cols, scale, shift, True)])
+        _judge_softmax(observation, [("the hidden test's rows", rows, cols, scale, shift, True, block)])
     except CheckFailed as exc:
         fail(f"{why}: {exc}")
 
 
 softmax_on = Check("softmax_kernel on other rows", _observe_softmax_on, _judge_softmax_on,
-                   inputs=("rows", "cols", "scale", "shift"), announce=False)
-softmax_on.__doc__ = "Hidden test: softmax_kernel on a strided rows × cols input of randn × scale + shift."
+                   inputs=("rows", "cols", "scale", "shift", "block"), announce=False)
+softmax_on.__doc__ = "Hidden test: softmax_kernel on a strided rows × cols input of randn × scale + shift, in BLOCK columns."
 
 
 # --- exercise 4: tile traffic and the best tiles under an on-chip budget -----------------------------
@@ -403,92 +436,174 @@ def _judge_tile_traffic(fn: Callable) -> None:
     M, N, K, BM, BN, BK, b = case = _TILE_CASES[2]
     value, want = float(got[case]), _traffic(*case)
     label = f"tile_traffic(M={M}, N={N}, K={K}, BM={BM}, BN={BN}, BK={BK}, dtype_bytes={b})"
-    cN, cM = -(-N // BN), -(-M // BM)
     if close(value, b * (M * K + K * N + M * N)):
-        fail(f"{label} returned {value:.0f}: each matrix once. That is the floor a perfect cache gives, not what the "
-             f"programs request: the {cM} × {cN} programs each read a BM × K strip of A and a K × BN strip of B, so A "
-             f"is read once per column of tiles ({cN}×) and B once per row of tiles ({cM}×). Expected {want}.")
-    if close(value, b * (M * K * cN + K * N * cM + M * N * -(-K // BK))):
-        fail(f"{label} returned {value:.0f}: C written once per K step. A program keeps its BM × BN accumulator on "
-             f"chip while it steps along K and stores C once at the end. Expected {want}.")
+        fail(f"{label}: each matrix once. That is the floor a perfect cache gives, not what the programs request: "
+             "every program reads a BM × K strip of A and a K × BN strip of B. How many programs read the same strip?")
+    if close(value, b * (M * K * (N // BN) + K * N * (M // BM) + M * N)):
+        fail(f"{label}: the tile counts were rounded down. A partial tile at the edge of C is still a program, and it "
+             "reads its whole strips (masked lanes aside): count the programs along each side rounding up.")
+    if close(value, b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N * -(-K // BK))):
+        fail(f"{label}: C written once per K step. A program keeps its BM × BN accumulator on chip while it steps "
+             "along K and stores C once at the end.")
     if not close(float(got[_TILE_CASES[0]]), float(got[_TILE_CASES[1]])):
-        fail(f"tile_traffic changed when only BK changed ({float(got[_TILE_CASES[0]]):.0f} bytes with BK=32, "
-             f"{float(got[_TILE_CASES[1]]):.0f} with BK=64). BK only cuts each strip into steps: a program still reads "
+        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
              "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
     if not close(value, want):
-        fail(f"{label} returned {value:.0f}; A (M×K) is read once per column of tiles, ceil(N/BN) = {cN}×, B (K×N) "
-             f"once per row of tiles, ceil(M/BM) = {cM}×, C (M×N) written once: {want} bytes.")
+        fail(f"{label} is off. A program reads a BM × K strip of A and a K × BN strip of B and writes its tile of C "
+             "once: count how many programs read each strip (round partial tiles up), and C once.")
     for case, value in got.items():
         if not close(float(value), _traffic(*case)):
-            fail(f"tile_traffic{case} returned {float(value):.0f}; expected {_traffic(*case)}.")
+            fail(f"tile_traffic{case} is off for this shape, right for another: use each argument as given.")
 
 
-check_tile_traffic = recorded("tile_traffic", "tile_traffic", _TILE_CASES, _judge_tile_traffic)
+check_tile_traffic = guard(recorded("tile_traffic", "tile_traffic", _TILE_CASES, _judge_tile_traffic), "tile_traffic",
+                           {_traffic: "grader.checks.lesson08._traffic"})
 
 _SIZES = (16, 32, 64, 128, 256)
-# (M, N, K, BK, dtype_bytes, smem_bytes, num_stages, sizes)
-_BEST_CASES = [(4096, 4096, 4096, 64, 2, 233472, 4, _SIZES), (4096, 4096, 4096, 64, 2, 233472, 1, _SIZES),
-               (8192, 1024, 4096, 32, 4, 167936, 3, _SIZES), (512, 512, 512, 64, 2, 49152, 2, _SIZES),
-               (8192, 64, 1024, 64, 2, 233472, 3, _SIZES),  # N = 64: wider tiles than 64 columns buy nothing
-               (512, 512, 512, 64, 2, 49152, 4, _SIZES)]
+_REGS = 65536 * 4  # bytes: the register file of an A100's or H100's SM (data/sm.csv)
+# (M, N, K, BK, dtype_bytes, smem_bytes, regs_bytes, num_stages, sizes)
+_BEST_CASES = [(4096, 4096, 4096, 64, 2, 233472, _REGS, 4, _SIZES), (4096, 4096, 4096, 64, 2, 233472, _REGS, 1, _SIZES),
+               (8192, 1024, 4096, 32, 4, 167936, _REGS, 3, _SIZES), (512, 512, 512, 64, 2, 49152, _REGS, 2, _SIZES),
+               (8192, 64, 1024, 64, 2, 233472, _REGS, 3, _SIZES),  # N = 64: wider tiles than 64 columns buy nothing
+               (512, 512, 512, 64, 2, 49152, _REGS, 4, _SIZES),
+               (4096, 4096, 4096, 64, 2, 233472, _REGS, 3, _SIZES),  # fp16 on an H100: 256 × 256 fits shared memory only
+               (4096, 4096, 4096, 32, 1, 233472, 131072, 2, _SIZES),  # half the registers: 128 × 256 spills too
+               (4096, 4096, 4096, 32, 2, 233472, 65536, 2, _SIZES)]  # a quarter: fp16's 2 bytes would still admit 256 × 64
 
 
 def _footprint(BM: int, BN: int, BK: int, b: int, stages: int) -> int:
+    """Bytes of shared memory: num_stages stages, each a BM × BK piece of A and a BK × BN piece of B."""
     return stages * (BM * BK + BK * BN) * b
 
 
-def _best(M, N, K, BK, b, smem, stages, sizes, footprint=_footprint):
-    fits = [(BM, BN) for BM in sizes for BN in sizes if footprint(BM, BN, BK, b, stages) <= smem]
-    if not fits:
+def _fits(BM: int, BN: int, BK: int, b: int, stages: int, smem: int, regs: int) -> bool:
+    """Shared memory holds the staged pieces; the float32 accumulator must leave registers for everything else."""
+    return _footprint(BM, BN, BK, b, stages) <= smem and BM * BN * 4 < regs
+
+
+def _best(M, N, K, BK, b, smem, regs, stages, sizes, fits=_fits):
+    ok = [(BM, BN) for BM in sizes for BN in sizes if fits(BM, BN, BK, b, stages, smem, regs)]
+    if not ok:
         return None
-    return min(fits, key=lambda t: (_traffic(M, N, K, t[0], t[1], BK, b), _footprint(t[0], t[1], BK, b, stages), -t[0]))
+    return min(ok, key=lambda t: (_traffic(M, N, K, t[0], t[1], BK, b), _footprint(t[0], t[1], BK, b, stages), -t[0]))
 
 
-_BUDGET_MISTAKES = [
-    (lambda BM, BN, BK, b, s: s * BM * BK * b, "The budget left out one input tile: each stage holds an A tile (BM × BK) "
-     "and a B tile (BK × BN): num_stages × (BM·BK + BK·BN) × dtype_bytes."),
-    (lambda BM, BN, BK, b, s: s * BK * BN * b, "The budget left out one input tile: each stage holds an A tile (BM × BK) "
-     "and a B tile (BK × BN): num_stages × (BM·BK + BK·BN) × dtype_bytes."),
-    (lambda BM, BN, BK, b, s: (BM * BK + BK * BN) * b, "Each pipeline stage holds its own pair of tiles, so the "
-     "footprint is multiplied by num_stages."),
+_ONE_TILE = ("The shared-memory budget left out one input tile: each stage holds a piece of A and a piece of B.")
+_BUDGET_MISTAKES = [  # (what the mistaken budget admits, what the learner is told)
+    (lambda BM, BN, BK, b, s, smem, regs: s * BM * BK * b <= smem and BM * BN * 4 < regs, _ONE_TILE),
+    (lambda BM, BN, BK, b, s, smem, regs: s * BK * BN * b <= smem and BM * BN * 4 < regs, _ONE_TILE),
+    (lambda BM, BN, BK, b, s, smem, regs: (BM * BK + BK * BN) * b <= smem and BM * BN * 4 < regs,
+     "Each pipeline stage holds its own pieces of A and B, so the shared-memory footprint grows with num_stages."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem,
+     "The registers were never counted: the program's accumulator, its whole tile of C, lives in registers, and a "
+     "tile whose accumulator does not fit there spills. No error says so on a GPU; the kernel is just slow."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * b < regs,
+     "The accumulator was counted at dtype_bytes per element. tl.dot accumulates in single precision whatever the "
+     "inputs, so the accumulator takes 4 bytes per element of the tile."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * 4 <= regs,
+     "A tile whose accumulator needs the whole register file was taken as fitting. Nothing would be left for the "
+     "threads' addresses, the pieces of A and B they multiply, or the loop: it spills."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) + BM * BN * 4 <= smem,
+     "The accumulator was counted in shared memory. It lives in the registers, a budget of its own: shared memory "
+     "holds the staged pieces of A and B."),
 ]
 
 
 def _judge_best_tiles(fn: Callable) -> None:
     got = {}
-    for case in _BEST_CASES:
+    for k, case in enumerate(_BEST_CASES):
         value = call(fn, *case)
         if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
-            fail(f"best_tiles{case[:7]} returned {value!r}; return (BM, BN), two tile sizes from `sizes`.")
+            fail(f"best_tiles on {_best_label(k)} returned {quote(value)}; return (BM, BN), two tile sizes from `sizes`.")
         got[case] = tuple(value)
     wrong = [case for case in _BEST_CASES if got[case] != tuple(_best(*case))]
     if not wrong:
         return
-    for footprint, why in _BUDGET_MISTAKES:  # a mistake in the budget shows on every case
-        if all(got[case] == _best(*case, footprint=footprint) for case in _BEST_CASES):
-            case = next(c for c in wrong if _footprint(*got[c], c[3], c[4], c[6]) > c[5])
-            M, N, K, BK, b, smem, stages, _ = case
-            fail(f"best_tiles(M={M}, N={N}, K={K}, BK={BK}, dtype_bytes={b}, smem_bytes={smem}, num_stages={stages}) "
-                 f"returned {got[case]}: its tiles need {_footprint(*got[case], BK, b, stages):,} bytes on chip, more "
-                 f"than the {smem:,} there are. {why} Expected {tuple(_best(*case))}.")
+    k = _BEST_CASES.index(wrong[0])
+    for fits, why in _BUDGET_MISTAKES:  # a mistake in the budget shows on every case
+        if all(got[case] == _best(*case, fits=fits) for case in _BEST_CASES):
+            fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit on chip. {why}")
     case = wrong[0]
-    M, N, K, BK, b, smem, stages, _ = case
-    label = f"best_tiles(M={M}, N={N}, K={K}, BK={BK}, dtype_bytes={b}, smem_bytes={smem}, num_stages={stages})"
+    M, N, K, BK, b, smem, regs, stages, _ = case
     mine, want = got[case], tuple(_best(*case))
-    need = _footprint(*mine, BK, b, stages)
-    if need > smem:
-        fail(f"{label} returned {mine}, whose tiles need num_stages × (BM·BK + BK·BN) × dtype_bytes = {need:,} "
-             f"bytes on chip, more than {smem:,}. Expected {want}.")
-    t_mine, t_want = _traffic(M, N, K, *mine, BK, b), _traffic(M, N, K, *want, BK, b)
-    if t_mine == t_want:
-        fail(f"{label} returned {mine}: the same traffic as {want} ({t_want:,} bytes) with a larger footprint "
-             f"({need:,} bytes against {_footprint(*want, BK, b, stages):,}). Bigger tiles only pay while they cut "
-             "traffic (here N is small: columns past N buy nothing); on a tie take the smaller footprint.")
-    fail(f"{label} returned {mine} ({t_mine:,} bytes of traffic); {want} fits too and moves {t_want:,}. Among the "
-         "tiles that fit, take the least traffic (ties: the smaller footprint, then the larger BM).")
+    if not _fits(*mine, BK, b, stages, smem, regs):
+        where = ("its staged pieces of A and B overflow shared memory" if _footprint(*mine, BK, b, stages) > smem else
+                 "its single-precision accumulator does not leave room in the register file")
+        fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit: {where}. Work out both footprints of "
+             "every tile you consider.")
+    if _traffic(M, N, K, *mine, BK, b) == _traffic(M, N, K, *want, BK, b):
+        fail(f"best_tiles on {_best_label(k)}: another tile that fits moves the same traffic with a smaller "
+             "shared-memory footprint. Bigger tiles only pay while they cut traffic (here N may be small: columns past "
+             "N buy nothing); on a tie take the smaller footprint, then the larger BM.")
+    fail(f"best_tiles on {_best_label(k)}: another tile that fits moves less traffic. Among the tiles that fit both "
+         "budgets, take the least traffic (ties: the smaller footprint, then the larger BM).")
 
 
-check_best_tiles = recorded("best_tiles", "best_tiles", _BEST_CASES, _judge_best_tiles)
+def _best_label(k: int) -> str:
+    """A case named without its numbers (they are also tile sizes a message must not hand over)."""
+    return (f"the check's case {k + 1} of {len(_BEST_CASES)} (its arguments, in order: "
+            f"lesson08.BEST_TILES_CASES[{k}])")
+
+
+check_best_tiles = guard(recorded("best_tiles", "best_tiles", _BEST_CASES, _judge_best_tiles), "best_tiles",
+                         {_best: "grader.checks.lesson08._best", _fits: "grader.checks.lesson08._fits"})
+BEST_TILES_CASES = _BEST_CASES  # what best_tiles' messages point to: (M, N, K, BK, dtype_bytes, smem, regs, stages, sizes)
+
+
+# --- exercise 4: predict the best tile of an fp16 8192³ matmul on an H100 ----------------------------
+
+LESSON = "08_inside_a_kernel"  # the lesson's name in the predictions record (grader.predictions)
+TILE_CHIP, TILE_SIZES = "NVIDIA H100 SXM5 80GB", (16, 32, 64, 128, 256, 512)
+_LIMITS = ("shared memory", "registers", "nothing")
+_TILE_WORDS = tuple(f"{bm}x{bn}" for bm in TILE_SIZES[2:] for bn in TILE_SIZES[2:])  # "64x64" .. "512x512"
+
+
+def _tile_model() -> tuple[tuple[int, int], str, tuple]:
+    """(the best tile, what stops 256 × 256, the case) for the fp16 8192³ matmul on an H100, from data/sm.csv."""
+    from grader import specs
+
+    sm = specs.load_sm()[TILE_CHIP]
+    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
+    case = (8192, 8192, 8192, 64, 2, smem, regs, 3, TILE_SIZES)
+    staged_ok, acc_ok = _footprint(256, 256, 64, 2, 3) <= smem, 256 * 256 * 4 < regs
+    limit = "nothing" if staged_ok and acc_ok else "shared memory" if not staged_ok else "registers"
+    return _best(*case), limit, case
+
+
+def _tile_said(answer: dict) -> list[str]:
+    """What is off in a TILE_PREDICTION (tile, then limit), in words that give no figure."""
+    best, limit, case = _tile_model()
+    M, N, K, BK, b, smem, regs, stages, _ = case
+    tile = tuple(int(v) for v in answer["tile"].split("x"))
+    said = []
+    same = (_fits(*tile, BK, b, stages, smem, regs) and _traffic(M, N, K, *tile, BK, b) == _traffic(M, N, K, *best, BK, b)
+            and _footprint(*tile, BK, b, stages) == _footprint(*best, BK, b, stages))
+    if not same:
+        if not _fits(*tile, BK, b, stages, smem, regs):
+            said.append("that tile does not fit on chip: count both footprints, the staged pieces of A and B in "
+                        "shared memory and the float32 accumulator in the registers")
+        else:
+            said.append("that tile fits, but a bigger one that also fits moves less traffic")
+    if answer["256x256"] != limit:
+        said.append("what stops 256 × 256: work out its staged pieces against the shared memory and its float32 "
+                    "accumulator against the register file, each from data/sm.csv's figures")
+    return said
+
+
+def _tile_band(first: dict, context: dict) -> tuple[float, str]:
+    said = _tile_said(first)
+    fraction = 1.0 - 0.5 * len(said) if len(said) < 2 else 0.0
+    return fraction, ("your first guess is the model's" if not said else "your first guess: " + "; ".join(said))
+
+
+def _tile_model_said(context: dict) -> str:
+    best, limit, _ = _tile_model()
+    return f"the model's best tile is {best[0]}x{best[1]}; the '256x256' tile is stopped by: {limit}"
+
+
+check_tile_prediction = Prediction(LESSON, "TILE_PREDICTION", {"tile": _TILE_WORDS, "256x256": _LIMITS},
+                                   points=1, band=_tile_band, model=_tile_model_said,
+                                   mistakes=lambda answer, context: "; ".join(_tile_said(answer)) or None)
 
 
 # --- exercise 5: blocked attention with the online softmax -------------------------------------------
@@ -595,7 +710,8 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
              "exp(scores − m_new) to l and exp(scores − m_new) @ v_block to acc; divide acc by l once at the end.")
 
 
-check_attention_blocked = Check("attention_blocked", _observe_attention, _judge_attention)
+check_attention_blocked = guard(Check("attention_blocked", _observe_attention, _judge_attention), "attention_blocked",
+                                {reference_attention: "grader.checks.lesson08.reference_attention"})
 
 
 def _observe_attention_on(fn: Callable, s: int, d: int, block: int, seed: int) -> dict:
@@ -634,27 +750,28 @@ def _judge_flash(fn: Callable) -> None:
     want_l, want_s = flash_bytes(*case)
     label = f"flash_traffic(s={s}, d={d}, block_m={bm}, block_n={bn}, dtype_bytes={b})"
     if close(stores, want_s + b * s * s) or close(stores, want_s + 4 * s * s):
-        fail(f"{label} returned {stores:.0f} stored bytes: that counts the s × s score matrix. This kernel never "
-             f"writes it: each block of scores lives in registers and is gone after its step. It stores only O, "
-             f"s × d × dtype_bytes = {want_s}.")
+        fail(f"{label}: the stores count the s × s score matrix. This kernel never writes it: each block of scores "
+             "lives in registers and is gone after its step. It stores only what it returns.")
     if close(loads, 3 * b * s * d):
-        fail(f"{label} returned {loads:.0f} loaded bytes: Q, K and V read once. Each of the ceil(s/block_m) = "
-             f"{-(-s // bm)} programs (one per query block) walks all of K and V, so K and V are read once per "
-             f"query block: s·d + 2·s·d·ceil(s/block_m), times dtype_bytes = {want_l}.")
+        fail(f"{label}: the loads count Q, K and V once each. Every program (one per query block) walks all of K and "
+             "V: how many programs are there?")
     if close(loads, b * (s * d + 2 * s * d * -(-s // bn))):
-        fail(f"{label} returned {loads:.0f} loaded bytes: K and V re-read once per key block. They are re-read once "
-             f"per program, and there is one program per query block: ceil(s / block_m) = {-(-s // bm)}, not "
-             f"ceil(s / block_n) = {-(-s // bn)}. Expected {want_l}.")
-    if not close(loads, want_l) or not close(stores, want_s):
-        fail(f"{label} returned ({loads:.0f}, {stores:.0f}); expected ({want_l}, {want_s}): Q read once, K and V "
-             "once per query block, O written once.")
+        fail(f"{label}: K and V re-read once per key block. They are re-read once per program, and a program is a "
+             "block of queries, not of keys.")
+    if not close(stores, want_s):
+        fail(f"{label}: the stores are off. Read the kernel's tl.store: what does it write, and how often?")
+    if not close(loads, want_l):
+        fail(f"{label}: the loads are off. Read the kernel's tl.load calls: which tensor does each read, in which "
+             "loop, and how many programs run it?")
     for case in _FLASH_CASES[1:]:
         got, want = call(fn, *case), flash_bytes(*case)
         if not (close(float(got[0]), want[0]) and close(float(got[1]), want[1])):
-            fail(f"flash_traffic{case} returned {tuple(got)}; expected {want}.")
+            fail(f"flash_traffic{case} is off for this shape, right for another: use each argument as given (round "
+                 "a partial query block up).")
 
 
-check_flash_traffic = recorded("flash_traffic", "flash_traffic", _FLASH_CASES, _judge_flash)
+check_flash_traffic = guard(recorded("flash_traffic", "flash_traffic", _FLASH_CASES, _judge_flash), "flash_traffic",
+                            {flash_bytes: "grader.checks.lesson08.flash_bytes"})
 
 __all__ = ["check_add", "check_fusion_bytes", "check_bias_gelu", "bias_gelu_on", "check_softmax", "softmax_on", "check_tile_traffic",
-           "check_best_tiles", "check_attention_blocked", "attention_on", "check_flash_traffic", "expect", "Raised"]
+           "check_best_tiles", "check_tile_prediction", "check_attention_blocked", "attention_on", "check_flash_traffic", "expect", "Raised"]

@@ -12,7 +12,7 @@ def _line(xs, ts, w):
     return (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
 """
 
-_BUCKET = "def bucket_plan(param_bytes, cap, first_cap):\n"
+_BUCKET = "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
 
 _AVG = "def average_gradients(model, world_size, all_reduce):\n"
 
@@ -32,7 +32,7 @@ MUTANTS = {
     if world == 1:
         return 0.0
     return 2 * (world - 1) * latency + 2 * (world - 1) * nbytes / bandwidth
-""", r"the /n is missing"),
+""", r"each step moved the whole message"),
         ("one latency term", _AR + """
     if world == 1:
         return 0.0
@@ -43,12 +43,12 @@ MUTANTS = {
 """, r"with one rank there is nobody to exchange"),
         ("2n steps", _AR + """
     return 2 * world * latency + 2 * nbytes / bandwidth
-""", r"with one rank there is nobody|2n steps instead of 2\(n-1\)"),
+""", r"with one rank there is nobody|one step too many in each phase"),
         ("2n steps, world 1 special-cased", _AR + """
     if world == 1:
         return 0.0
     return 2 * world * latency + 2 * nbytes / bandwidth
-""", r"2n steps instead of 2\(n-1\)"),
+""", r"one step too many in each phase"),
     ],
     "fit_latency_bandwidth_check": [
         ("unweighted least squares", _FIT_HEAD + """
@@ -60,7 +60,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
     return a, 1.0 / b
-""", r"The ring factor is missing"),
+""", r"intercept and the inverse of its slope"),
         ("latency and bandwidth swapped", _FIT_HEAD + """
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
@@ -85,37 +85,37 @@ import numpy as np
 def fit_latency_bandwidth(nbytes, seconds, world):
     b, a = np.polyfit(nbytes, seconds, 1, w=[1 / t**2 for t in seconds])
     return float(a) / (2 * (world - 1)), 2 * (world - 1) / (world * float(b))
-""", r"1/t² in np.polyfit's w"),
+""", r"np.polyfit multiplies each residual by w"),
         ("bandwidth in GB/s", _FIT_HEAD + """
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
     return a / (2 * (world - 1)), 2 * (world - 1) / (world * b) / 1e9
-""", r"right figure in GB/s"),
+""", r"bandwidth in GB/s"),
     ],
     "bucket_plan_check": [
         ("forward order", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i, b in enumerate(param_bytes):
+    for i in forward_order:
         bucket.append(i)
-        size += b
+        size += param_bytes[i]
         if size >= (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
-""", r"the first bucket starts with parameter 0"),
+""", r"starts with the parameter the forward pass used first"),
         ("> for >=", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i in reversed(range(len(param_bytes))):
+    for i in reversed(forward_order):
         bucket.append(i)
         size += param_bytes[i]
         if size > (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
-""", r"reaches the cap exactly did not close"),
+""", r"reaches its cap exactly did not close"),
         ("closed before the parameter that overflows", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i in reversed(range(len(param_bytes))):
+    for i in reversed(forward_order):
         if bucket and size + param_bytes[i] > (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
@@ -125,7 +125,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
 """, r"a parameter larger than the cap joins the open bucket"),
         ("a parameter larger than the cap split", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i in reversed(range(len(param_bytes))):
+    for i in reversed(forward_order):
         left = param_bytes[i]
         while left > 0:
             limit = cap if out else first_cap
@@ -140,7 +140,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
 """, r"must appear exactly once \(a bucket holds whole parameters"),
         ("a parameter larger than the cap in a bucket of its own", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i in reversed(range(len(param_bytes))):
+    for i in reversed(forward_order):
         if param_bytes[i] >= (cap if out else first_cap):
             if bucket:
                 out.append(bucket)
@@ -156,7 +156,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
 """, r"got a bucket of its own"),
         ("last partial bucket dropped", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i in reversed(range(len(param_bytes))):
+    for i in reversed(forward_order):
         bucket.append(i)
         size += param_bytes[i]
         if size >= (cap if out else first_cap):
@@ -166,17 +166,27 @@ def fit_latency_bandwidth(nbytes, seconds, world):
 """, r"the last bucket is missing"),
         ("positions in the reversed list", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i, b in enumerate(reversed(param_bytes)):
-        bucket.append(i)
-        size += b
+    for pos, i in enumerate(reversed(forward_order)):
+        bucket.append(pos)
+        size += param_bytes[i]
         if size >= (cap if out else first_cap):
             out.append(bucket)
             bucket, size = [], 0
     return out + ([bucket] if bucket else [])
-""", r"positions in the reversed list"),
-        ("first_cap ignored", _BUCKET + """
+""", r"positions in the order you walked"),
+        ("reverse registration order, forward_order ignored (the second edition's answer)", _BUCKET + """
     out, bucket, size = [], [], 0
     for i in reversed(range(len(param_bytes))):
+        bucket.append(i)
+        size += param_bytes[i]
+        if size >= (cap if out else first_cap):
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket else [])
+""", r"reverse of the registration order, whatever forward_order"),
+        ("first_cap ignored", _BUCKET + """
+    out, bucket, size = [], [], 0
+    for i in reversed(forward_order):
         bucket.append(i)
         size += param_bytes[i]
         if size >= cap:
@@ -186,7 +196,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
 """, r"first_cap was ignored"),
         ("first_cap for every bucket", _BUCKET + """
     out, bucket, size = [], [], 0
-    for i in reversed(range(len(param_bytes))):
+    for i in reversed(forward_order):
         bucket.append(i)
         size += param_bytes[i]
         if size >= first_cap:
@@ -219,7 +229,28 @@ def fit_latency_bandwidth(nbytes, seconds, world):
             g = p.grad.clone()
             all_reduce(g)
             g /= world_size
-""", r"never wrote them back"),
+""", r"never wrote the result back"),
+        ("one all_reduce per parameter (the second edition's answer)", _AVG + """
+    for p in model.parameters():
+        if p.grad is not None:
+            all_reduce(p.grad)
+            p.grad /= world_size
+""", r"called all_reduce \d+ times, once per tensor"),
+        ("one flat copy, never written back", _AVG + """
+    import torch
+    flat = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+    all_reduce(flat)
+    flat /= world_size
+""", r"never wrote the result back"),
+        ("unpacked from the same offset", _AVG + """
+    import torch
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    all_reduce(flat)
+    flat /= world_size
+    for g in grads:
+        g.copy_(flat[:g.numel()].view_as(g))
+""", r"where each one's part starts and ends"),
         ("skips the biases", _AVG + """
     import torch
     for m in model.modules():
@@ -228,9 +259,15 @@ def fit_latency_bandwidth(nbytes, seconds, world):
             m.weight.grad /= world_size
 """, r"averaged some parameters but not"),
         ("no None check", _AVG + """
-    for p in model.parameters():
-        all_reduce(p.grad)
-        p.grad /= world_size
+    import torch
+    grads = [p.grad for p in model.parameters()]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    all_reduce(flat)
+    flat /= world_size
+    start = 0
+    for g in grads:
+        g.copy_(flat[start:start + g.numel()].view_as(g))
+        start += g.numel()
 """, r"p.grad is None\) has nothing to average"),
         ("torch.distributed.all_reduce, not the one given", _AVG + """
     import torch.distributed as dist
@@ -258,7 +295,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     if stage == "zero2":
         return w + (g + o) / world
     return (w + g + o) / world
-""", r"everything divided by 8\. Stage 1 shards only"),
+""", r"divided everything among the ranks\. Stage 1 shards only"),
         ("gradients not sharded at stage 2", _MEM + """
     if stage == "ddp":
         return w + g + o
@@ -271,7 +308,7 @@ def bytes_per_rank(n_params, world, stage):
     w, g, o = 2.0 * n_params, 2.0 * n_params, 8.0 * n_params
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
             "zero3": (w + g + o) / world}[stage]
-""", r"mixed-precision Adam keeps 16"),
+""", r"fp32 master copy"),
         ("weights not sharded at stage 3", _MEM + """
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
             "zero3": w + (g + o) / world}[stage]
@@ -281,14 +318,29 @@ def bytes_per_rank(n_params, world, stage):
         ("(p-1)/m", """
 def bubble_fraction(stages, microbatches):
     return (stages - 1) / microbatches
-""", r"\(p-1\)/m: that is the bubble's time over the useful time"),
+""", r"the bubble's time over the useful time"),
         ("(p-1)/(m+p)", """
 def bubble_fraction(stages, microbatches):
     return (stages - 1) / (microbatches + stages)
-""", r"3/11"),
+""", r"one slot off"),
         ("p/(m+p-1)", """
 def bubble_fraction(stages, microbatches):
     return stages / (microbatches + stages - 1)
-""", r"3/11"),
+""", r"one slot off"),
+    ],
+    "ALLREDUCE_PREDICTION_check": [
+        ("a ring through one NIC per node", "ALLREDUCE_PREDICTION = {'16 GPUs ms': 37.5, 'why': 'a ring of 16 at 50 GB/s'}",
+         r"one NIC per node"),
+        ("the node's NVLink phases only", "ALLREDUCE_PREDICTION = {'16 GPUs ms': 3.89, 'why': 'NVLink is the slow part'}",
+         r"only the phases inside a node"),
+        ("NVLink at its both-ways figure", "ALLREDUCE_PREDICTION = {'16 GPUs ms': 4.44, 'why': 'NVLink 900 GB/s'}",
+         r"both directions summed"),
+        ("prediction without a reason", "ALLREDUCE_PREDICTION = {'16 GPUs ms': 6.4}", r"needs exactly the keys"),
+    ],
+    "ZERO_PREDICTION_check": [
+        ("DDP fits", "ZERO_PREDICTION = {'stage': 'ddp', 'why': '80 GB is a lot'}", r"ddp does not fit one card"),
+        ("only ZeRO-3 fits", "ZERO_PREDICTION = {'stage': 'zero3', 'why': 'a big model needs everything sharded'}",
+         r"an earlier stage already does"),
+        ("a word that is not a stage", "ZERO_PREDICTION = {'stage': 'stage 1', 'why': 'x'}", r"write one of"),
     ],
 }

@@ -19,16 +19,40 @@ _ADD_KERNEL = _JIT + """def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.const
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 """
 
-_GELU = _JIT + "def bias_gelu_kernel(x_ptr, bias_ptr, out_ptr, n, cols, BLOCK: tl.constexpr):\n"
+_GELU = _JIT + "def bias_gelu_kernel(x_ptr, bias_ptr, out_ptr, n, cols, x_row_stride, BLOCK: tl.constexpr):\n"
 _GELU_HEAD = """    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
+    xs = x_ptr + (offsets // cols) * x_row_stride + offsets % cols
 """
 
 _SOFTMAX = _JIT + "def softmax_kernel(x_ptr, out_ptr, n_cols, x_row_stride, out_row_stride, BLOCK: tl.constexpr):\n" + """
     row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
 """
+
+
+def _softmax(load_max: str, load_sum: str, load_out: str, store: str, x_row: str = "x_ptr + row * x_row_stride") -> str:
+    """A three-pass row softmax with one part replaced: each load's expression, the store."""
+    return _SOFTMAX + f"""
+    x_row = {x_row}
+    top = tl.full((BLOCK,), float("-inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        top = tl.maximum(top, {load_max})
+    row_max = tl.max(top, axis=0)
+    total = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        total += tl.exp({load_sum} - row_max)
+    row_sum = tl.sum(total, axis=0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        e = tl.exp({load_out} - row_max)
+        {store}
+"""
+
+
+_LOAD = 'tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))'
+_STORE = "tl.store(out_ptr + row * out_row_stride + cols, e / row_sum, mask=cols < n_cols)"
 
 _TILE = "import math\n\n\ndef tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
 _BEST = """import math
@@ -38,7 +62,7 @@ def tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):
     return dtype_bytes * (M * K * math.ceil(N / BN) + K * N * math.ceil(M / BM) + M * N)
 
 
-def best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, num_stages, sizes):
+def best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, regs_bytes, num_stages, sizes):
 """
 _BEST_PICK = """    return min(fits, key=lambda t: (tile_traffic(M, N, K, t[0], t[1], BK, dtype_bytes),
                                     num_stages * (t[0] * BK + BK * t[1]), -t[0]))
@@ -76,7 +100,7 @@ def masked_lanes(n, BLOCK):
     offsets = tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-""" + _ADD_RIGHT, r"different programs stored into the same elements.*pid \* BLOCK"),
+""" + _ADD_RIGHT, r"different programs stored into the same elements.*program p − 1"),
         ("one program per element", _ADD_KERNEL + """
 def add_grid(n, BLOCK):
     return (n,)
@@ -107,12 +131,12 @@ def masked_lanes(n, BLOCK):
 def fusion_bytes(rows, cols, dtype_bytes):
     n = rows * cols
     return (2 * n + cols) * dtype_bytes, (n + cols) * dtype_bytes
-""", r"only the reads\. Writes move bytes too"),
+""", r"only the reads were counted\. Writes move bytes too"),
         ("intermediate counted once", """
 def fusion_bytes(rows, cols, dtype_bytes):
     n = rows * cols
     return (3 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes
-""", r"the intermediate y counted once"),
+""", r"the intermediate y once"),
         ("bias counted per element", """
 def fusion_bytes(rows, cols, dtype_bytes):
     n = rows * cols
@@ -126,45 +150,71 @@ def fusion_bytes(rows, cols, dtype_bytes):
     ],
     "bias_gelu_kernel_check": [
         ("intermediate stored and loaded back", _GELU + _GELU_HEAD + """
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask),
-             mask=mask)
+    tl.store(out_ptr + offsets, tl.load(xs, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask), mask=mask)
     y = tl.load(out_ptr + offsets, mask=mask)
     tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
-""", r"a fused kernel writes its output once"),
+""", r"[Aa] fused kernel writes its output once"),
         ("bias indexed by row", _GELU + _GELU_HEAD + """
-    y = tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets // cols, mask=mask)
+    y = tl.load(xs, mask=mask) + tl.load(bias_ptr + offsets // cols, mask=mask)
     tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
 """, r"bias was indexed by row|out of bounds"),
         ("sigmoid approximation", _GELU + _GELU_HEAD + """
-    y = tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask)
+    y = tl.load(xs, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask)
     tl.store(out_ptr + offsets, y * tl.sigmoid(1.702 * y), mask=mask)
 """, r"Close to GELU, not GELU"),
         ("bias never added", _GELU + _GELU_HEAD + """
-    y = tl.load(x_ptr + offsets, mask=mask) + 0 * tl.load(bias_ptr + offsets % cols, mask=mask)
+    y = tl.load(xs, mask=mask) + 0 * tl.load(bias_ptr + offsets % cols, mask=mask)
     tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
 """, r"the bias was never added"),
+        ("x read as if contiguous (the two kernels' indexing)", _GELU + _GELU_HEAD + """
+    y = tl.load(x_ptr + offsets, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask)
+    tl.store(out_ptr + offsets, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
+""", r"x was read as if it were contiguous"),
+        ("out indexed with x's row stride", _GELU + _GELU_HEAD + """
+    y = tl.load(xs, mask=mask) + tl.load(bias_ptr + offsets % cols, mask=mask)
+    tl.store(out_ptr + (offsets // cols) * x_row_stride + offsets % cols, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)),
+             mask=mask)
+""", r"out of bounds|never written"),
     ],
     "softmax_kernel_check": [
-        ("no max subtraction", _SOFTMAX + """
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
-    e = tl.exp(x)
-    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
-""", r"Subtract the row's max"),
-        ("masked lanes filled with 0", _SOFTMAX + """
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
-""", r"loaded as 0.*other=float\('-inf'\)"),
-        ("stride taken as n_cols", _SOFTMAX + """
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=float("-inf"))
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
-""", r"rows are x_row_stride elements apart"),
-        ("store without its mask", _SOFTMAX + """
+        ("no max subtraction", _softmax(_LOAD, _LOAD, _LOAD, _STORE).replace(" - row_max)", ")"),
+         r"Subtract the row's max"),
+        ("masked lanes filled with 0", _softmax(_LOAD.replace('float("-inf")', "0.0"), _LOAD.replace('float("-inf")', "0.0"),
+                                                _LOAD.replace('float("-inf")', "0.0"), _STORE),
+         r"loaded as 0.*changes neither the max nor the sum"),
+        ("stride taken as n_cols", _softmax(_LOAD, _LOAD, _LOAD, _STORE, x_row="x_ptr + row * n_cols"),
+         r"rows are x_row_stride elements apart"),
+        ("store without its mask", _softmax(_LOAD, _LOAD, _LOAD, _STORE.replace(", mask=cols < n_cols)", ")")),
+         r"tl\.store through `out_ptr`.*out of bounds"),
+        ("the whole row in one block (Triton's tutorial)", _SOFTMAX + """
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
     x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
     e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0))
-""", r"tl\.store through `out_ptr`.*out of bounds"),
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+""", r"never written.*longer than BLOCK"),
+        ("each block normalised on its own", _SOFTMAX + """
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < n_cols, other=float("-inf"))
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+""", r"each block of the row was normalised on its own"),
+        ("the last block's max subtracted, not the row's", _SOFTMAX + """
+    x_row = x_ptr + row * x_row_stride
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        row_max = tl.max(tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")), axis=0)
+    total = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        total += tl.exp(tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")) - row_max)
+    row_sum = tl.sum(total, axis=0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        e = tl.exp(tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")) - row_max)
+        tl.store(out_ptr + row * out_row_stride + cols, e / row_sum, mask=cols < n_cols)
+""", r"not the whole row's"),
     ],
     "tile_traffic_check": [
         ("A and B read once", _TILE + """
@@ -178,17 +228,37 @@ def fusion_bytes(rows, cols, dtype_bytes):
 """, r"changed when only BK changed"),
         ("floor division for the tile counts", _TILE + """
     return dtype_bytes * (M * K * (N // BN) + K * N * (M // BM) + M * N)
-""", r"once per column of tiles"),
+""", r"tile counts were rounded down"),
+    ],
+    "best_tiles_check": [
         ("budget ignoring the B tile", _BEST + """
-    fits = [(bm, bn) for bm in sizes for bn in sizes if num_stages * bm * BK * dtype_bytes <= smem_bytes]
-""" + _BEST_PICK, r"The budget left out one input tile"),
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if num_stages * bm * BK * dtype_bytes <= smem_bytes and bm * bn * 4 < regs_bytes]
+""" + _BEST_PICK, r"left out one input tile"),
         ("budget ignoring the stages", _BEST + """
-    fits = [(bm, bn) for bm in sizes for bn in sizes if (bm * BK + BK * bn) * dtype_bytes <= smem_bytes]
-""" + _BEST_PICK, r"multiplied by num_stages"),
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * 4 < regs_bytes]
+""" + _BEST_PICK, r"grows with num_stages"),
         ("the biggest tiles that fit, whatever the traffic", _BEST + """
-    fits = [(bm, bn) for bm in sizes for bn in sizes if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes]
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * 4 < regs_bytes]
     return max(fits, key=lambda t: (t[0] * t[1], t[0]))
-""", r"with a larger footprint.*Bigger tiles only pay while they cut traffic"),
+""", r"same traffic with a smaller shared-memory footprint.*Bigger tiles only pay while they cut traffic"),
+        ("registers never counted (shared memory only)", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes]
+""" + _BEST_PICK, r"registers were never counted"),
+        ("the accumulator at dtype_bytes", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * dtype_bytes < regs_bytes]
+""" + _BEST_PICK, r"single precision whatever the inputs"),
+        ("an accumulator as big as the register file taken as fitting", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * 4 <= regs_bytes]
+""" + _BEST_PICK, r"needs the whole register file was taken as fitting"),
+        ("the accumulator counted in shared memory", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if num_stages * (bm * BK + BK * bn) * dtype_bytes + bm * bn * 4 <= smem_bytes]
+""" + _BEST_PICK, r"counted in shared memory"),
     ],
     "attention_blocked_check": [
         ("no rescale", _ATTN + """    m = torch.full((s, 1), float("-inf"))
@@ -235,12 +305,25 @@ def fusion_bytes(rows, cols, dtype_bytes):
     "flash_traffic_check": [
         ("the s × s matrix stored", _FLASH + """
     return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_m)), dtype_bytes * (s * d + s * s)
-""", r"counts the s × s score matrix"),
+""", r"count the s × s score matrix"),
         ("K and V read once", _FLASH + """
     return dtype_bytes * 3 * s * d, dtype_bytes * s * d
-""", r"Q, K and V read once"),
+""", r"Q, K and V once each"),
         ("re-reads scaled by the key block", _FLASH + """
     return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_n)), dtype_bytes * s * d
 """, r"re-read once per key block"),
+    ],
+    "TILE_PREDICTION_check": [
+        ("256 × 256 with nothing in its way: the registers forgotten",
+         "TILE_PREDICTION = {'tile': '256x256', '256x256': 'nothing', 'why': 'the biggest tile whose stages fit'}",
+         r"does not fit on chip.*what stops 256 × 256"),
+        ("shared memory blamed", "TILE_PREDICTION = {'tile': '256x128', '256x256': 'shared memory', 'why': 'too big'}",
+         r"what stops 256 × 256"),
+        ("a tile that fits but is not the best", "TILE_PREDICTION = {'tile': '128x128', '256x256': 'registers', 'why': 'safe'}",
+         r"a bigger one that also fits moves less traffic"),
+        ("prediction without a reason", "TILE_PREDICTION = {'tile': '128x256', '256x256': 'registers'}",
+         r"needs exactly the keys"),
+        ("a tile as two numbers", "TILE_PREDICTION = {'tile': (256, 128), '256x256': 'registers', 'why': 'x'}",
+         r"write one of"),
     ],
 }
