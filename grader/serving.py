@@ -350,21 +350,23 @@ def memory_figure(shape: dict, chips: Sequence, kv_cache_bytes: Callable, max_ba
 
     from grader.plots import FONT
 
+    from grader.memory import card_bytes
+
     fig = Figure(figsize=(9.5, 4.6), layout="constrained")
     axes = fig.subplots(1, len(chips), sharey=True)
     weights = weights_bytes(shape, "bf16")
     for ax, chip in zip(axes, chips):
         cards = 2
-        room = cards * (chip.memory_bytes - reserve)
-        fitting = [max_batch_to_serve(chip.memory_bytes, cards, shape, ctx, "bf16", reserve) for ctx in contexts]
+        room = cards * (card_bytes(chip) - reserve)
+        fitting = [max_batch_to_serve(card_bytes(chip), cards, shape, ctx, "bf16", reserve) for ctx in contexts]
         top = max(16, math.ceil(max(fitting) * 1.25 / 8) * 8)
         for j, ctx in enumerate(contexts):
             xs = list(range(0, top + 1, max(1, top // 32)))
             ax.plot(xs, [(weights + kv_cache_bytes(shape, ctx, b, 2)) / GiB for b in xs], ":", color=f"C{j}",
                     label=f"weights + cache, context {ctx} (model)")
-            fits = max_batch_to_serve(chip.memory_bytes, cards, shape, ctx, "bf16", reserve)
+            fits = fitting[j]
             ax.plot([fits], [(weights + kv_cache_bytes(shape, ctx, fits, 2)) / GiB], "o", color=f"C{j}")
-        ax.axhline(room / GiB, color="0.2", linestyle="--", label="2 cards less their reserve (datasheet, assumption)")
+        ax.axhline(room / GiB, color="0.2", linestyle="--", label="2 cards less their reserve (model: GB read as GiB; assumption)")
         ax.axhline(weights / GiB, color="0.6", linestyle="-", linewidth=1, label="bf16 weights alone")
         ax.set_title(f"2 × {chip.name.removeprefix('NVIDIA ')} (knee, model: batch {model_knee_batch(chip):.0f})",
                      fontsize=FONT + 1)
@@ -397,6 +399,7 @@ def will_it_serve(models: Sequence[dict], chips: Sequence, max_batch_to_serve: C
     import ipywidgets as widgets
 
     from grader import plots
+    from grader.memory import card_bytes
     from grader.widgets import _figure_panel
 
     chip_box = widgets.Dropdown(options=[(c.name, i) for i, c in enumerate(chips)], description="card")
@@ -410,7 +413,7 @@ def will_it_serve(models: Sequence[dict], chips: Sequence, max_batch_to_serve: C
     def draw():
         chip, cards, shape = chips[chip_box.value], cards_box.value, models[model_box.value]
         kind, context = dtype_box.value, context_box.value
-        batch = max_batch_to_serve(chip.memory_bytes, cards, shape, context, kind, reserve)
+        batch = max_batch_to_serve(card_bytes(chip), cards, shape, context, kind, reserve)
         weights = weights_bytes(shape, kind)
         stack = {f"weights, {kind} (model)": weights / cards,
                  f"KV cache, {batch} × {context} tokens, bf16": kv_cache_bytes(shape, context, batch, 2) / cards,
@@ -420,7 +423,8 @@ def will_it_serve(models: Sequence[dict], chips: Sequence, max_batch_to_serve: C
                       f"compute-bound near batch {model_knee_batch(chip, 'bf16', _WEIGHT_BYTES[kind]):.0f} (model)."
                       if batch else "<b>does not fit</b>: not even the weights and one sequence's cache."))
         fig = plots.memory_stack([(f"per card, batch {batch}", stack)],
-                                 [(f"{chip.name} (datasheet)", chip.memory_bytes)], "Will it fit to serve? (model)")
+                                 [(f"{chip.name} (nvidia-smi's total, model)", card_bytes(chip))],
+                                 "Will it fit to serve? (model)")
         return verdict, fig
 
     return _figure_panel([(chip_box, cards_box, model_box), (dtype_box, context_box)], draw)

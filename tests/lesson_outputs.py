@@ -120,9 +120,26 @@ def _lesson07(executed):
     assert panels and max(panels) <= 2 and sum(panels) == 4, f"memory per rank: panels per figure {panels}"
 
 
+def _lesson09(executed):
+    # The decode model is sized against this machine's cache, and says so (or that the device reports none).
+    setup = "\n".join(_texts(_cell(executed, "model = serving.DecodeStack(layers, d_model)")))
+    assert "this machine's last-level cache" in setup or "reports no last-level cache" in setup, setup
+    # The sweep is shown beside the prediction and the model fed with this run's rates.
+    sweep = "\n".join(_texts(_cell(executed, "sweep = serving.time_steps(model, batches")))
+    assert "measured here: batch 16 gives" in sweep and "the model fed with this run's rates" in sweep, sweep
+    # Capacity against the knee: Llama 2 70B in bf16 does not fit one H100 and leaves room for tens on two.
+    rows = [row for row in _table_rows(_cell(executed, "RESERVE = 4e9")) if len(row) >= 3]
+    fits = {(r[0], r[1]): int(r[2]) for r in rows if r[1] in ("bf16", "int8", "int4") and r[2].isdigit()}
+    assert fits.get(("1 × H100 SXM5 80GB", "bf16")) == 0 and 10 <= fits.get(("2 × H100 SXM5 80GB", "bf16"), 0) < 30, rows
+    # torch's W8A8 is labelled as what it is, its warnings printed as text (stdout), never on stderr.
+    int8 = "\n".join(_texts(_cell(executed, "int8_model, warned = serving.dynamic_int8(model)")))
+    assert "quantize_dynamic warned:" in int8 and "DeprecationWarning" in int8 and "W8A8" in int8, int8
+
+
 CLAIMS: dict[str, Callable[[nbformat.NotebookNode], None]] = {
     "05_reading_the_machine": _lesson05,
     "07_data_parallel": _lesson07,
+    "09_serving": _lesson09,
 }
 
 
