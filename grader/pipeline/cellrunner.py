@@ -1,7 +1,7 @@
 """The process that runs one submission's code inside the sandbox, as the grader asks, and decides nothing.
 
     python -I -m grader.pipeline.cellrunner --result-fd N --memory-gib G LESSON_MODULE...
-    python -I -m grader.pipeline.cellrunner --zygote --control-fd N LESSON_MODULE...  (grader.pipeline.zygote)
+    (or, in a warm runner, `serve` called in a fork of grader.pipeline.zygote)
     (started by grader.pipeline.runner, never by hand)
 
 The grader (outside the sandbox) sends one request per line on stdin:
@@ -127,11 +127,7 @@ _EMPTY, _MISSING = _Empty(), object()
 
 
 def main(argv: list[str]) -> int:
-    """Answer the grader's requests, one at a time, until it closes stdin (--zygote: fork warm runners instead)."""
-    if argv[:1] == ["--zygote"]:  # --zygote --control-fd N MODULE...: grader.pipeline.zygote
-        from grader.pipeline.zygote import serve_forks
-
-        return serve_forks(int(argv[2]), argv[3:])
+    """Answer the grader's requests, one at a time, until it closes stdin."""
     return serve(int(argv[1]), float(argv[3]), argv[4:])  # --result-fd N --memory-gib G MODULE...
 
 

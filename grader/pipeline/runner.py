@@ -257,7 +257,7 @@ class Zygote:
 
         self.folder = Path(tempfile.mkdtemp(prefix="gpu-course-zygote-"))
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        command = [sys.executable, "-I", "-B", "-u", "-m", "grader.pipeline.cellrunner", "--zygote",
+        command = [sys.executable, "-I", "-B", "-u", "-m", "grader.pipeline.zygote",
                    "--control-fd", str(child.fileno()), *modules]
         self.log_path = self.folder / "zygote.log"
         with open(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:

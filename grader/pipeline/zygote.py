@@ -1,6 +1,6 @@
 """A warm runner: Python, torch and a lesson's checks imported once, forked and confined for each submission.
 
-    python -I -B -u -m grader.pipeline.cellrunner --zygote --control-fd N MODULE...
+    python -I -B -u -m grader.pipeline.zygote --control-fd N MODULE...
     (started by grader.pipeline.runner inside bwrap, as root; never by hand)
 
 Starting the cell runner costs a fresh Python about 3 s of CPU (torch, numpy,
@@ -347,3 +347,7 @@ def _capabilities() -> int:
         if line.startswith(("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")):
             found |= int(line.split()[1], 16)
     return found
+
+
+if __name__ == "__main__":
+    sys.exit(serve_forks(int(sys.argv[2]), sys.argv[3:]))  # --control-fd N MODULE...
