@@ -111,13 +111,14 @@ def forms(value: float) -> set[str]:
     return {f for f in found if len(f.strip("-0.,")) >= 2 or "/" in f}
 
 
-_THEIRS = re.compile(r"(?:returned|is|gave|gives|stayed at|grew to|reported|your \w+) [\w( =.,^*{}'\":\[\]-]{0,40}$")
+_THEIRS = re.compile(r"(?:returned|is|gave|gives|stayed at|grew to|reported|your \w+) [\w( =.,^*]{0,14}$")
+_QUOTED = re.compile(r"(?<=returned )(\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\))")  # the learner's own dict, list or tuple
 _FIRST_GUESS = re.compile(r"\(first guess .*?, recorded [^)]*\)")  # a prediction's feedback echoing the learner's guess
 
 
 def holds(message: str, form: str) -> bool:
     """True when `form` stands in `message` as a number of its own, and not where the message quotes the learner's."""
-    message = _FIRST_GUESS.sub("(first guess …)", message)
+    message = _QUOTED.sub("…", _FIRST_GUESS.sub("(first guess …)", message))
     for hit in re.finditer(rf"(?<![\w.,^*]){re.escape(form)}(?![\d]|\.\d)", message):
         if not _THEIRS.search(message[:hit.start()]):
             return True
@@ -219,6 +220,7 @@ def test_the_search_finds_a_value_in_each_form_and_leaves_the_learners_own():
     assert leaks("the largest batch that fits: 625.", 625) and leaks("it saves 266,240 bytes", 266_240)
     assert leaks("one step in 11 is skipped: 1/11", 1 / 11) and leaks("the model says 170.7", 170.66)
     assert not leaks("your max_batch returned 625", 625) and not leaks("choose_loss_scale returned 2^24", 2.0**24)
+    assert not leaks("state_bytes returned {'parameters': 625, 'gradients': 625}", 625)
     assert not leaks("P: 0.5 / 1 (first guess n 625, recorded 2026-12-03T13:55:29+00:00); too high", 625)
     assert leaks("P: 0.5 / 1 (first guess n 600, recorded 2026-12-03T13:55:29+00:00); the model says 625", 625)
 
