@@ -117,12 +117,13 @@ def forms(value: float) -> set[str]:
 
 
 _THEIRS = re.compile(r"(?:returned|is|gave|gives|stayed at|grew to|reported|your \w+) [\w( =.,^*]{0,14}$")
+_QUOTED = re.compile(r"(?<=returned )(\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\))")  # the learner's own dict, list or tuple
 _FIRST_GUESS = re.compile(r"\(first guess .*?, recorded [^)]*\)")  # a prediction's feedback echoing the learner's guess
 
 
 def holds(message: str, form: str) -> bool:
     """True when `form` stands in `message` as a number of its own, and not where the message quotes the learner's."""
-    message = _FIRST_GUESS.sub("(first guess …)", message)
+    message = _QUOTED.sub("…", _FIRST_GUESS.sub("(first guess …)", message))
     for hit in re.finditer(rf"(?<![\w.,^*]){re.escape(form)}(?![\d]|\.\d)", message):
         if not _THEIRS.search(message[:hit.start()]):
             return True
@@ -224,6 +225,7 @@ def test_the_search_finds_a_value_in_each_form_and_leaves_the_learners_own():
     assert leaks("the largest batch that fits: 625.", 625) and leaks("it saves 266,240 bytes", 266_240)
     assert leaks("one step in 11 is skipped: 1/11", 1 / 11) and leaks("the model says 170.7", 170.66)
     assert not leaks("your max_batch returned 625", 625) and not leaks("choose_loss_scale returned 2^24", 2.0**24)
+    assert not leaks("state_bytes returned {'parameters': 625, 'gradients': 625}", 625)
     assert not leaks("P: 0.5 / 1 (first guess n 625, recorded 2026-12-03T13:55:29+00:00); too high", 625)
     assert leaks("P: 0.5 / 1 (first guess n 600, recorded 2026-12-03T13:55:29+00:00); the model says 625", 625)
 
@@ -269,6 +271,44 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "from grader.checks import lesson02\n"
          "SYNC_ANSWERS = {l: lesson02.snippet_reads(l).sync_points > 0 for l in lesson02.SYNC_SNIPPETS}\n",
          r"called grader\.checks\.lesson02\.snippet_reads"),
+        ("link_from_copies_check",
+         "from grader.checks import lesson02\ndef link_from_copies(copies):\n    return lesson02._line(copies)\n",
+         r"calls the course's own link fit"),
+    ],
+    "03_float_formats": [
+        ("choose_loss_scale_check",
+         "from grader.checks import lesson03\ndef choose_loss_scale(grads, dtype):\n"
+         "    return lesson03._largest_finite_scale(grads, dtype)\n", r"calls the course's own largest-finite-scale search"),
+        ("predict_vanishing_check",
+         "from grader.checks import lesson03\ndef predict_vanishing(values, e, m):\n"
+         "    return lesson03._vanishing_model(values, e, m)\n", r"calls the course's own vanishing model"),
+        ("LossScaler_check",
+         "import torch\nclass LossScaler:\n"
+         "    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):\n"
+         "        self.scale = torch.amp.GradScaler('cpu', init_scale=init_scale).get_scale()\n"
+         "    def update(self, found_inf):\n"
+         "        return not found_inf\n", r"calls torch\.amp\.GradScaler"),
+        ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03.vanishing_model\n", "gone"),
+        ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03.largest_finite_scale\n", "gone"),
+        ("SCALER_FORECAST_check", "from grader.checks import lesson03\nlesson03.gradscaler_with_ceiling\n", "gone"),
+        ("ZERO_SHARE_check", "from grader.checks import lesson03\nlesson03.zero_share\n", "gone"),
+    ],
+    "04_memory": [
+        ("state_bytes_check",
+         "from grader import memory\ndef state_bytes(model, optimizer):\n"
+         "    return memory.totals(memory.state_table(model, optimizer))\n", r"calls grader\.memory\.state_table"),
+        ("training_bytes_check",
+         "from grader import memory\ndef training_bytes(n, precision, optimizer):\n"
+         "    return int(round(n * sum(memory.training_terms(precision, optimizer).values())))\n",
+         r"calls grader\.memory\.training_terms"),
+        ("predict_saved_bytes_check",
+         "import torch\nfrom grader import memory\ndef predict_saved_bytes(batch, widths, activation='relu'):\n"
+         "    return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))\n",
+         r"calls grader\.memory\.(saved_bytes|mlp)"),
+        ("activation_bytes_check",
+         "from grader import memory\ndef activation_bytes(model, batch):\n    return memory.saved_bytes(model, batch)\n",
+         r"calls grader\.memory\.saved_bytes"),
+        ("BYTES_PER_PARAM_check", "from grader.checks import lesson04\nlesson04.measured_bytes_per_param\n", "gone"),
     ],
     "09_serving": [
         ("decode_step_seconds_check", "from grader import serving\ndecode_step_seconds = serving.step_seconds\n",
