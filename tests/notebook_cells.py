@@ -37,16 +37,17 @@ def check_cells(lesson: str) -> dict[str, str]:
     }
 
 
-def measured(lesson: str) -> dict:
+def measured(lesson: str, what: str = "MEASURED") -> dict:
     """What `lesson`'s show cells note for its predictions (grader.predictions.note_measured), on a made-up machine:
-    its mutants module's MEASURED (test data, not a measurement); {} for a lesson whose predictions need none."""
+    its mutants module's MEASURED (test data, not a measurement), or with what="SHOWN" the show cells' variables
+    that hold those figures; {} for a lesson whose predictions need none."""
     import importlib
 
     try:
         mod = importlib.import_module(f"mutants.lesson{lesson[:2]}")
     except ImportError:
         return {}
-    return dict(getattr(mod, "MEASURED", {}))
+    return dict(getattr(mod, what, {}))
 
 
 def namespace(lesson: str, student: bool = False) -> dict:
@@ -56,7 +57,7 @@ def namespace(lesson: str, student: bool = False) -> dict:
 
     if measured(lesson):
         predictions.note_measured(lesson, **measured(lesson))
-    ns: dict = {"__name__": "__lesson__"}
+    ns: dict = {"__name__": "__lesson__", **measured(lesson, "SHOWN")}
     for source in solution_cells(lesson, student).values():
         exec(compile(source, f"<{lesson} exercise>", "exec"), ns)
     return ns

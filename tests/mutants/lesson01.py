@@ -11,8 +11,10 @@ def time_op(fn, sync, warmup, repeats):
 # 13.7 GB/s copy, a 96.4 GFLOP/s best matmul, the default 2048² Linear. Test data, not a measurement
 # (tests/notebook_cells.namespace notes it before the exercise cells run).
 MEASURED = {"copy_bandwidth": 13.7e9, "matmul_peak": 96.4e9, "linear_d": 2048}
+SHOWN = {"here_bandwidth": MEASURED["copy_bandwidth"], "here_peak": MEASURED["matmul_peak"],
+         "linear_d": MEASURED["linear_d"]}  # the show cells' variables that hold them, as a learner's kernel has them
 
-_HERE = "from grader import predictions\n_m = predictions.context('01_crossover')\n"
+_HERE = "_m = {'copy_bandwidth': here_bandwidth, 'matmul_peak': here_peak, 'linear_d': linear_d}\n"
 
 
 def _add(expression: str, why: str = "a guess with a reason") -> str:
