@@ -570,7 +570,7 @@ def test_presenting_live_full_screen(browser, presenting):
         "nbgrader's instructor panels show in the presenter's JupyterLab"
 
 # Words of printed text that the browser broke across two lines (JupyterLab's word-break: break-all does), in
-# `root`'s outputs; a break after a hyphen or a slash is a normal one. With `everywhere`, every slide of a deck is
+# `root`'s outputs; a break after a hyphen, a slash or a dash (4.49–5.32) is a normal one. With `everywhere`, every slide of a deck is
 # laid out for the count (reveal.js shows only the slides near the present one), then hidden again.
 _BROKEN_WORDS = """(root, everywhere) => {
   const shown = document.createElement('style');
@@ -580,7 +580,7 @@ _BROKEN_WORDS = """(root, everywhere) => {
   for (const pre of root.querySelectorAll('.jp-OutputArea-output pre')) {
     const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const m of node.textContent.matchAll(/[^\\s\\-\\/]+/g)) {
+      for (const m of node.textContent.matchAll(/[^\\s\\-\\/\u2013\u2014]+/g)) {
         const range = document.createRange();
         range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
         const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));

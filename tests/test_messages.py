@@ -26,6 +26,7 @@ import contextlib
 import io
 import math
 import re
+import signal
 from fractions import Fraction
 
 import pytest
@@ -182,6 +183,23 @@ def _mutant_cases():
 
 @pytest.mark.parametrize("lesson,grade_id,source", list(_mutant_cases()))
 def test_no_message_hands_over_an_expected_value(lesson, grade_id, source):
+    signal.signal(signal.SIGALRM, _over_time)
+    signal.alarm(MUTANT_SECONDS)  # a mutant that loops for ever fails here with its name, not at CI's limit
+    try:
+        _no_leak(lesson, grade_id, source)
+    finally:
+        signal.alarm(0)
+
+
+MUTANT_SECONDS = 60
+
+
+def _over_time(signum, frame):
+    raise TimeoutError(f"the mutant ran past {MUTANT_SECONDS} s on the check's cases: write it without a loop "
+                       "over the answer (the messages cannot be read until it returns)")
+
+
+def _no_leak(lesson, grade_id, source):
     expected = _expected(lesson, grade_id)  # first: the mutant may call an answer key the reference's run would see
     ns = namespace(lesson)
     exec(compile(source, "<mutant>", "exec"), ns)

@@ -234,7 +234,7 @@ def _judge_amp_step(observation: dict) -> None:
     # the forced overflow: 2^40 × the gradients is far beyond fp16's 65504
     if overflow["changed"] and overflow["changed"][0]:
         state = "are no longer finite" if not overflow["finite"][0] else "changed"
-        fail(f"with a scale of 2^40 the fp16 gradients overflow to inf, yet the step was applied: the weights {state}. "
+        fail(f"with a scale this large the fp16 gradients overflow to inf, yet the step was applied: the weights {state}. "
              "Step with scaler.step(opt): it unscales the gradients, finds the inf and skips the step.")
     if overflow["scales"][0] == overflow["init_scale"]:
         fail("after a step whose gradients overflowed, the scale is still 2^40: scaler.update() was never called. "

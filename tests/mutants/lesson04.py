@@ -335,10 +335,7 @@ def max_batch(m, peaks):
 def max_batch(m, peaks):
     (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
     per = (p2 - p1) // (b2 - b1)
-    b = 0
-    while p1 - b1 * per + (b + 1) * per < m:
-        b += 1
-    return b
+    return max(0, (m - (p1 - b1 * per) - 1) // per)  # the largest b with fixed + b * per < m, not <=
 """,
             r"fills memory exactly",
         ),

@@ -1,5 +1,10 @@
 """Mutants for lesson 05 (reading the machine)."""
 
+
+# What lesson 05's profile cell notes for MFU_GUESS (grader.checks.lesson05.note_mfu_context), on a made-up
+# machine: test data for tests/notebook_cells.py, not a measurement (this CPU's run noted about 2.6e-6).
+MEASURED = {"mfu_model": 2.6e-06, "launches_per_step": 2000.0}
+
 LESSON = "05_reading_the_machine"
 
 _FAULTS = '{"hw_thermal_slowdown", "sw_thermal_slowdown", "hw_slowdown", "hw_power_brake_slowdown"}'
