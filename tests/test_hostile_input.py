@@ -26,7 +26,7 @@ from notebook_cells import check_cells
 from grader.pipeline import classroom, sandbox
 from grader.pipeline.grades import CellResult, read_csv, write_csv
 from grader.pipeline.report import report
-from grader.pipeline.runner import run_cells
+from grader.pipeline.runner import run_cells, under_tmp
 from grader.pipeline.scoring import executed_notebook, feedback_html, score
 from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import (MAX_NOTEBOOK_BYTES, Cell, SubmissionError, plan, read_submission,
@@ -297,8 +297,8 @@ def test_no_sandbox_only_when_asked_for_by_name(monkeypatch):
 # What a submission's processes and files can do: cells run with no lesson imported, so each run is short.
 
 FAST = Settings(cell_timeout=20, notebook_timeout=60, memory_gib=2)
-CAN_WARM = HAS_BWRAP and os.geteuid() == 0  # warm runners (grader.pipeline.zygote): bwrap, as root
-WARM = pytest.param("warm", marks=pytest.mark.skipif(not CAN_WARM, reason="warm runners need bwrap and root"))
+CAN_WARM = HAS_BWRAP and os.geteuid() == 0 and not under_tmp()  # warm runners: bwrap, as root, not from /tmp
+WARM = pytest.param("warm", marks=pytest.mark.skipif(not CAN_WARM, reason="warm runners need bwrap, root and a course outside /tmp"))
 KINDS = [pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")), "none",
          WARM]
 BWRAP_KINDS = [KINDS[0], WARM]

@@ -27,7 +27,7 @@ from grader.pipeline.settings import Settings
 from grader.pipeline.submissions import Cell
 from test_hostile_input import CAN_WARM, FAST, _box
 
-pytestmark = pytest.mark.skipif(not CAN_WARM, reason="warm runners need bwrap and root")
+pytestmark = pytest.mark.skipif(not CAN_WARM, reason="warm runners need bwrap, root and a course outside /tmp")
 
 LOOK = r"""
 import json, os, socket

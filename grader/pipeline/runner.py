@@ -398,7 +398,17 @@ def warm_problem(box: sandboxes.Sandbox, settings: Settings) -> str | None:
         return "only in bwrap: without a sandbox each runner is a process of its own under the keeper"
     if os.geteuid() != 0:
         return "only when the grader is root, which gives each submission a uid of its own"
+    if under_tmp():
+        return "the course or its Python lies under /tmp, which each fork's own /tmp would hide"
     return None
+
+
+def under_tmp() -> bool:
+    """True when the course or the Python the runners import from lies in /tmp (a clone there, as CI may make):
+    a warm fork mounts a fresh /tmp over it, so those runners start cold."""
+    course = Path(__file__).resolve().parents[2]
+    return any(str(p) == "/tmp" or str(p).startswith("/tmp/")
+               for p in (course, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()))
 
 
 class _WarmRunner(_Runner):
