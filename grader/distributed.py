@@ -220,14 +220,40 @@ def _kill(proc) -> None:
             pass
 
 
-def _reap(procs) -> None:
-    """Kill every rank and whatever it started, and wait for the ranks, so none is left, not even a zombie."""
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of this group is still running (a zombie has died: only its parent's wait is left)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _reap(procs, settle: float = 10.0) -> None:
+    """Kill every rank and whatever it started, and wait for the ranks, so none is left, not even a zombie.
+
+    SIGKILL is delivered, not awaited: a rank's own child (reparented once the rank is gone) can still be running
+    for a moment after killpg returns. So wait, up to `settle` seconds, until no process of any rank's group runs.
+    """
     for proc in procs:
         _kill(proc)
     for proc in procs:
         if proc.pid is not None:
             proc.join()
             _started.pop(proc.pid, None)
+    if not Path("/proc/self/stat").exists():  # no /proc (macOS): nothing to look at
+        return
+    deadline = time.monotonic() + settle
+    for proc in procs:
+        while proc.pid is not None and _group_alive(proc.pid) and time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # one it started after the first kill was sent
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.01)
 
 
 def _how_it_died(proc) -> str:
