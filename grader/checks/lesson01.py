@@ -11,7 +11,8 @@ from typing import Callable
 import torch
 
 from grader.checks._common import Check, Prediction, call, close, fail, is_number, quote, recorded, require_callable, same
-from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson01.expect
+from grader.checks._common import Replay, expect  # noqa: F401  the hidden tests call lesson01.expect
+from grader.checks._keys import Keyed
 from grader.notebook import NotDone
 
 
@@ -19,110 +20,57 @@ from grader.notebook import NotDone
 # --- counting work --------------------------------------------------------------------------
 
 
-def _judge_matmul_flops(matmul_flops: Callable[[int], int]) -> None:
-    """matmul_flops(n): 2 FLOPs per multiply-add, n multiply-adds per output, n² outputs."""
-    n = 4
-    got = call(matmul_flops, n)
+# The answers of these three are not here: each is judged by digests (grader.checks._keys), made by
+# scripts/build_keys.py from the instructor's judges (solutions/judges/lesson01.py, never released).
+
+
+def _public_matmul_flops(matmul_flops: Replay) -> None:
+    """What can be said of matmul_flops without its answer: a count of FLOPs is a plain int."""
+    got = call(matmul_flops, 4)
     if not is_number(got):
-        fail(f"matmul_flops({n}) returned {got!r} ({type(got).__name__}); return a plain int count of FLOPs.")
-    if got == n**3:
-        fail(
-            f"matmul_flops({n}) returned {got} = n³: that counts each multiply-add once. "
-            "A multiply-add is two floating-point operations (a multiply and an add)."
-        )
-    if got in (n**2, 2 * n**2):
-        fail(
-            f"matmul_flops({n}) returned {got}, which grows like n²: that is the number of outputs. "
-            "Each of the n² outputs is a dot product of length n."
-        )
-    if got == n * n * (2 * n - 1):
-        fail(
-            f"matmul_flops({n}) returned {got} = n²(2n−1): you counted n−1 additions per output. "
-            "The course's convention counts every multiply-add as 2 FLOPs."
-        )
+        fail(f"matmul_flops(4) returned {quote(got)} ({type(got).__name__}); return a plain int count of FLOPs.")
     if isinstance(got, float) or not float(got).is_integer():
-        fail(f"matmul_flops({n}) returned a {type(got).__name__}; FLOP counts are whole numbers, return an int.")
-    small, big = call(matmul_flops, 16), call(matmul_flops, 32)
-    if not small or big / small != 8:
-        fail(
-            f"matmul_flops(32) / matmul_flops(16) = {big}/{small}: doubling n must multiply "
-            "the work by 8 (n³ multiply-adds)."
-        )
-    if call(matmul_flops, 1) != 2:
-        fail(f"matmul_flops(1) returned {call(matmul_flops, 1)}; a 1×1 product is one multiply-add.")
+        fail(f"matmul_flops(4) returned a {type(got).__name__}; FLOP counts are whole numbers, return an int.")
 
 
-check_matmul_flops = recorded("matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,)], _judge_matmul_flops)
+check_matmul_flops = Keyed(
+    "01_crossover", "matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,), (3,)], public=_public_matmul_flops,
+    unknown="matmul_flops is not the work of an n×n matmul, nor a mistake the course knows. Count it from the "
+            "definition: how many outputs there are, what each one takes, and what a multiply-add costs in FLOPs.")
 
 
-def _judge_matmul_bytes(matmul_bytes: Callable[[int, torch.dtype], int]) -> None:
-    """matmul_bytes(n, dtype): read A and B once, write C once, at the dtype's size."""
-    n = 8
-    got = call(matmul_bytes, n, torch.float32)
+def _public_matmul_bytes(matmul_bytes: Replay) -> None:
+    """What can be said of matmul_bytes without its answer: a number of bytes."""
+    got = call(matmul_bytes, 8, torch.float32)
     if not is_number(got):
-        fail(f"matmul_bytes({n}, torch.float32) returned {got!r}; return a plain int number of bytes.")
-    if got == 3 * n * n:
-        fail(
-            f"matmul_bytes({n}, torch.float32) returned {got} = 3n²: that counts elements, not bytes. "
-            "Memory traffic is counted in bytes, and how many bytes an element takes depends on its dtype."
-        )
-    if got == 2 * n * n * 4:
-        fail(
-            f"matmul_bytes({n}, torch.float32) returned {got} = 2n²×4: you counted reading A and B "
-            "but not writing C. C is n×n too and has to go to memory."
-        )
-    if got == (2 * n**3 + n * n) * 4:
-        fail(
-            f"matmul_bytes({n}, torch.float32) returned {got} = (2n³ + n²)×4: you counted a read every time an "
-            "element is used (each output reads a row of A and a column of B). Each element of A is used n times, "
-            "but it only has to cross memory once: the chip keeps it on chip while it is reused. The least any matmul "
-            "must move is the figure the roofline works from."
-        )
-    if got == 4 * n * n * 4:
-        fail(
-            f"matmul_bytes({n}, torch.float32) returned {got} = 4n²×4: you counted C as read and written. The "
-            "product only writes C: nothing of the old C is needed."
-        )
-    if got == 3 * n * n * 32:
-        fail(f"matmul_bytes({n}, torch.float32) counts bits: dtype.itemsize is the bytes of one element, and memory "
-             "traffic is counted in bytes.")
-    if got != 3 * n * n * torch.float32.itemsize:  # judged here, before a later cell blames matmul_flops for it
-        fail(f"matmul_bytes({n}, torch.float32) is not the least traffic a matmul must cause: which matrices have to "
-             "come in from memory, which has to go back out, and how many bytes is each of them?")
-    half = call(matmul_bytes, n, torch.float16)
-    if half == got:
-        fail(
-            "matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. "
-            "float16 takes 2 bytes per element, float32 takes 4."
-        )
-    if got != 2 * half or call(matmul_bytes, n, torch.float64) != 2 * got:
-        fail("matmul_bytes must be proportional to the element size: float16 : float32 : float64 = 2 : 4 : 8 bytes.")
-    if call(matmul_bytes, 2 * n, torch.float32) != 4 * got:
-        fail("Doubling n should multiply the bytes by 4: three n×n matrices grow as n².")
+        fail(f"matmul_bytes(8, torch.float32) returned {quote(got)}; return a plain int number of bytes.")
 
 
-check_matmul_bytes = recorded("matmul_bytes", "matmul_bytes", lambda: [(8, torch.float32), (8, torch.float16), (8, torch.float64), (16, torch.float32)], _judge_matmul_bytes)
+def _hints_matmul_bytes(matmul_bytes: Replay) -> None:
+    """An unknown answer that ignores the dtype."""
+    if call(matmul_bytes, 8, torch.float16) == call(matmul_bytes, 8, torch.float32):
+        fail("matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. An element's size "
+             "depends on its dtype (dtype.itemsize).")
 
 
-def _judge_intensity(intensity: Callable[[float, float], float]) -> None:
-    """intensity(flops, nbytes) = flops / nbytes, as a float."""
+check_matmul_bytes = Keyed(
+    "01_crossover", "matmul_bytes", "matmul_bytes",
+    lambda: [(8, torch.float32), (8, torch.float16), (8, torch.float64), (16, torch.float32), (5, torch.bfloat16)],
+    public=_public_matmul_bytes, hints=_hints_matmul_bytes,
+    unknown="matmul_bytes is not the least traffic a matmul must cause, nor a mistake the course knows: which "
+            "matrices have to come in from memory, which has to go back out, and how many bytes is each of them?")
+
+
+def _public_intensity(intensity: Replay) -> None:
     got = call(intensity, 200, 100)
-    if is_number(got) and close(float(got), 0.5):
-        fail("intensity(200 FLOPs, 100 bytes) returned 0.5: that is bytes per FLOP, which grows when an operation "
-             "moves more bytes for the same arithmetic. Intensity grows with the arithmetic each byte feeds: more of "
-             "it is what pushes an operation away from the memory limit.")
-    if not is_number(got) or not close(float(got), 2.0):
-        fail(f"intensity(200 FLOPs, 100 bytes) returned {quote(got)}: not the arithmetic an operation does for each "
-             "byte it moves, as a float.")
-    frac = call(intensity, 10, 4)
-    if frac == 2:
-        fail("intensity(10, 4) returned 2: integer division (//) threw away the fraction. Use /.")
-    if not close(float(frac), 2.5):
-        fail(f"intensity(10 FLOPs, 4 bytes) returned {quote(frac)}: an operation's FLOPs per byte is rarely a whole "
-             "number; keep the fraction.")
+    if not is_number(got):
+        fail(f"intensity(200, 100) returned {quote(got)}; return a float: FLOPs per byte.")
 
 
-check_intensity = recorded("intensity", "intensity", [(200, 100), (10, 4)], _judge_intensity)
+check_intensity = Keyed(
+    "01_crossover", "intensity", "intensity", [(200, 100), (10, 4), (7, 3)], public=_public_intensity,
+    unknown="intensity is not the arithmetic an operation does for each byte it moves, as a float, nor a mistake "
+            "the course knows.")
 
 
 # --- timing ---------------------------------------------------------------------------------

@@ -1,0 +1,160 @@
+"""Keyed checks: a visible check that holds no answer, only salted digests of answers.
+
+A learner's package is readable: a check that computes the expected value (a
+reference function, a formula in a judge, a table of answers) hands it to
+anyone who opens the source. A keyed check keeps none of that. It runs the
+learner's code on its cases (the observing half, as every check does), reduces
+what came back to a canonical summary (floats to `sig` significant figures),
+and looks the summary's digest up in `keys/lessonNN.json`:
+
+- the digest of the reference solution's summary: ✓;
+- the digest of a known mistake's summary (each mutant in tests/mutants): that
+  mistake's message, which names the kind of mistake and the principle;
+- anything else: the check's `unknown` message, which says what to go back to.
+
+The keys are made by `scripts/build_keys.py` from the instructor's judges
+(`solutions/judges/lessonNN.py`: the reference-holding judges, never packaged
+or released) run on the reference and on every mutant; a test rebuilds them
+and fails when the committed file differs. A key cannot be turned back into
+its answer, only matched: guessing every candidate and asking the check is the
+oracle every visible check is, and the hidden tests (other cases, answers only
+in the instructor's notebook, judged in the grader's process) are what a
+guessed table fails.
+
+A `public` judge runs first: checks that hold no answer (the return type, a
+stub) keep their messages there. `hints` runs only on an answer the keys do
+not know, before the `unknown` message: properties a right answer has ("the
+same bytes for float16 and float32" ignores the dtype) that hold no answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from grader.checks import _plain
+from grader.checks._common import Check, Replay, fail, record
+
+KEYS = Path(__file__).with_name("keys")
+SALT = "why-is-it-slow/keys/1"
+
+
+def canonical(value: Any, sig: int = 6) -> Any:
+    """`value` as JSON-able data that two right answers share: floats to `sig` significant figures, types kept."""
+    import torch
+
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return {"int": str(value)}
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {"float": "nan"}
+        if math.isinf(value):
+            return {"float": "inf" if value > 0 else "-inf"}
+        return {"float": f"{value + 0.0:.{sig}g}"}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v, sig) for v in value]
+    if isinstance(value, dict):
+        return {"dict": sorted([str(k), canonical(v, sig)] for k, v in value.items())}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value)}
+    if isinstance(value, torch.Tensor):
+        return {"tensor": str(value.dtype), "shape": list(value.shape),
+                "values": canonical([float(x) for x in value.detach().double().flatten().tolist()], sig)}
+    if isinstance(value, _plain.Opaque):
+        return {"opaque": type(value).__name__}
+    try:
+        import numbers
+
+        if isinstance(value, numbers.Integral):
+            return canonical(int(value), sig)
+        if isinstance(value, numbers.Real):
+            return canonical(float(value), sig)
+    except (TypeError, ValueError):
+        pass
+    return {"other": type(value).__name__}
+
+
+def digest(lesson: str, what: str, summary: Any, sig: int = 6) -> str:
+    """The key of one summary: a salted SHA-256 of its canonical form, 32 hex digits."""
+    text = json.dumps([SALT, lesson, what, canonical(summary, sig)], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def outcomes(observation: Any) -> list:
+    """A recording's answers in the order the check made its calls: each value, or ["raised", exception name]."""
+    replay = Replay(observation)
+    found = []
+    for entry in observation["calls"]:
+        outcome = replay.calls.get(entry[0], {})
+        found.append(["raised", str(outcome.get("raised"))] if "raised" in outcome
+                     else _plain.decode(outcome.get("value")))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _table(lesson: str) -> dict:
+    path = KEYS / f"{lesson}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def table(lesson: str) -> dict:
+    """The keys of `lesson` ({what: {"sig", "pass", "mistakes"}}); {} when the file is missing."""
+    return _table(lesson).get("checks", {})
+
+
+class Keyed(Check):
+    """A check whose judge is a digest lookup (see the module's docstring).
+
+    `Keyed(lesson, what, name, cases, unknown=..., public=None, sig=6)` calls the
+    learner's function `name` on `cases` (a list of argument tuples, or a
+    function returning one); pass `observe=` and `summary=` instead for a check
+    that observes something else (`summary(observation)` is what gets keyed).
+    """
+
+    def __init__(self, lesson: str, what: str, name: str | None = None, cases: Iterable[tuple] | Callable = (), *,
+                 unknown: str, public: Callable[[Replay], None] | None = None,
+                 hints: Callable[[Replay], None] | None = None, sig: int = 6,
+                 observe: Callable | None = None, summary: Callable[[Any], Any] | None = None,
+                 inputs: Iterable[str] = (), announce: bool = True):
+        if observe is None:
+            def observe(fn):
+                return record(fn, name, cases() if callable(cases) else cases)
+        super().__init__(what, observe, self._judge, inputs=inputs, announce=announce)
+        self.lesson, self.name, self.unknown, self.public, self.hints, self.sig = lesson, name, unknown, public, hints, sig
+        self.summary = summary or outcomes
+
+    def key(self, observation: Any) -> str:
+        return digest(self.lesson, self.what, self.summary(observation), self.sig)
+
+    def _judge(self, observation: Any, **kwargs: Any) -> None:
+        if self.public is not None:
+            self.public(Replay(observation) if self.summary is outcomes else observation)
+        keys = table(self.lesson).get(self.what)
+        if not keys:
+            fail(f"the course's keys for {self.what} are missing (grader/checks/keys/{self.lesson}.json): "
+                 "reinstall the course, or ask whoever runs it to run scripts/build_keys.py")
+        found = self.key(observation)
+        if found in keys.get("pass", []):
+            return
+        mistake = keys.get("mistakes", {}).get(found)
+        if mistake:
+            fail(mistake)
+        if self.hints is not None:  # an unknown answer: what can be said of it without the answer, then the principle
+            self.hints(Replay(observation) if self.summary is outcomes else observation)
+        fail(self.unknown)
+
+
+def keyed_inside(check: Any) -> Keyed | None:
+    """The Keyed check a check cell's call reaches (itself, or the one a shortcut guard wraps)."""
+    while check is not None and not isinstance(check, Keyed):
+        check = getattr(check, "inner", None)
+    return check

@@ -1,0 +1,169 @@
+"""Make grader/checks/keys/lessonNN.json: the digests a keyed check judges by (grader.checks._keys).
+
+For every check cell of a lesson whose visible check is keyed, this runs its observing half on the
+reference solution (solutions/NN_topic) and on each of its mutants (tests/mutants/lessonNN.py), judges
+each observation with the instructor's judge (solutions/judges/lessonNN.py, JUDGES[what], which may
+hold the answer: it is never packaged nor released), and keeps only digests: the reference's as the
+pass key, each mutant's with the message the instructor's judge gave it.
+
+It refuses a reference the instructor's judge fails, a mutant it passes, a mutant whose summary is
+the reference's (the visible cases cannot tell them apart), and a float that sits so near a rounding
+edge of `sig` figures that a right answer computed in another order could round the other way.
+
+    python scripts/build_keys.py            # every lesson with keyed checks; writes the files
+    python scripts/build_keys.py --check    # exit 1 if a committed file differs from what it would write
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from grader.checks import _keys, _plain  # noqa: E402
+from grader.notebook import CheckFailed, NotDone  # noqa: E402
+
+
+def instructor_judges(lesson: str):
+    """solutions/judges/lessonNN.py as a module (None when the lesson has none)."""
+    path = ROOT / "solutions" / "judges" / f"lesson{lesson[:2]}.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location(f"_instructor_judges_{lesson[:2]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _near_edge(value, sig: int) -> bool:
+    """Whether a float of `value` lies within 1e-9 (relative) of a rounding edge at `sig` significant figures."""
+    if isinstance(value, float) and math.isfinite(value) and value != 0:
+        for nudge in (1 + 1e-9, 1 - 1e-9):
+            if f"{value:.{sig}g}" != f"{value * nudge:.{sig}g}":
+                return True
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_near_edge(v, sig) for v in value)
+    if isinstance(value, dict):
+        return any(_near_edge(v, sig) for v in value.values())
+    return False
+
+
+def _observe(check, step, ns: dict):
+    """The check's observation of the objects a check cell passes it, after the plain-data round trip."""
+    learner = [ns[a] for a in step.args]
+    inputs = {k: v for k, v in step.kwargs.items() if k in check.inputs}
+    with contextlib.redirect_stdout(io.StringIO()):
+        return _plain.roundtrip(check.observe(*learner, **inputs))
+
+
+def build(lesson: str) -> dict | None:
+    """The keys file's content for `lesson`, or None when no visible check of it is keyed."""
+    from grader.pipeline.judging import plan_cell
+    from notebook_cells import check_cells, namespace
+
+    judges = instructor_judges(lesson)
+    try:
+        mutants = importlib.import_module(f"mutants.lesson{lesson[:2]}").MUTANTS
+    except ImportError:
+        mutants = {}
+    checks: dict = {}
+    for grade_id, source in check_cells(lesson).items():
+        step = plan_cell(source)[0]
+        target = step.target()
+        keyed = _keys.keyed_inside(target)
+        if keyed is None:
+            continue
+        if judges is None or keyed.what not in getattr(judges, "JUDGES", {}):
+            raise SystemExit(f"{lesson}:{grade_id}: {keyed.what} is keyed but solutions/judges/lesson{lesson[:2]}.py "
+                             "has no JUDGES entry for it")
+        judge = judges.JUDGES[keyed.what]
+        observe = keyed.observe  # observe the keyed check itself: a guard's shortcut test is not part of the key
+
+        def verdict(observation):
+            try:
+                judge(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
+            except CheckFailed as exc:
+                return str(exc)
+            return None
+
+        class _Step:  # the check cell's call, aimed at the keyed check (not its guard)
+            args, kwargs = step.names, step.kwargs
+
+        reference = _observe(keyed, _Step, namespace(lesson))
+        said = verdict(reference)
+        if said is not None:
+            raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge fails the reference solution: {said}")
+        summary = keyed.summary(reference)
+        if _near_edge(summary, keyed.sig):
+            raise SystemExit(f"{lesson}:{grade_id}: a reference value lies on a rounding edge at {keyed.sig} "
+                             "significant figures; change the check's cases or its sig")
+        entry = {"sig": keyed.sig, "pass": [keyed.key(reference)], "mistakes": {}}
+        for name, mutant, _pattern in mutants.get(grade_id, []):
+            ns = namespace(lesson)
+            exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
+            try:
+                observation = _observe(keyed, _Step, ns)
+            except (NotDone, CheckFailed, NotImplementedError):
+                continue  # stopped before the key: the public checks or the stub say so
+            if keyed.public is not None:
+                try:
+                    keyed.public(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
+                except CheckFailed:
+                    continue  # the public judge names it; its key would never be looked up
+            message = verdict(observation)
+            if message is None:
+                raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge passes the mutant {name!r}")
+            key = keyed.key(observation)
+            if key in entry["pass"]:
+                raise SystemExit(f"{lesson}:{grade_id}: the mutant {name!r} gives the reference's answers on the "
+                                 "visible cases: add a case that tells them apart")
+            entry["mistakes"].setdefault(key, message)
+        checks[keyed.what] = entry
+    if not checks:
+        return None
+    return {"about": "digests only (grader/checks/_keys.py); made by scripts/build_keys.py, do not edit",
+            "salt": _keys.SALT, "checks": dict(sorted(checks.items()))}
+
+
+def text(content: dict) -> str:
+    return json.dumps(content, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from conftest import lesson_ids
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the committed files; write nothing")
+    parser.add_argument("lessons", nargs="*", help="lesson ids (default: every lesson)")
+    args = parser.parse_args(argv)
+    stale = []
+    for lesson in args.lessons or lesson_ids():
+        content = build(lesson)
+        path = _keys.KEYS / f"{lesson}.json"
+        if content is None:
+            continue
+        if args.check:
+            if not path.exists() or path.read_text() != text(content):
+                stale.append(lesson)
+            continue
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text(content))
+        print(f"{path.relative_to(ROOT)}: {len(content['checks'])} keyed checks")
+    if stale:
+        print("stale keys (run python scripts/build_keys.py):", ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

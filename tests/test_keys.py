@@ -1,0 +1,87 @@
+"""Keyed checks (grader.checks._keys): the learner's package judges by digests; the answers stay with the instructor."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT
+from grader.checks import _keys, lesson01
+from grader.notebook import CheckFailed
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
+
+KEYED_LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir()
+                       if p.is_dir() and (ROOT / "solutions" / "judges" / f"lesson{p.name[:2]}.py").exists())
+
+
+def test_some_lesson_is_keyed():
+    assert "01_crossover" in KEYED_LESSONS
+
+
+@pytest.mark.parametrize("lesson", KEYED_LESSONS)
+def test_committed_keys_are_what_the_instructors_judges_make(lesson):
+    """Edit a judge, a mutant or a case and forget to rebuild: this fails (python scripts/build_keys.py)."""
+    content = build_keys.build(lesson)
+    assert content is not None, f"{lesson} has instructor judges but no keyed check"
+    assert (_keys.KEYS / f"{lesson}.json").read_text() == build_keys.text(content)
+
+
+@pytest.mark.parametrize("lesson", KEYED_LESSONS)
+def test_a_keys_file_holds_digests_and_messages_only(lesson):
+    data = json.loads((_keys.KEYS / f"{lesson}.json").read_text())
+    for what, entry in data["checks"].items():
+        assert set(entry) == {"sig", "pass", "mistakes"}, what
+        assert all(len(k) == 32 and int(k, 16) >= 0 for k in [*entry["pass"], *entry["mistakes"]]), what
+
+
+def test_the_instructors_judges_are_neither_packaged_nor_in_the_package():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'packages = ["grader"]' in pyproject  # solutions/ is not in the wheel
+    for lesson in KEYED_LESSONS:
+        judges = build_keys.instructor_judges(lesson)
+        package = (ROOT / "grader" / "checks" / f"lesson{lesson[:2]}.py").read_text()
+        for what, judge in judges.JUDGES.items():
+            assert judge.__code__.co_filename.startswith(str(ROOT / "solutions")), what
+            assert f"def {judge.__name__}(" not in package, f"{what}: the package still defines the instructor's judge"
+
+
+def test_a_right_answer_computed_another_way_passes_and_a_near_miss_does_not(capsys):
+    lesson01.check_intensity(lambda flops, nbytes: flops * (1.0 / nbytes) * (1 + 1e-12))
+    assert "✓" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="nor a mistake the course knows"):
+        lesson01.check_intensity(lambda flops, nbytes: flops / nbytes * 1.001)
+
+
+def test_a_known_mistake_gets_its_message_from_the_keys_and_an_unknown_one_the_principle():
+    with pytest.raises(CheckFailed, match="not writing C"):
+        lesson01.check_matmul_bytes(lambda n, dtype: 2 * n * n * dtype.itemsize)
+    with pytest.raises(CheckFailed, match="dtype was ignored"):  # unknown to the keys; the hint names it
+        lesson01.check_matmul_bytes(lambda n, dtype: 7 * n * n)
+    with pytest.raises(CheckFailed, match="which\\s+matrices have to come in"):
+        lesson01.check_matmul_bytes(lambda n, dtype: 7 * n * n * dtype.itemsize)
+
+
+def test_missing_keys_say_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setattr(_keys, "KEYS", tmp_path)
+    _keys._table.cache_clear()
+    try:
+        with pytest.raises(CheckFailed, match="build_keys.py"):
+            lesson01.check_intensity(lambda flops, nbytes: flops / nbytes)
+    finally:
+        _keys._table.cache_clear()
+
+
+def test_a_float_on_a_rounding_edge_is_refused_by_the_builder():
+    assert build_keys._near_edge(1.000005, 6) and not build_keys._near_edge(1.23456789, 6)
+    assert build_keys._near_edge([1, {"x": 2.500005}], 6)
+
+
+def test_canonical_keeps_types_apart():
+    assert _keys.digest("l", "w", 8) != _keys.digest("l", "w", 8.0)
+    assert _keys.digest("l", "w", True) != _keys.digest("l", "w", 1)
+    assert _keys.digest("l", "w", 2.0000001) == _keys.digest("l", "w", 2.0)
+    assert _keys.digest("l", "w", 2.0) != _keys.digest("l2", "w", 2.0)
