@@ -71,6 +71,8 @@ def test_wheel_has_data_and_no_answers(tmp_path):
     wheel = zipfile.ZipFile(next(tmp_path.glob("*.whl")))
     names = wheel.namelist()
     assert "grader/data/chips.csv" in names
+    assert "grader/checks/keys/01_crossover.json" in names  # the keyed checks' digests travel with the package
+    assert not [n for n in names if "judges" in n]  # their judges, which hold the answers, do not
     assert not [n for n in names if n.endswith(".ipynb") or n.startswith(("solutions/", "tests/", "scripts/"))]
     hidden = _hidden_assert_lines()
     assert hidden
@@ -86,3 +88,7 @@ def test_wheel_has_data_and_no_answers(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, check=True)
     found, count = out.stdout.split()
     assert found == str(site / "grader" / "data") and int(count) > 5
+    keyed = ("from grader.checks import lesson01; lesson01.check_intensity(lambda f, b: f / b)")
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {keyed}"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and "✓" in out.stdout, out.stderr[-2000:]
