@@ -66,6 +66,19 @@ def _observe(check, step, ns: dict):
         return _plain.roundtrip(check.observe(*learner, **inputs))
 
 
+_GUARDED = object()
+
+
+def _unguarded(target, keyed, observation):
+    """The keyed check's own observation inside a guard's ({"observed", "shortcuts"} per guard), or _GUARDED when a
+    guard caught a shortcut (its message, not a key, is what the learner reads)."""
+    while target is not keyed:
+        if not isinstance(observation, dict) or observation.get("shortcuts"):
+            return _GUARDED
+        observation, target = observation.get("observed"), getattr(target, "inner", None)
+    return observation
+
+
 def build(lesson: str) -> dict | None:
     """The keys file's content for `lesson`, or None when no visible check of it is keyed."""
     from grader.pipeline.judging import plan_cell
@@ -112,9 +125,12 @@ def build(lesson: str) -> dict | None:
             ns = namespace(lesson)
             exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
             try:
-                observation = _observe(keyed, _Step, ns)
+                observation = _observe(target, _Step, ns)  # through any guard: one that names the mutant is its judge
             except (NotDone, CheckFailed, NotImplementedError):
                 continue  # stopped before the key: the public checks or the stub say so
+            observation = _unguarded(target, keyed, observation)
+            if observation is _GUARDED:
+                continue  # a shortcut guard names it (it called the course's own instrument); no key is looked up
             if keyed.public is not None:
                 try:
                     keyed.public(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)

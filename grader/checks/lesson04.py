@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from grader import memory
-from grader.checks._common import Check, Prediction, call, fail, guard, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable, same
+from grader.checks._keys import Keyed, digest, table
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import NotDone
 
@@ -113,93 +114,71 @@ _STATE_CASES = {  # name: (optimizer, step, what the learner is told on a crash)
 }
 
 
+# Its answer is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py from the
+# instructor's judges (solutions/judges/lesson04.py, never released).
+
 def _observe_state_bytes(state_bytes: Callable) -> dict:
+    """Each case's answer, and the bytes of AdamW's step counters in that case's optimizer.state (they may count or not)."""
     require_callable(state_bytes, "state_bytes")
-    seen = {}
+    seen, counters = {}, {}
     for case, (optimizer, step, label) in _STATE_CASES.items():
         model, opt = _stepped_model(optimizer, step)
         seen[case] = call(state_bytes, model, opt, label=label)
-    return seen
+        counters[case] = sum(s["step"].numel() * s["step"].element_size() for s in opt.state.values()
+                             if torch.is_tensor(s.get("step")))
+    return {**seen, "counters": counters}
 
 
-def _reference_state(case: str) -> tuple[dict, int, int, int]:
-    """(bytes per kind, bytes of AdamW's step counters, trained numbers, tensors in optimizer.state): course code."""
-    optimizer, step, _ = _STATE_CASES[case]
-    model, opt = _stepped_model(optimizer, step)
-    rows = memory.state_table(model, opt)
-    steps = sum(r["nbytes"] for r in rows if r["name"].endswith(".step"))
-    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return memory.totals(rows), steps, trained, len(opt.state)
+def _state_summary(observation: dict, with_counters: bool = False) -> dict:
+    """The answers alone; with_counters adds each case's step counters to an answer that left them out."""
+    answers = {case: observation.get(case) for case in _STATE_CASES} if isinstance(observation, dict) else observation
+    if with_counters and isinstance(observation, dict) and isinstance(observation.get("counters"), dict):
+        for case, answer in answers.items():
+            extra = observation["counters"].get(case)
+            if isinstance(answer, dict) and is_number(answer.get("optimizer")) and isinstance(extra, int):
+                answers[case] = {**answer, "optimizer": answer["optimizer"] + extra}
+    return answers
 
 
-def _judge_state_bytes(observation: dict) -> None:
-    """state_bytes(model, optimizer): bytes of parameters, gradients and optimizer state, from the tensors."""
-    if not isinstance(observation, dict) or set(observation) != set(_STATE_CASES):
+def _public_state_bytes(observation: dict) -> None:
+    """What can be said of state_bytes without its answer: a dict of the three kinds, plain ints."""
+    if not isinstance(observation, dict) or not set(_STATE_CASES) <= set(observation):
         fail("the check could not read what state_bytes returned (not one answer per model)")
     got = observation["adam"]
-    want, steps, trained, n_state = _reference_state("adam")
     if not isinstance(got, dict) or set(got) != set(_KINDS):
         fail(f"state_bytes returned {got!r}; return a dict with exactly the keys {list(_KINDS)}.")
     for kind in _KINDS:
         if not is_number(got[kind]):
             fail(f"state_bytes(...)[{kind!r}] is {got[kind]!r} ({type(got[kind]).__name__}); return a plain int of bytes.")
-    n_all = want["parameters"] // 4
-    if got["parameters"] == n_all or got["gradients"] == trained:
-        fail(
-            f"state_bytes gave {got['parameters']} for the parameters: that counts numbers, not bytes. How many bytes "
-            "does each number of a tensor take, and where does the tensor say so?"
-        )
-    model, _ = _stepped_model("adam", True)
-    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    tied = model[0].weight.numel() * model[0].weight.element_size()
-    if got["parameters"] in (want["parameters"] + buffers, want["parameters"] + buffers + tied):
-        fail(f"state_bytes gave {got['parameters']} bytes of parameters: that counts the model's buffers too "
-             "(BatchNorm's running statistics, which the model also saves). They are in memory, but they are not "
-             "parameters: nothing trains them, they have no gradient and no optimizer state.")
-    if got["parameters"] == want["parameters"] + tied:
-        fail(f"state_bytes gave {got['parameters']} bytes of parameters: it counts one tensor twice. Two layers of "
-             "this model share one weight (layer 5's weight is layer 0's): memory holds it once.")
-    if got["parameters"] != want["parameters"]:
-        fail(f"state_bytes gave {got['parameters']} bytes of parameters, not what the model's parameter tensors hold: "
-             "read every parameter tensor's own size and element width.")
-    if got["gradients"] == want["parameters"] and want["gradients"] != want["parameters"]:
-        fail(
-            "state_bytes counted a gradient for every parameter, but this model has a frozen layer whose .grad is None. "
-            "Read the gradients themselves (p.grad), skipping parameters that have none."
-        )
-    if got["gradients"] != want["gradients"]:
-        fail(f"state_bytes gave {got['gradients']} bytes of gradients, not what the .grad tensors hold.")
-    if got["optimizer"] == 0:
-        fail("state_bytes found 0 bytes of optimizer state after AdamW took a step: where does an optimizer keep "
-             "what it remembers between steps?")
-    if got["optimizer"] in (want["optimizer"] // 2, (want["optimizer"] - steps) // 2):
-        fail("state_bytes counted only one of AdamW's two moments; exp_avg and exp_avg_sq are each as big as the parameters.")
-    if got["optimizer"] in (2 * trained, 2 * trained + steps // 4, 2 * trained + n_state):
-        fail("state_bytes counted the optimizer state's numbers, not its bytes.")
-    if got["optimizer"] == 2 * want["parameters"]:
-        fail(
-            "state_bytes gave exactly twice the parameter bytes as optimizer state: that assumes Adam's two moments "
-            "for every parameter instead of reading optimizer.state. Here one layer is frozen (it has no state), and "
-            "before any step() there is no state at all."
-        )
-    if got["optimizer"] not in (want["optimizer"], want["optimizer"] - steps):
-        fail(f"state_bytes gave {got['optimizer']} bytes of optimizer state, not what AdamW's tensors in optimizer.state "
-             "hold (its step counters may count or not); read every tensor the optimizer keeps.")
-    fresh = observation["fresh"]
+
+
+def _hints_state_bytes(observation: dict) -> None:
+    fresh = observation.get("fresh")
     if not isinstance(fresh, dict) or fresh.get("optimizer") != 0:
-        shown = fresh.get("optimizer") if isinstance(fresh, dict) else fresh
-        fail(f"state_bytes reported {shown!r} bytes of optimizer state before any step(); "
-             "AdamW allocates its state on the first step, so read optimizer.state, don't assume it.")
-    sgd = observation["sgd"]
-    if not isinstance(sgd, dict) or sgd.get("optimizer") != _reference_state("sgd")[0]["optimizer"]:
-        shown = sgd.get("optimizer") if isinstance(sgd, dict) else sgd
-        fail(f"state_bytes reported {shown!r} bytes of state for plain SGD, which keeps none; "
-             "measure optimizer.state rather than assuming Adam.")
+        fail("state_bytes reported optimizer state before any step(); AdamW allocates its state on the first step, "
+             "so read optimizer.state, don't assume it.")
 
 
-check_state_bytes = guard(Check("state_bytes", _observe_state_bytes, _judge_state_bytes), "state_bytes",
-                          {memory.state_table: "grader.memory.state_table", memory.totals: "grader.memory.totals",
-                           memory.storage_nbytes: "grader.memory.storage_nbytes"})
+class _KeyedStateBytes(Keyed):
+    """state_bytes's keyed check: an answer that leaves AdamW's step counters out is as right as one that counts them."""
+
+    def _judge(self, observation, **kwargs) -> None:
+        if self.public is not None:
+            self.public(observation)
+        keys = table(self.lesson).get(self.what) or {}
+        if digest(self.lesson, self.what, _state_summary(observation, True), self.sig) in keys.get("pass", []):
+            return
+        super()._judge(observation, **kwargs)
+
+
+check_state_bytes = guard(
+    _KeyedStateBytes(
+        "04_memory", "state_bytes", observe=_observe_state_bytes, summary=_state_summary, public=_public_state_bytes,
+        hints=_hints_state_bytes,
+        unknown="state_bytes is not what this model's tensors hold, nor a mistake the course knows: read every "
+                "parameter tensor once, every .grad that exists, and every tensor in optimizer.state, in bytes."),
+    "state_bytes", {memory.state_table: "grader.memory.state_table", memory.totals: "grader.memory.totals",
+                    memory.storage_nbytes: "grader.memory.storage_nbytes"})
 
 
 def _observe_state_bytes_on(state_bytes: Callable, widths: list, optimizer: str = "adam", step: bool = True) -> dict:
@@ -226,71 +205,34 @@ state_bytes_on = Check("state_bytes on a given model", _observe_state_bytes_on, 
 state_bytes_on.__doc__ = "Hidden test: state_bytes of memory.relu_mlp(widths) after one backward (and step) is `want`."
 
 
-def _per_param(fn: Callable, n: int, precision: str, optimizer: str) -> float:
-    got = call(fn, n, precision, optimizer, label=f"training_bytes({n}, {precision!r}, {optimizer!r})")
-    if not is_number(got):
-        fail(f"training_bytes({n}, {precision!r}, {optimizer!r}) returned {got!r}; return an int number of bytes.")
-    return got / n
-
-
 _TRAINING_CASES = [(p, o) for p in memory.PRECISIONS for o in reversed(memory.OPTIMIZERS)]  # adam first: least ambiguous
 
 
-def _judge_training_bytes(training_bytes: Callable) -> None:
-    """training_bytes(n, precision, optimizer) agrees with bytes per parameter measured on a real layer."""
-    n = 1_000_000
-    cases = _TRAINING_CASES
-    terms = {case: memory.training_terms(*case) for case in cases}
-    got_all = {case: _per_param(training_bytes, n, *case) for case in cases}
-    if all(got_all[c] == terms[c]["parameters"] for c in cases):
-        fail(f"training_bytes gave {got_all[cases[0]]:g} bytes per parameter whatever the optimizer: the weights alone, "
-             "which is what inference needs. Training also holds gradients and the optimizer's state.")
-    moments = {"sgd": 0, "momentum": 1, "adam": 2}
+# Its answer is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py from the
+# instructor's judges (solutions/judges/lesson04.py, never released).
 
-    def everywhere(rule: Callable[[str, str], float]) -> bool:
-        return all(got_all[c] == rule(*c) for c in cases)
-
-    right = {c: sum(terms[c].values()) for c in cases}
-    if everywhere(lambda p, o: 2 + 2 + 4 + 2 * moments[o] if p == "mixed" else right[p, o]):
-        fail(f"training_bytes(n, 'mixed', 'momentum') gave {got_all['mixed', 'momentum']:g} bytes per parameter: you kept "
-             "the optimizer's buffers in bfloat16. They belong to the optimizer, which updates the float32 master "
-             "weights: its running averages are float32 too, 4 bytes each, or the small updates they add up would "
-             "vanish as a 2-byte weight's would.")
-    if everywhere(lambda p, o: 4 + 4 + 4 + 4 * moments[o] if p == "fp32" else right[p, o]):
-        fail(f"training_bytes(n, 'fp32', 'sgd') gave {got_all['fp32', 'sgd']:g} bytes per parameter: you counted a master "
-             "copy in fp32 too. A master copy exists only because mixed precision computes with 2-byte weights; in "
-             "fp32 the weights the optimizer updates are the weights themselves.")
-    for precision, optimizer in cases:
-        t = terms[precision, optimizer]
-        want, got = sum(t.values()), got_all[precision, optimizer]
-        case = f"training_bytes(n, {precision!r}, {optimizer!r})"
-        if got == want:
-            continue
-        if precision == "mixed" and got == want - 4:
-            fail(
-                f"{case} gave {got:g} bytes per parameter, 2 + 2 + the optimizer's moments: the "
-                "fp32 master copy of the weights is missing. The optimizer updates float32 weights (4 bytes each); "
-                "the bfloat16 weights are a copy made from them for the forward and backward passes."
-            )
-        if got * 4 == want or (precision == "fp32" and got in (2, 3, 4)):
-            fail(f"{case} gave {got:g} per parameter: that counts tensors (copies of the parameters), not bytes. "
-                 f"Each copy costs its dtype's bytes: 4 in float32, 2 in bfloat16.")
-        if precision == "mixed" and got == want / 2:
-            fail(f"{case} gave {got:g}: you made everything 16-bit. Only the working weights and gradients are "
-                 "bfloat16; the master weights and the optimizer's moments stay float32.")
-        if got == t["parameters"] + t["gradients"] and t["optimizer"] > 0:
-            fail(f"{case} gave {got:g} bytes per parameter: weights and gradients only, no optimizer state. "
-                 f"Momentum keeps one float32 number per parameter, Adam two.")
-        fail(f"{case} gave {got:g} bytes per parameter, not what a layer trained one step this way holds: list every "
-             "copy of the parameters that exists for training, and the width of each.")
+def _public_training_bytes(training_bytes: Replay) -> None:
+    for precision, optimizer in _TRAINING_CASES:
+        got = call(training_bytes, 1_000_000, precision, optimizer)
+        if not is_number(got):
+            fail(f"training_bytes(1000000, {precision!r}, {optimizer!r}) returned {got!r}; return an int number of bytes.")
     small = call(training_bytes, 3, "fp32", "adam")
     if not is_number(small) or isinstance(small, float):
         fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
 
 
+def _hints_training_bytes(training_bytes: Replay) -> None:
+    if len({call(training_bytes, 1_000_000, p, o) for p, o in _TRAINING_CASES if p == "fp32"}) == 1:
+        fail("training_bytes gives the same bytes whatever the optimizer: training holds the optimizer's state too, "
+             "and how much depends on the optimizer.")
+
+
 check_training_bytes = guard(
-    recorded("training_bytes", "training_bytes",
-             [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")], _judge_training_bytes),
+    Keyed("04_memory", "training_bytes", "training_bytes",
+          [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")],
+          public=_public_training_bytes, hints=_hints_training_bytes,
+          unknown="training_bytes is not what a layer trained one step this way holds, nor a mistake the course "
+                  "knows: list every copy of the parameters that exists for training, and the width of each."),
     "training_bytes", {memory.training_terms: "grader.memory.training_terms",
                        memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter"})
 
@@ -299,56 +241,24 @@ check_training_bytes = guard(
 
 _PREDICT_CASES = [(10, [32, 64, 16], "relu"), (4, [10, 20, 30, 5], "tanh"), (1, [7, 5], "relu"), (3, [8, 8, 8, 8], "gelu"),
                   (2, [6, 9, 4], "sigmoid"), (5, [4, 12, 12, 3], "gelu")]
-_FROM_OUTPUT = ("relu", "tanh", "sigmoid")  # their derivative is a function of their output
 
+# Its answer is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py from the
+# instructor's judges (solutions/judges/lesson04.py, never released).
 
-def _measured(batch: int, widths: list, activation: str) -> int:
-    """What memory.mlp(widths, activation) saves for backward on a float32 batch, measured with the course's recorder."""
-    return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
-
-
-def _judge_predict_saved_bytes(predict_saved_bytes: Callable) -> None:
-    """predict_saved_bytes(batch, widths, activation): the bytes the recorder measures on memory.mlp(widths, activation)."""
+def _public_predict_saved_bytes(predict_saved_bytes: Replay) -> None:
     for batch, widths, activation in _PREDICT_CASES:
         got = call(predict_saved_bytes, batch, widths, activation)
-        want = _measured(batch, widths, activation)
-        shown = f"predict_saved_bytes({batch}, {widths}, {activation!r})"
         if not is_number(got) or isinstance(got, float):
-            fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of bytes.")
-        if got == want:
-            continue
-        hidden = 4 * batch * sum(widths[1:-1])  # the hidden layers, batch × width float32 each
-        weights = 4 * sum(a * b for a, b in zip(widths, widths[1:]))
-        if got * 4 == want:
-            fail(f"{shown} returned {got}, the number of saved elements, not bytes. "
-                 "Each float32 element takes 4 bytes.")
-        if got == want // batch and batch > 1:
-            fail(f"{shown} returned {got}, the bytes for one sample; every sample in the batch keeps its own "
-                 "activations.")
-        if hidden and got == want + hidden and activation in _FROM_OUTPUT:
-            fail(f"{shown} returned {got}: you counted each hidden layer twice. {activation}'s backward can be "
-                 "computed from its output alone (look at its derivative), and the next Linear keeps that same tensor "
-                 "as its input: one storage, counted once. What comes before it is not kept.")
-        if hidden and got == want - hidden and activation == "gelu":
-            fail(f"{shown} returned {got}: GELU's derivative is not a function of its output alone, so its backward "
-                 "needs its input, the Linear's output before it. That is a second tensor per hidden layer, beside "
-                 "the GELU output the next Linear keeps.")
-        if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
-            fail(f"{shown} returned {got}: you counted the last layer's output. "
-                 "A Linear keeps its input (for the weight's gradient), not its output.")
-        if got == want - 4 * batch * widths[0]:
-            fail(f"{shown} returned {got}: the input batch is missing. The first "
-                 "Linear keeps its input to compute its weight's gradient, even though the input needs no gradient.")
-        if got in (want + weights, want + weights - 4 * widths[0] * widths[1]):
-            fail(f"{shown} returned {got}: you counted the weights. Autograd does "
-                 "save a Linear's weight (to pass the gradient back to its input), but parameters are not "
-                 "activations: they are in memory anyway, counted once among the parameters.")
-        fail(f"{shown} returned {got}, not what autograd keeps for backward on that float32 stack: ask what each "
-             "layer's backward needs, and whether two of them keep the same tensor.")
+            fail(f"predict_saved_bytes({batch}, {widths}, {activation!r}) returned {got!r} ({type(got).__name__}); "
+                 "return an int number of bytes.")
 
 
 check_predict_saved_bytes = guard(
-    recorded("predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES, _judge_predict_saved_bytes),
+    Keyed("04_memory", "predict_saved_bytes", "predict_saved_bytes", _PREDICT_CASES,
+          public=_public_predict_saved_bytes,
+          unknown="predict_saved_bytes is not what autograd keeps for backward on that float32 stack, nor a mistake "
+                  "the course knows: ask what each layer's backward needs, and whether two of them keep the same "
+                  "tensor."),
     "predict_saved_bytes", {memory.saved_bytes: "grader.memory.saved_bytes", memory.SavedTensors: "grader.memory.SavedTensors",
                             memory.mlp: "grader.memory.mlp (to measure it)"})
 
@@ -414,76 +324,35 @@ def _observe_activation_bytes(activation_bytes: Callable) -> dict:
     return seen
 
 
-def _recorded(case: str, exclude_parameters: bool = True) -> memory.SavedTensors:
-    """The course recorder's view of one case (grader's process)."""
-    make, shape, _ = _ACTIVATION_CASES[case]
-    model = make()
-    with memory.SavedTensors(exclude=model.parameters() if exclude_parameters else ()) as saved:
-        model(torch.randn(*shape))
-    return saved
+# Its answer is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py from the
+# instructor's judges (solutions/judges/lesson04.py, never released).
 
-
-def _judge_activation_bytes(observation: dict) -> None:
-    """activation_bytes(model, batch): distinct storages saved for backward, parameters excluded."""
+def _public_activation_bytes(observation: dict) -> None:
     if not isinstance(observation, dict) or set(observation) != set(_ACTIVATION_CASES):
         fail("the check could not read what activation_bytes returned (not one answer per model)")
-    saved = _recorded("mlp10")
-    want = saved.nbytes
     got = observation["mlp10"]
     if not is_number(got):
         fail(f"activation_bytes returned {got!r}; return an int number of bytes.")
-    with_params = _recorded("mlp10", exclude_parameters=False).nbytes
-    per_save = sum(r["storage_nbytes"] for r in saved.rows if r["why not"] != "parameter")
     if got == 0:
         fail("activation_bytes returned 0: nothing was recorded. Run model(batch) inside "
              "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` with gradients enabled, "
              "and add up the storages that pack receives.")
-    elements = sum(t // 4 for t in saved.storages.values())
-    if got == elements or got * 4 == want:
-        fail(f"activation_bytes returned {got}: that counts elements, not bytes. "
-             "Use the storage's nbytes() (or numel() × element_size()).")
-    if got == with_params:
-        fail(
-            f"activation_bytes returned {got}, which counts the weights (which pack also "
-            "receives, since a Linear saves its weight for backward) were counted too. Parameters are not "
-            "activations: skip any tensor whose storage is a parameter's."
-        )
-    if got == per_save:
-        fail(
-            f"activation_bytes returned {got} for an MLP: the same storage was counted "
-            "more than once (ReLU's output is saved by ReLU and again by the next Linear). Count each storage "
-            "once: key it by t.untyped_storage().data_ptr()."
-        )
-    if got != want:
-        fail(f"activation_bytes on a 32→64→16 MLP with a batch of 10 returned {got}, not the bytes of activations it "
-             "keeps for backward (parameters excluded, each storage once).")
-    want2, got2 = _recorded("squares").nbytes, observation["squares"]
-    if is_number(got2) and got2 > want2:
-        fail(
-            f"activation_bytes returned {got2}, more than a model that saves one tensor twice keeps: the same storage was counted "
-            "more than once (x * x saves x twice; a split gives two views of one storage). Count each storage "
-            "once: key it by t.untyped_storage().data_ptr()."
-        )
-    if got2 != want2:
-        fail(f"activation_bytes returned {got2!r}, not the bytes of the distinct storages that model saves.")
-    want3, got3 = _recorded("slice").nbytes, observation["slice"]
-    if is_number(got3) and got3 < want3:
-        fail(
-            f"activation_bytes returned {got3}, less than that model keeps alive for backward: it saves a "
-            "slice (a view) of a Linear's output, and a view keeps its whole storage in memory, not just the part it "
-            "shows. Count each storage once, at its full size (t.untyped_storage().nbytes())."
-        )
-    if got3 != want3:
-        fail(f"activation_bytes returned {got3!r}, not the bytes of the distinct storages that model keeps alive.")
-    bigger = observation["mlp20"]
-    if bigger != 2 * want:
-        fail(f"activation_bytes gave {got} bytes for a batch of 10 and {bigger!r} for 20; activations grow in step "
-             "with the batch. Measure each call from scratch (a fresh record every call).")
 
 
-check_activation_bytes = guard(Check("activation_bytes", _observe_activation_bytes, _judge_activation_bytes),
-                               "activation_bytes", {memory.saved_bytes: "grader.memory.saved_bytes",
-                                                    memory.SavedTensors: "grader.memory.SavedTensors"})
+def _hints_activation_bytes(observation: dict) -> None:
+    small, big = observation["mlp10"], observation["mlp20"]
+    if not is_number(big) or big != 2 * small:
+        fail("activation_bytes does not grow in step with the batch, as activations do. Measure each call from "
+             "scratch (a fresh record every call).")
+
+
+check_activation_bytes = guard(
+    Keyed("04_memory", "activation_bytes", observe=_observe_activation_bytes, summary=lambda observation: observation,
+          public=_public_activation_bytes, hints=_hints_activation_bytes,
+          unknown="activation_bytes is not the bytes of the storages these models keep for backward, nor a mistake "
+                  "the course knows: parameters excluded, each storage once, at its full size."),
+    "activation_bytes", {memory.saved_bytes: "grader.memory.saved_bytes",
+                         memory.SavedTensors: "grader.memory.SavedTensors"})
 
 
 def _observe_activation_on(activation_bytes: Callable, widths: list, batch: int) -> dict:
@@ -507,13 +376,6 @@ activation_on.__doc__ = "Hidden test: activation_bytes(memory.relu_mlp(widths), 
 # --- will it fit -------------------------------------------------------------------------------
 
 
-def _line(peaks: dict) -> tuple[int, int]:
-    """(fixed bytes, bytes per sample) of peaks that lie on a line in the batch."""
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    per = (p2 - p1) // (b2 - b1)
-    return p1 - b1 * per, per
-
-
 # (memory, peaks measured at two or more batch sizes): on a line with 30 fixed bytes and 7 per sample, then edges
 _MAX_BATCH_CASES = [
     (100, {2: 44, 4: 58}),  # fixed 30, 7 per sample: 10 fit exactly (30 + 70)
@@ -525,37 +387,25 @@ _MAX_BATCH_CASES = [
 ]
 
 
-def _judge_max_batch(max_batch: Callable) -> None:
-    """max_batch(memory, peaks): the largest batch whose peak fits, from peaks measured at two batch sizes; 0 if none."""
+# Its answer is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py from the
+# instructor's judges (solutions/judges/lesson04.py, never released).
+
+def _public_max_batch(max_batch: Replay) -> None:
     for memory_bytes, peaks in _MAX_BATCH_CASES:
-        shown = f"max_batch({memory_bytes}, {peaks})"
-        got = call(max_batch, memory_bytes, peaks, label=shown)
+        got = call(max_batch, memory_bytes, peaks)
         if not is_number(got) or isinstance(got, float):
-            fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of samples.")
-        fixed, per = _line(peaks)
-        want = max(0, (memory_bytes - fixed) // per)
-        if got == want:
-            continue
-        batches = ", ".join(f"{p} bytes at batch {b}" for b, p in sorted(peaks.items()))
-        if want > 0 and got in {int(memory_bytes // (p / b)) for b, p in peaks.items()}:
-            fail(f"{shown} returned {got}: that divides memory by peak / batch, as if every byte of the peak grew with "
-                 f"the batch. Part of it is there whatever the batch (weights, gradients, optimizer state). What one "
-                 f"more sample costs is the slope between two measurements ({batches}): the difference in peak over "
-                 "the difference in batch; what is left at batch 0 is the fixed part.")
-        if want > 0 and got == memory_bytes // per:
-            fail(f"{shown} returned {got}: that ignores the fixed bytes, which are there whatever the batch; only what "
-                 f"is left after them holds activations ({per} bytes per sample here).")
-        if got < 0:
-            fail(f"{shown} returned {got}: the fixed bytes alone ({fixed}) leave no room for a sample, so no batch "
-                 "fits. Return 0, never a negative batch.")
-        if got == want + 1 and fixed + got * per > memory_bytes:
-            fail(f"{shown} returned {got}: {got} samples need {fixed} + {got} × {per} = {fixed + got * per} bytes, more "
-                 f"than {memory_bytes}. Round down.")
-        if got == want - 1 and fixed + want * per == memory_bytes:
-            fail(f"{shown} returned {got}, one short: the next batch fills memory exactly, and a batch that fills "
-                 "memory to the last byte still fits (use <=, not <).")
-        fail(f"{shown} returned {got}, not the largest batch that fits in {memory_bytes}: from {batches}, work out what one "
-             "more sample costs and what is there whatever the batch.")
+            fail(f"max_batch({memory_bytes}, {peaks}) returned {got!r} ({type(got).__name__}); return an int number "
+                 "of samples.")
 
 
-check_max_batch = recorded("max_batch", "max_batch", _MAX_BATCH_CASES, _judge_max_batch)
+def _hints_max_batch(max_batch: Replay) -> None:
+    for memory_bytes, peaks in _MAX_BATCH_CASES:
+        if call(max_batch, memory_bytes, peaks) < 0:
+            fail(f"max_batch({memory_bytes}, {peaks}) returned a negative batch: when the fixed bytes alone leave no "
+                 "room for a sample, no batch fits. Return 0, never a negative batch.")
+
+
+check_max_batch = Keyed(
+    "04_memory", "max_batch", "max_batch", _MAX_BATCH_CASES, public=_public_max_batch, hints=_hints_max_batch,
+    unknown="max_batch is not the largest batch that fits, nor a mistake the course knows: from the measured peaks, "
+            "work out what one more sample costs and what is there whatever the batch.")

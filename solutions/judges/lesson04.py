@@ -1,0 +1,290 @@
+"""The instructor's judges of lesson 04's keyed checks: they hold the answers, so they are never packaged nor released.
+
+scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson04.py) and keeps
+only digests and messages in grader/checks/keys/04_memory.json; the learner's check (grader/checks/lesson04.py)
+judges by those. A message here names the kind of mistake and the principle, never the expected value nor the
+formula: it is what a learner who made that mistake reads. The cases (the models, the batches) stay in the package:
+they are inputs, not answers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader import memory
+from grader.checks._common import call, fail, is_number
+from grader.checks.lesson04 import (_ACTIVATION_CASES, _KINDS, _MAX_BATCH_CASES, _PREDICT_CASES, _STATE_CASES,
+                                    _TRAINING_CASES, _stepped_model)
+
+
+# --- state_bytes ----------------------------------------------------------------------------------
+
+def _reference_state(case: str) -> tuple[dict, int, int, int]:
+    """(bytes per kind, bytes of AdamW's step counters, trained numbers, tensors in optimizer.state): course code."""
+    optimizer, step, _ = _STATE_CASES[case]
+    model, opt = _stepped_model(optimizer, step)
+    rows = memory.state_table(model, opt)
+    steps = sum(r["nbytes"] for r in rows if r["name"].endswith(".step"))
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return memory.totals(rows), steps, trained, len(opt.state)
+
+
+def _state_bytes(observation: dict) -> None:
+    """state_bytes(model, optimizer): bytes of parameters, gradients and optimizer state, from the tensors."""
+    if not isinstance(observation, dict) or not set(_STATE_CASES) <= set(observation):
+        fail("the check could not read what state_bytes returned (not one answer per model)")
+    got = observation["adam"]
+    want, steps, trained, n_state = _reference_state("adam")
+    if not isinstance(got, dict) or set(got) != set(_KINDS):
+        fail(f"state_bytes returned {got!r}; return a dict with exactly the keys {list(_KINDS)}.")
+    for kind in _KINDS:
+        if not is_number(got[kind]):
+            fail(f"state_bytes(...)[{kind!r}] is {got[kind]!r} ({type(got[kind]).__name__}); return a plain int of bytes.")
+    n_all = want["parameters"] // 4
+    if got["parameters"] == n_all or got["gradients"] == trained:
+        fail("state_bytes counts numbers, not bytes. How many bytes does each number of a tensor take, and where "
+             "does the tensor say so?")
+    model, _ = _stepped_model("adam", True)
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    tied = model[0].weight.numel() * model[0].weight.element_size()
+    if got["parameters"] in (want["parameters"] + buffers, want["parameters"] + buffers + tied):
+        fail("state_bytes counts the model's buffers too, among the parameters (BatchNorm's running statistics, which the "
+             "model also saves). They are in memory, but they are not parameters: nothing trains them, they have no "
+             "gradient and no optimizer state.")
+    if got["parameters"] == want["parameters"] + tied:
+        fail("state_bytes counts one tensor twice. Two layers of this model share one weight (layer 5's weight is "
+             "layer 0's): memory holds it once.")
+    if got["parameters"] != want["parameters"]:
+        fail("state_bytes's parameter bytes are not what the model's parameter tensors hold: read every parameter "
+             "tensor's own size and element width.")
+    if got["gradients"] == want["parameters"] and want["gradients"] != want["parameters"]:
+        fail("state_bytes counted a gradient for every parameter, but this model has a frozen layer whose .grad is "
+             "None. Read the gradients themselves (p.grad), skipping parameters that have none.")
+    if got["gradients"] != want["gradients"]:
+        fail("state_bytes's gradient bytes are not what the .grad tensors hold.")
+    if got["optimizer"] == 0:
+        fail("state_bytes found 0 bytes of optimizer state after AdamW took a step: where does an optimizer keep "
+             "what it remembers between steps?")
+    if got["optimizer"] in (want["optimizer"] // 2, (want["optimizer"] - steps) // 2):
+        fail("state_bytes counted only one of AdamW's two moments; exp_avg and exp_avg_sq are each as big as the "
+             "parameters they follow.")
+    if got["optimizer"] in (2 * trained, 2 * trained + steps // 4, 2 * trained + n_state):
+        fail("state_bytes counted the optimizer state's numbers, not its bytes.")
+    if got["optimizer"] == 2 * want["parameters"]:
+        fail("state_bytes assumes Adam's two moments for every parameter instead of reading optimizer.state. Here "
+             "one layer is frozen (it has no state), and before any step() there is no state at all.")
+    if got["optimizer"] not in (want["optimizer"], want["optimizer"] - steps):
+        fail("state_bytes's optimizer bytes are not what AdamW's tensors in optimizer.state hold (its step counters "
+             "may count or not); read every tensor the optimizer keeps.")
+    fresh = observation["fresh"]
+    if not isinstance(fresh, dict) or fresh.get("optimizer") != 0:
+        fail("state_bytes reported optimizer state before any step(); AdamW allocates its state on the first step, "
+             "so read optimizer.state, don't assume it.")
+    sgd = observation["sgd"]
+    if not isinstance(sgd, dict) or sgd.get("optimizer") != _reference_state("sgd")[0]["optimizer"]:
+        fail("state_bytes reported state for plain SGD, which keeps none; measure optimizer.state rather than "
+             "assuming Adam.")
+
+
+# --- training_bytes -------------------------------------------------------------------------------
+
+def _per_param(fn, n: int, precision: str, optimizer: str) -> float:
+    got = call(fn, n, precision, optimizer, label=f"training_bytes({n}, {precision!r}, {optimizer!r})")
+    if not is_number(got):
+        fail(f"training_bytes({n}, {precision!r}, {optimizer!r}) returned {got!r}; return an int number of bytes.")
+    return got / n
+
+
+def _training_bytes(training_bytes) -> None:
+    """training_bytes(n, precision, optimizer) agrees with bytes per parameter measured on a real layer."""
+    n = 1_000_000
+    cases = _TRAINING_CASES
+    terms = {case: memory.training_terms(*case) for case in cases}
+    got_all = {case: _per_param(training_bytes, n, *case) for case in cases}
+    if all(got_all[c] == terms[c]["parameters"] for c in cases):
+        fail("training_bytes gives the same bytes per parameter whatever the optimizer: the weights alone, which is "
+             "what inference needs. Training also holds gradients and the optimizer's state.")
+    moments = {"sgd": 0, "momentum": 1, "adam": 2}
+
+    def everywhere(rule) -> bool:
+        return all(got_all[c] == rule(*c) for c in cases)
+
+    right = {c: sum(terms[c].values()) for c in cases}
+    if everywhere(lambda p, o: 2 + 2 + 4 + 2 * moments[o] if p == "mixed" else right[p, o]):
+        fail("training_bytes in mixed precision keeps the optimizer's buffers in bfloat16. They belong to the "
+             "optimizer, which updates the float32 master weights: its running averages are float32 too, or the "
+             "small updates they add up would vanish as a 2-byte weight's would.")
+    if everywhere(lambda p, o: 4 + 4 + 4 + 4 * moments[o] if p == "fp32" else right[p, o]):
+        fail("training_bytes in fp32 counts a master copy in fp32 too. A master copy exists only because mixed "
+             "precision computes with 2-byte weights; in fp32 the weights the optimizer updates are the weights "
+             "themselves.")
+    for precision, optimizer in cases:
+        t = terms[precision, optimizer]
+        want, got = sum(t.values()), got_all[precision, optimizer]
+        case = f"training_bytes(n, {precision!r}, {optimizer!r})"
+        if got == want:
+            continue
+        if precision == "mixed" and got == want - 4:
+            fail(f"{case}: the fp32 master copy of the weights is missing. The optimizer updates float32 weights; "
+                 "the bfloat16 weights are a copy made from them for the forward and backward passes.")
+        if got * 4 == want or (precision == "fp32" and got in (2, 3, 4)):
+            fail(f"{case} counts tensors (copies of the parameters), not bytes. Each copy costs its dtype's bytes.")
+        if precision == "mixed" and got == want / 2:
+            fail(f"{case}: you made everything 16-bit. Only the working weights and gradients are bfloat16; the "
+                 "master weights and the optimizer's moments stay float32.")
+        if got == t["parameters"] + t["gradients"] and t["optimizer"] > 0:
+            fail(f"{case} counts weights and gradients only, no optimizer state. Momentum and Adam keep running "
+                 "averages, one float32 number per parameter for each.")
+        fail(f"{case} is not what a layer trained one step this way holds: list every copy of the parameters that "
+             "exists for training, and the width of each.")
+    small = call(training_bytes, 3, "fp32", "adam")
+    if not is_number(small) or isinstance(small, float):
+        fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
+
+
+# --- predict_saved_bytes --------------------------------------------------------------------------
+
+_FROM_OUTPUT = ("relu", "tanh", "sigmoid")  # their derivative is a function of their output
+
+
+def _measured(batch: int, widths: list, activation: str) -> int:
+    """What memory.mlp(widths, activation) saves for backward on a float32 batch, measured with the course's recorder."""
+    return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
+
+
+def _predict_saved_bytes(predict_saved_bytes) -> None:
+    """predict_saved_bytes(batch, widths, activation): the bytes the recorder measures on memory.mlp(widths, activation)."""
+    for batch, widths, activation in _PREDICT_CASES:
+        got = call(predict_saved_bytes, batch, widths, activation)
+        want = _measured(batch, widths, activation)
+        shown = f"predict_saved_bytes({batch}, {widths}, {activation!r})"
+        if not is_number(got) or isinstance(got, float):
+            fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of bytes.")
+        if got == want:
+            continue
+        hidden = 4 * batch * sum(widths[1:-1])
+        weights = 4 * sum(a * b for a, b in zip(widths, widths[1:]))
+        if got * 4 == want:
+            fail(f"{shown} gives the number of saved elements, not bytes. Each element takes its dtype's bytes.")
+        if got == want // batch and batch > 1:
+            fail(f"{shown} gives the bytes for one sample; every sample in the batch keeps its own activations.")
+        if hidden and got == want + hidden and activation in _FROM_OUTPUT:
+            fail(f"{shown}: you counted each hidden layer twice. {activation}'s backward can be computed from its "
+                 "output alone (look at its derivative), and the next Linear keeps that same tensor as its input: one "
+                 "storage, counted once. What comes before it is not kept.")
+        if hidden and got == want - hidden and activation == "gelu":
+            fail(f"{shown}: GELU's derivative is not a function of its output alone, so its backward needs its input, "
+                 "the Linear's output before it. That is a second tensor per hidden layer, beside the GELU output the "
+                 "next Linear keeps.")
+        if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
+            fail(f"{shown}: you counted the last layer's output. A Linear keeps its input (for the weight's gradient), "
+                 "not its output.")
+        if got == want - 4 * batch * widths[0]:
+            fail(f"{shown}: the input batch is missing. The first Linear keeps its input to compute its weight's "
+                 "gradient, even though the input needs no gradient.")
+        if got in (want + weights, want + weights - 4 * widths[0] * widths[1]):
+            fail(f"{shown}: you counted the weights. Autograd does save a Linear's weight (to pass the gradient back "
+                 "to its input), but parameters are not activations: they are in memory anyway, counted once among "
+                 "the parameters.")
+        fail(f"{shown} is not what autograd keeps for backward on that float32 stack: ask what each layer's backward "
+             "needs, and whether two of them keep the same tensor.")
+
+
+# --- activation_bytes -----------------------------------------------------------------------------
+
+def _recorded(case: str, exclude_parameters: bool = True) -> memory.SavedTensors:
+    """The course recorder's view of one case (grader's process)."""
+    make, shape, _ = _ACTIVATION_CASES[case]
+    model = make()
+    with memory.SavedTensors(exclude=model.parameters() if exclude_parameters else ()) as saved:
+        model(torch.randn(*shape))
+    return saved
+
+
+def _activation_bytes(observation: dict) -> None:
+    """activation_bytes(model, batch): distinct storages saved for backward, parameters excluded."""
+    if not isinstance(observation, dict) or set(observation) != set(_ACTIVATION_CASES):
+        fail("the check could not read what activation_bytes returned (not one answer per model)")
+    saved = _recorded("mlp10")
+    want = saved.nbytes
+    got = observation["mlp10"]
+    if not is_number(got):
+        fail(f"activation_bytes returned {got!r}; return an int number of bytes.")
+    with_params = _recorded("mlp10", exclude_parameters=False).nbytes
+    per_save = sum(r["storage_nbytes"] for r in saved.rows if r["why not"] != "parameter")
+    if got == 0:
+        fail("activation_bytes returned 0: nothing was recorded. Run model(batch) inside "
+             "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` with gradients enabled, "
+             "and add up the storages that pack receives.")
+    elements = sum(t // 4 for t in saved.storages.values())
+    if got == elements or got * 4 == want:
+        fail("activation_bytes counts elements, not bytes. Use the storage's nbytes() (or numel() × element_size()).")
+    if got == with_params:
+        fail("activation_bytes counts the weights too (pack also receives them, since a Linear saves its weight for "
+             "backward). Parameters are not activations: skip any tensor whose storage is a parameter's.")
+    if got == per_save:
+        fail("activation_bytes on an MLP: the same storage was counted more than once (ReLU's output is saved by ReLU "
+             "and again by the next Linear). Count each storage once: key it by t.untyped_storage().data_ptr().")
+    if got != want:
+        fail("activation_bytes on a 32→64→16 MLP with a batch of 10 is not the bytes of activations it keeps for "
+             "backward (parameters excluded, each storage once).")
+    want2, got2 = _recorded("squares").nbytes, observation["squares"]
+    if is_number(got2) and got2 > want2:
+        fail("activation_bytes gives more than a model that saves one tensor twice keeps: the same storage was "
+             "counted more than once (x * x saves x twice; a split gives two views of one storage). Count each "
+             "storage once: key it by t.untyped_storage().data_ptr().")
+    if got2 != want2:
+        fail("activation_bytes is not the bytes of the distinct storages a model that saves one tensor twice keeps.")
+    want3, got3 = _recorded("slice").nbytes, observation["slice"]
+    if is_number(got3) and got3 < want3:
+        fail("activation_bytes gives less than a model keeps alive for backward when it saves a slice (a view) of a "
+             "Linear's output: a view keeps its whole storage in memory, not just the part it shows. Count each "
+             "storage once, at its full size (t.untyped_storage().nbytes()).")
+    if got3 != want3:
+        fail("activation_bytes is not the bytes of the distinct storages a model that saves a slice keeps alive.")
+    if observation["mlp20"] != 2 * want:
+        fail("activation_bytes does not grow in step with the batch, as activations do. Measure each call from "
+             "scratch (a fresh record every call).")
+
+
+# --- max_batch ------------------------------------------------------------------------------------
+
+def _line(peaks: dict) -> tuple[int, int]:
+    """(fixed bytes, bytes per sample) of peaks that lie on a line in the batch."""
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) // (b2 - b1)
+    return p1 - b1 * per, per
+
+
+def _max_batch(max_batch) -> None:
+    """max_batch(memory, peaks): the largest batch whose peak fits, from peaks measured at two batch sizes; 0 if none."""
+    for memory_bytes, peaks in _MAX_BATCH_CASES:
+        shown = f"max_batch({memory_bytes}, {peaks})"
+        got = call(max_batch, memory_bytes, peaks, label=shown)
+        if not is_number(got) or isinstance(got, float):
+            fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of samples.")
+        fixed, per = _line(peaks)
+        want = max(0, (memory_bytes - fixed) // per)
+        if got == want:
+            continue
+        if want > 0 and got in {int(memory_bytes // (p / b)) for b, p in peaks.items()}:
+            fail(f"{shown}: that divides memory by peak / batch, as if every byte of the peak grew with the batch. "
+                 "Part of it is there whatever the batch (weights, gradients, optimizer state). What one more sample "
+                 "costs is the slope between two measurements; what is left at batch 0 is the fixed part.")
+        if want > 0 and got == memory_bytes // per:
+            fail(f"{shown}: that ignores the fixed bytes, which are there whatever the batch; only what is left after "
+                 "them holds activations.")
+        if got < 0:
+            fail(f"{shown} returned a negative batch: when the fixed bytes alone leave no room for a sample, no batch "
+                 "fits. Return 0, never a negative batch.")
+        if got == want + 1 and fixed + got * per > memory_bytes:
+            fail(f"{shown}: that many samples need more bytes than memory holds. Round down.")
+        if got == want - 1 and fixed + want * per == memory_bytes:
+            fail(f"{shown} is one short: the next batch fills memory exactly, and a batch that fills memory to the "
+                 "last byte still fits (use <=, not <).")
+        fail(f"{shown} is not the largest batch that fits: from the measured peaks, work out what one more sample "
+             "costs and what is there whatever the batch.")
+
+
+JUDGES = {"state_bytes": _state_bytes, "training_bytes": _training_bytes, "predict_saved_bytes": _predict_saved_bytes,
+          "activation_bytes": _activation_bytes, "max_batch": _max_batch}
