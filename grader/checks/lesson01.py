@@ -28,7 +28,7 @@ def _public_matmul_flops(matmul_flops: Replay) -> None:
     """What can be said of matmul_flops without its answer: a count of FLOPs is a plain int."""
     got = call(matmul_flops, 4)
     if not is_number(got):
-        fail(f"matmul_flops(4) returned {quote(got)} ({type(got).__name__}); return a plain int count of FLOPs.")
+        fail(f"matmul_flops(4) returned {got!r} ({type(got).__name__}); return a plain int count of FLOPs.")
     if isinstance(got, float) or not float(got).is_integer():
         fail(f"matmul_flops(4) returned a {type(got).__name__}; FLOP counts are whole numbers, return an int.")
 
