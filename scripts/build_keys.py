@@ -59,8 +59,8 @@ def _near_edge(value, sig: int) -> bool:
 
 
 def _observe(check, step, ns: dict):
-    """The check's observation of the objects a check cell passes it, after the plain-data round trip."""
-    learner = [ns[a] for a in step.args]
+    """`check`'s observation of the objects the check cell's call `step` passes, after the plain-data round trip."""
+    learner = [ns[a] for a in step.names]
     inputs = {k: v for k, v in step.kwargs.items() if k in check.inputs}
     with contextlib.redirect_stdout(io.StringIO()):
         return _plain.roundtrip(check.observe(*learner, **inputs))
@@ -100,19 +100,15 @@ def build(lesson: str) -> dict | None:
             raise SystemExit(f"{lesson}:{grade_id}: {keyed.what} is keyed but solutions/judges/lesson{lesson[:2]}.py "
                              "has no JUDGES entry for it")
         judge = judges.JUDGES[keyed.what]
-        observe = keyed.observe  # observe the keyed check itself: a guard's shortcut test is not part of the key
 
         def verdict(observation):
             try:
-                judge(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
+                judge(keyed.view(observation))
             except CheckFailed as exc:
                 return str(exc)
             return None
 
-        class _Step:  # the check cell's call, aimed at the keyed check (not its guard)
-            args, kwargs = step.names, step.kwargs
-
-        reference = _observe(keyed, _Step, namespace(lesson))
+        reference = _observe(keyed, step, namespace(lesson))  # the keyed check's own: a guard is not part of the key
         said = verdict(reference)
         if said is not None:
             raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge fails the reference solution: {said}")
@@ -125,7 +121,7 @@ def build(lesson: str) -> dict | None:
             ns = namespace(lesson)
             exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
             try:
-                observation = _observe(target, _Step, ns)  # through any guard: one that names the mutant is its judge
+                observation = _observe(target, step, ns)  # through any guard: one that names the mutant is its judge
             except (NotDone, CheckFailed, NotImplementedError):
                 continue  # stopped before the key: the public checks or the stub say so
             observation = _unguarded(target, keyed, observation)
@@ -133,7 +129,7 @@ def build(lesson: str) -> dict | None:
                 continue  # a shortcut guard names it (it called the course's own instrument); no key is looked up
             if keyed.public is not None:
                 try:
-                    keyed.public(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
+                    keyed.public(keyed.view(observation))
                 except CheckFailed:
                     continue  # the public judge names it; its key would never be looked up
             message = verdict(observation)

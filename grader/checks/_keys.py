@@ -118,38 +118,46 @@ class Keyed(Check):
     learner's function `name` on `cases` (a list of argument tuples, or a
     function returning one); pass `observe=` and `summary=` instead for a check
     that observes something else (`summary(observation)` is what gets keyed).
+    `accept=` lists other readings of an answer that are just as right (an
+    answer that leaves out what the course lets it leave out, read with it added).
     """
 
     def __init__(self, lesson: str, what: str, name: str | None = None, cases: Iterable[tuple] | Callable = (), *,
                  unknown: str, public: Callable[[Replay], None] | None = None,
                  hints: Callable[[Replay], None] | None = None, sig: int = 6,
                  observe: Callable | None = None, summary: Callable[[Any], Any] | None = None,
-                 inputs: Iterable[str] = (), announce: bool = True):
+                 accept: Iterable[Callable[[Any], Any]] = (), inputs: Iterable[str] = (), announce: bool = True):
         if observe is None:
             def observe(fn):
                 return record(fn, name, cases() if callable(cases) else cases)
         super().__init__(what, observe, self._judge, inputs=inputs, announce=announce)
         self.lesson, self.name, self.unknown, self.public, self.hints, self.sig = lesson, name, unknown, public, hints, sig
         self.summary = summary or outcomes
+        self.accept = tuple(accept)  # other readings of an answer that are as right when their key is the pass key
 
     def key(self, observation: Any) -> str:
         return digest(self.lesson, self.what, self.summary(observation), self.sig)
 
+    def view(self, observation: Any) -> Any:
+        """What a judge of this check reads: a Replay of a recording, else the observation itself."""
+        return Replay(observation) if self.summary is outcomes else observation
+
     def _judge(self, observation: Any, **kwargs: Any) -> None:
         if self.public is not None:
-            self.public(Replay(observation) if self.summary is outcomes else observation)
+            self.public(self.view(observation))
         keys = table(self.lesson).get(self.what)
         if not keys:
             fail(f"the course's keys for {self.what} are missing (grader/checks/keys/{self.lesson}.json): "
                  "reinstall the course, or ask whoever runs it to run scripts/build_keys.py")
         found = self.key(observation)
-        if found in keys.get("pass", []):
+        others = (digest(self.lesson, self.what, reading(observation), self.sig) for reading in self.accept)
+        if found in keys.get("pass", []) or any(other in keys.get("pass", []) for other in others):
             return
         mistake = keys.get("mistakes", {}).get(found)
         if mistake:
             fail(mistake)
         if self.hints is not None:  # an unknown answer: what can be said of it without the answer, then the principle
-            self.hints(Replay(observation) if self.summary is outcomes else observation)
+            self.hints(self.view(observation))
         fail(self.unknown)
 
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from grader import memory
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable, same
-from grader.checks._keys import Keyed, digest, table
+from grader.checks._keys import Keyed
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import NotDone
 
@@ -159,22 +159,10 @@ def _hints_state_bytes(observation: dict) -> None:
              "so read optimizer.state, don't assume it.")
 
 
-class _KeyedStateBytes(Keyed):
-    """state_bytes's keyed check: an answer that leaves AdamW's step counters out is as right as one that counts them."""
-
-    def _judge(self, observation, **kwargs) -> None:
-        if self.public is not None:
-            self.public(observation)
-        keys = table(self.lesson).get(self.what) or {}
-        if digest(self.lesson, self.what, _state_summary(observation, True), self.sig) in keys.get("pass", []):
-            return
-        super()._judge(observation, **kwargs)
-
-
 check_state_bytes = guard(
-    _KeyedStateBytes(
+    Keyed(
         "04_memory", "state_bytes", observe=_observe_state_bytes, summary=_state_summary, public=_public_state_bytes,
-        hints=_hints_state_bytes,
+        hints=_hints_state_bytes, accept=[lambda observation: _state_summary(observation, with_counters=True)],
         unknown="state_bytes is not what this model's tensors hold, nor a mistake the course knows: read every "
                 "parameter tensor once, every .grad that exists, and every tensor in optimizer.state, in bytes."),
     "state_bytes", {memory.state_table: "grader.memory.state_table", memory.totals: "grader.memory.totals",
