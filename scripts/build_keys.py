@@ -78,57 +78,60 @@ def build(lesson: str) -> dict | None:
         mutants = {}
     checks: dict = {}
     for grade_id, source in check_cells(lesson).items():
-        step = plan_cell(source)[0]
-        target = step.target()
-        keyed = _keys.keyed_inside(target)
-        if keyed is None:
-            continue
-        if judges is None or keyed.what not in getattr(judges, "JUDGES", {}):
-            raise SystemExit(f"{lesson}:{grade_id}: {keyed.what} is keyed but solutions/judges/lesson{lesson[:2]}.py "
-                             "has no JUDGES entry for it")
-        judge = judges.JUDGES[keyed.what]
-        observe = keyed.observe  # observe the keyed check itself: a guard's shortcut test is not part of the key
+        steps = plan_cell(source)
+        for step in steps:  # a cell may check a prediction first, then the function (lesson 03's decode_check)
+            target = step.target()
+            keyed = _keys.keyed_inside(target)
+            if keyed is None:
+                continue
+            if judges is None or keyed.what not in getattr(judges, "JUDGES", {}):
+                raise SystemExit(f"{lesson}:{grade_id}: {keyed.what} is keyed but solutions/judges/lesson{lesson[:2]}.py "
+                                 "has no JUDGES entry for it")
+            judge = judges.JUDGES[keyed.what]
+            observe = keyed.observe  # observe the keyed check itself: a guard's shortcut test is not part of the key
 
-        def verdict(observation):
-            try:
-                judge(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
-            except CheckFailed as exc:
-                return str(exc)
-            return None
-
-        class _Step:  # the check cell's call, aimed at the keyed check (not its guard)
-            args, kwargs = step.names, step.kwargs
-
-        reference = _observe(keyed, _Step, namespace(lesson))
-        said = verdict(reference)
-        if said is not None:
-            raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge fails the reference solution: {said}")
-        summary = keyed.summary(reference)
-        if _near_edge(summary, keyed.sig):
-            raise SystemExit(f"{lesson}:{grade_id}: a reference value lies on a rounding edge at {keyed.sig} "
-                             "significant figures; change the check's cases or its sig")
-        entry = {"sig": keyed.sig, "pass": [keyed.key(reference)], "mistakes": {}}
-        for name, mutant, _pattern in mutants.get(grade_id, []):
-            ns = namespace(lesson)
-            exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
-            try:
-                observation = _observe(keyed, _Step, ns)
-            except (NotDone, CheckFailed, NotImplementedError):
-                continue  # stopped before the key: the public checks or the stub say so
-            if keyed.public is not None:
+            def verdict(observation):
                 try:
-                    keyed.public(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
-                except CheckFailed:
-                    continue  # the public judge names it; its key would never be looked up
-            message = verdict(observation)
-            if message is None:
-                raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge passes the mutant {name!r}")
-            key = keyed.key(observation)
-            if key in entry["pass"]:
-                raise SystemExit(f"{lesson}:{grade_id}: the mutant {name!r} gives the reference's answers on the "
-                                 "visible cases: add a case that tells them apart")
-            entry["mistakes"].setdefault(key, message)
-        checks[keyed.what] = entry
+                    judge(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
+                except CheckFailed as exc:
+                    return str(exc)
+                return None
+
+            class _Step:  # the check cell's call, aimed at the keyed check (not its guard)
+                args, kwargs = step.names, step.kwargs
+
+            reference = _observe(keyed, _Step, namespace(lesson))
+            said = verdict(reference)
+            if said is not None:
+                raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge fails the reference solution: {said}")
+            summary = keyed.summary(reference)
+            if _near_edge(summary, keyed.sig):
+                raise SystemExit(f"{lesson}:{grade_id}: a reference value lies on a rounding edge at {keyed.sig} "
+                                 "significant figures; change the check's cases or its sig")
+            entry = {"sig": keyed.sig, "pass": [keyed.key(reference)], "mistakes": {}}
+            for name, mutant, _pattern in mutants.get(grade_id, []):
+                ns = namespace(lesson)
+                exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
+                try:
+                    observation = _observe(keyed, _Step, ns)
+                except (NotDone, CheckFailed, NotImplementedError):
+                    continue  # stopped before the key: the public checks or the stub say so
+                if keyed.public is not None:
+                    try:
+                        keyed.public(_keys.Replay(observation) if keyed.summary is _keys.outcomes else observation)
+                    except CheckFailed:
+                        continue  # the public judge names it; its key would never be looked up
+                message = verdict(observation)
+                if message is None and len(steps) > 1:
+                    continue  # a mistake another step of this cell judges
+                if message is None:
+                    raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge passes the mutant {name!r}")
+                key = keyed.key(observation)
+                if key in entry["pass"]:
+                    raise SystemExit(f"{lesson}:{grade_id}: the mutant {name!r} gives the reference's answers on the "
+                                     "visible cases: add a case that tells them apart")
+                entry["mistakes"].setdefault(key, message)
+            checks[keyed.what] = entry
     if not checks:
         return None
     return {"about": "digests only (grader/checks/_keys.py); made by scripts/build_keys.py, do not edit",
