@@ -79,10 +79,64 @@ def _unguarded(target, keyed, observation):
     return observation
 
 
+def _entry(lesson: str, grade_id: str, step, keyed, judges, mutants: list, alone: bool) -> dict:
+    """The keys of one keyed check: its judge run on the reference and on each of its cell's mutants. A mutant the
+    judge passes is refused, unless another step of the same cell (`alone` False) is the one it gets wrong."""
+    from notebook_cells import namespace
+
+    if judges is None or keyed.what not in getattr(judges, "JUDGES", {}):
+        raise SystemExit(f"{lesson}:{grade_id}: {keyed.what} is keyed but solutions/judges/lesson{lesson[:2]}.py "
+                         "has no JUDGES entry for it")
+    judge = judges.JUDGES[keyed.what]
+    target = step.target()
+
+    def verdict(observation):
+        try:
+            judge(keyed.view(observation))
+        except CheckFailed as exc:
+            return str(exc)
+        return None
+
+    reference = _observe(keyed, step, namespace(lesson))  # the keyed check's own: a guard is not part of the key
+    said = verdict(reference)
+    if said is not None:
+        raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge fails the reference solution: {said}")
+    if _near_edge(keyed.summary(reference), keyed.sig):
+        raise SystemExit(f"{lesson}:{grade_id}: a reference value lies on a rounding edge at {keyed.sig} "
+                         "significant figures; change the check's cases or its sig")
+    entry = {"sig": keyed.sig, "pass": [keyed.key(reference)], "mistakes": {}}
+    for name, mutant, _pattern in mutants:
+        ns = namespace(lesson)
+        exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
+        try:
+            observation = _observe(target, step, ns)  # through any guard: one that names the mutant is its judge
+        except (NotDone, CheckFailed, NotImplementedError):
+            continue  # stopped before the key: the public checks or the stub say so
+        observation = _unguarded(target, keyed, observation)
+        if observation is _GUARDED:
+            continue  # a shortcut guard names it (it called the course's own instrument); no key is looked up
+        if keyed.public is not None:
+            try:
+                keyed.public(keyed.view(observation))
+            except CheckFailed:
+                continue  # the public judge names it; its key would never be looked up
+        message = verdict(observation)
+        if message is None and not alone:
+            continue  # a mistake in another step of this cell (its prediction), judged there
+        if message is None:
+            raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge passes the mutant {name!r}")
+        key = keyed.key(observation)
+        if key in entry["pass"]:
+            raise SystemExit(f"{lesson}:{grade_id}: the mutant {name!r} gives the reference's answers on the "
+                             "visible cases: add a case that tells them apart")
+        entry["mistakes"].setdefault(key, message)
+    return entry
+
+
 def build(lesson: str) -> dict | None:
     """The keys file's content for `lesson`, or None when no visible check of it is keyed."""
     from grader.pipeline.judging import plan_cell
-    from notebook_cells import check_cells, namespace
+    from notebook_cells import check_cells
 
     judges = instructor_judges(lesson)
     try:
@@ -91,56 +145,12 @@ def build(lesson: str) -> dict | None:
         mutants = {}
     checks: dict = {}
     for grade_id, source in check_cells(lesson).items():
-        step = plan_cell(source)[0]
-        target = step.target()
-        keyed = _keys.keyed_inside(target)
-        if keyed is None:
-            continue
-        if judges is None or keyed.what not in getattr(judges, "JUDGES", {}):
-            raise SystemExit(f"{lesson}:{grade_id}: {keyed.what} is keyed but solutions/judges/lesson{lesson[:2]}.py "
-                             "has no JUDGES entry for it")
-        judge = judges.JUDGES[keyed.what]
-
-        def verdict(observation):
-            try:
-                judge(keyed.view(observation))
-            except CheckFailed as exc:
-                return str(exc)
-            return None
-
-        reference = _observe(keyed, step, namespace(lesson))  # the keyed check's own: a guard is not part of the key
-        said = verdict(reference)
-        if said is not None:
-            raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge fails the reference solution: {said}")
-        summary = keyed.summary(reference)
-        if _near_edge(summary, keyed.sig):
-            raise SystemExit(f"{lesson}:{grade_id}: a reference value lies on a rounding edge at {keyed.sig} "
-                             "significant figures; change the check's cases or its sig")
-        entry = {"sig": keyed.sig, "pass": [keyed.key(reference)], "mistakes": {}}
-        for name, mutant, _pattern in mutants.get(grade_id, []):
-            ns = namespace(lesson)
-            exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data
-            try:
-                observation = _observe(target, step, ns)  # through any guard: one that names the mutant is its judge
-            except (NotDone, CheckFailed, NotImplementedError):
-                continue  # stopped before the key: the public checks or the stub say so
-            observation = _unguarded(target, keyed, observation)
-            if observation is _GUARDED:
-                continue  # a shortcut guard names it (it called the course's own instrument); no key is looked up
-            if keyed.public is not None:
-                try:
-                    keyed.public(keyed.view(observation))
-                except CheckFailed:
-                    continue  # the public judge names it; its key would never be looked up
-            message = verdict(observation)
-            if message is None:
-                raise SystemExit(f"{lesson}:{grade_id}: the instructor's judge passes the mutant {name!r}")
-            key = keyed.key(observation)
-            if key in entry["pass"]:
-                raise SystemExit(f"{lesson}:{grade_id}: the mutant {name!r} gives the reference's answers on the "
-                                 "visible cases: add a case that tells them apart")
-            entry["mistakes"].setdefault(key, message)
-        checks[keyed.what] = entry
+        steps = plan_cell(source)
+        for step in steps:  # a cell may check a prediction first, then the function (lesson 03's decode_check)
+            keyed = _keys.keyed_inside(step.target())
+            if keyed is not None:
+                checks[keyed.what] = _entry(lesson, grade_id, step, keyed, judges, mutants.get(grade_id, []),
+                                            alone=len(steps) == 1)
     if not checks:
         return None
     return {"about": "digests only (grader/checks/_keys.py); made by scripts/build_keys.py, do not edit",

@@ -27,8 +27,11 @@ import torch
 
 from grader.checks._common import Check, Prediction, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
+from grader.checks._keys import Keyed
 from grader.floats import FORMATS, value_of
 from grader.notebook import NotDone
+
+LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
 _WIDTHS = {name: (f.exponent_bits, f.mantissa_bits) for name, f in FORMATS.items()}
 
@@ -60,22 +63,6 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def _tf32_problem(x: float, stored: float, mantissa: int) -> str | None:
-    """Why `stored` is not x rounded to nearest even in tf32 (None when it is)."""
-    if math.isnan(x):
-        return None if math.isnan(stored) else "nan must stay nan"
-    if math.isinf(x):
-        return None if stored == x else "inf must stay inf"
-    exponent = (_fp32_bits(x) >> 23) & 0xFF
-    ulp = 2.0 ** (max(exponent, 1) - 127 - 10)  # tf32 spacing in x's binade
-    gap = abs(stored - x)
-    if gap > ulp / 2:
-        return "not the nearest tf32 value"
-    if gap == ulp / 2 and mantissa % 2:
-        return "a tie that went to the odd mantissa"
-    return None
-
-
 def _recorded_with_copies(what: str, name: str, cases: Callable[[], list[tuple]], judge: Callable[[Replay], None]) -> Check:
     """Like `recorded`, but every tensor argument is handed to the learner as a copy, so an in-place edit cannot change the case."""
 
@@ -101,59 +88,31 @@ def _fields(decode: Callable, x: float, fmt: str) -> tuple[int, int, int]:
     return tuple(int(v) for v in got)
 
 
-def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
-    """decode(x, fmt): the raw (sign, exponent, mantissa) fields of x stored in fmt."""
-    got = _fields(decode, 1.0, "fp32")
-    if got[1] == 0:
-        fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰, and the stored field "
-             "adds the bias to the power of two. Return the raw stored field, not exponent − bias.")
-    if got[2] == 2**23:
-        fail("decode(1.0, 'fp32') put the hidden leading 1 into the mantissa: return the 23 stored bits only.")
-    for fmt in ("fp32", "fp16", "bf16"):
-        e_bits, m_bits = _WIDTHS[fmt]
-        for x in _EDGE:
-            got = _fields(decode, x, fmt)
-            want = _split(_reference_bits(x, fmt), e_bits, m_bits)
-            if math.isnan(x):
-                if got[1] != 2**e_bits - 1 or got[2] == 0:
-                    fail(f"decode(nan, {fmt!r}) returned {got}: nan has an all-ones exponent ({2**e_bits - 1}) and a nonzero mantissa.")
-                continue
-            if got == want:
-                continue
-            if fmt == "bf16" and got == _split(_reference_bits(x, fmt), 5, 10):
-                fail(
-                    f"decode({x!r}, 'bf16') returned {got}: that reads the 16 bits with fp16's field widths (5, 10). "
-                    "bf16 is the top half of fp32: 1 sign bit, 8 exponent bits, 7 mantissa bits."
-                )
-            if got[1] == want[1] - (2 ** (e_bits - 1) - 1) and want[1] not in (0, 2**e_bits - 1):
-                fail(f"decode({x!r}, {fmt!r}) returned exponent {got[1]}: return the raw stored field, not exponent − bias.")
-            if got[2] == want[2] + 2**m_bits:
-                fail(f"decode({x!r}, {fmt!r}) included the hidden leading 1 in the mantissa: return only the {m_bits} stored bits.")
-            what = "zero" if x == 0 else "a subnormal" if want[1] == 0 else "inf" if math.isinf(x) else "a negative number" if x < 0 else "a number"
-            fail(
-                f"decode({x!r}, {fmt!r}) returned {got}, fields that are not what {fmt} stores for it; check how you handle {what}. "
-                f"{fmt} has {e_bits} exponent bits and {m_bits} mantissa bits."
-            )
-    tf32 = FORMATS["tf32"]
-    for x in _EDGE:
-        got = _fields(decode, x, "tf32")
-        if not (got[0] in (0, 1) and 0 <= got[1] < 256 and 0 <= got[2] < 1024):
+# The answers of decode, round_to and stall_point are not here: each is judged by digests (grader.checks._keys),
+# made by scripts/build_keys.py from the instructor's judges (solutions/judges/lesson03.py, never released).
+
+_DECODE_CASES = [(x, fmt) for fmt in ("fp32", "fp16", "bf16", "tf32") for x in _EDGE]
+
+
+def _public_decode(decode: Replay) -> None:
+    """What can be said of decode without its answer: three ints."""
+    for x, fmt in _DECODE_CASES:
+        _fields(decode, x, fmt)
+
+
+def _hints_decode(decode: Replay) -> None:
+    """An unknown answer whose tf32 fields do not fit tf32's widths."""
+    for x, fmt in _DECODE_CASES:
+        got = _fields(decode, x, fmt)
+        if fmt == "tf32" and not (got[0] in (0, 1) and 0 <= got[1] < 256 and 0 <= got[2] < 1024):
             fail(f"decode({x!r}, 'tf32') returned {got}: tf32 fields are 1 sign bit, 8 exponent bits, 10 mantissa bits.")
-        stored = value_of(*got, tf32)
-        problem = _tf32_problem(x, stored, got[2])
-        if problem and got == _split(_fp32_bits(x) >> 13, 8, 10):
-            fail(
-                f"decode({x!r}, 'tf32') gives fields {got} that store {stored!r}, a value farther from x than the next "
-                "tf32 number up: you truncated the mantissa to 10 bits (dropped the low 13 bits of fp32). "
-                "tf32 rounds to nearest (ties to even), like every cast."
-            )
-        if problem:
-            fail(f"decode({x!r}, 'tf32') gives fields {got} that store {stored!r}: {problem}. "
-                 "tf32 is fp32 rounded to nearest even at 10 mantissa bits; the exponent stays 8 bits.")
 
 
-check_decode = recorded("decode", "decode", [(x, fmt) for fmt in ("fp32", "fp16", "bf16", "tf32") for x in _EDGE],
-                        _judge_decode)
+check_decode = Keyed(
+    LESSON, "decode", "decode", _DECODE_CASES, public=_public_decode, hints=_hints_decode,
+    unknown="decode returns fields that are not what each format stores, nor a mistake the course knows. Go back to "
+            "section 1: the sign bit, the exponent field with its bias, the stored mantissa bits, and what an all-zero "
+            "or all-ones exponent field means; tf32 is fp32 rounded to nearest even at 10 mantissa bits.")
 
 
 # --- predictions: a dict the learner fills in by hand before the cell that measures it -------------
@@ -239,11 +198,6 @@ check_fields_by_hand = Check("FIELDS_BY_HAND", _prediction("FIELDS_BY_HAND"), _j
 # --- round_to -------------------------------------------------------------------------------
 
 
-def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:
-    bits = x.float().view(torch.int32)
-    return (bits & ~(2**drop_bits - 1)).view(torch.float32)
-
-
 def _round_input() -> torch.Tensor:
     """The edge values, exact ties of tf32 and bf16 either side of zero, and 200 random values over 14 decades (fixed)."""
     g = torch.Generator().manual_seed(3)
@@ -257,29 +211,27 @@ _ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "
 _DROPPED = {"tf32": 13, "bf16": 16}  # the low fp32 bits the format does not keep
 
 
-def _nearest(x: torch.Tensor, drop: int, ties: str) -> torch.Tensor:
-    """x with its low `drop` fp32 bits rounded off to nearest, a tie to even or away from zero (on magnitudes, in ints)."""
-    out = []
-    for v in x.tolist():
-        if not math.isfinite(v):
-            out.append(v)
-            continue
-        bits = _fp32_bits(v)
-        magnitude, low = bits & 0x7FFFFFFF, bits & ((1 << drop) - 1)
-        down, half = magnitude - low, 1 << (drop - 1)
-        up = low > half or (low == half and (ties == "away" or (down >> drop) & 1))
-        out.append(struct.unpack("<f", struct.pack("<I", (bits & 0x80000000) | (down + (1 << drop) if up else down)))[0])
-    return torch.tensor(out, dtype=torch.float32)
+def _on_copies(name: str, cases: Callable[[], list[tuple]]) -> Callable:
+    """Like `record`, but every tensor argument is handed to the learner as a copy, so an in-place edit cannot change the case."""
+
+    def observe(fn):
+        require_callable(fn, name)
+
+        def on_copies(*args):
+            return fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+
+        return record(on_copies, name, cases())
+
+    return observe
 
 
 def _round_label(fmt: str, ties: str) -> str:
     return f"round_to(x, {fmt!r})" if ties == "even" else f"round_to(x, {fmt!r}, ties={ties!r})"
 
 
-def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
-    """round_to(x, fmt, ties): float32 tensor of x rounded to nearest in fmt, ties to even or away from zero."""
+def _public_round_to(round_to: Replay) -> None:
+    """What can be said of round_to without its answer: a float32 tensor of x's shape, nan kept where x is nan."""
     x = _round_input()
-    nan = torch.isnan(x)
     for fmt, ties in _ROUND_CASES:
         label = _round_label(fmt, ties)
         got = call(round_to, *((x, fmt) if ties == "even" else (x, fmt, ties)), label=label)
@@ -289,43 +241,30 @@ def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
             fail(f"{label} returned a {got.dtype} tensor; return float32 holding the rounded values (cast back with .float()).")
         if got.shape != x.shape:
             fail(f"{label} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
-        if not torch.equal(torch.isnan(got), nan):
+        if not torch.equal(torch.isnan(got), torch.isnan(x)):
             fail(f"{label}: nan must stay nan and nothing else may become nan.")
-        want = x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
-        if torch.equal(got[~nan], want[~nan]):
+
+
+def _hints_round_to(round_to: Replay) -> None:
+    """An unknown answer whose values are not numbers of the format at all."""
+    x = _round_input()
+    nan = torch.isnan(x)
+    for fmt, ties in _ROUND_CASES:
+        if fmt not in _DROPPED:
             continue
-        if fmt in _DROPPED and torch.equal(got[~nan], _truncated(x, _DROPPED[fmt])[~nan]):
-            fail(f"{label} chopped off the low {_DROPPED[fmt]} bits (truncation): that always rounds toward zero, so a "
-                 "value just below the next number up lands a whole step short of it. Round to the nearest.")
-        if fmt in _DROPPED and (got[~nan].view(torch.int32) & ((1 << _DROPPED[fmt]) - 1)).any():
-            fail(f"{label} left nonzero bits below {fmt}'s {FORMATS[fmt].mantissa_bits} mantissa bits; each result must "
-                 f"be a {fmt} number, its low {_DROPPED[fmt]} fp32 bits 0.")
-        bad = [i for i in range(len(x)) if not nan[i] and float(got[i]) != float(want[i])]
-        i = bad[0]
-        xi, gi = float(x[i]), float(got[i])
-        if fmt in _DROPPED:
-            low = _fp32_bits(xi) & ((1 << _DROPPED[fmt]) - 1)
-            tie = math.isfinite(xi) and low == 1 << (_DROPPED[fmt] - 1)
-            if tie and ties == "away" and abs(gi) < abs(xi):
-                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, toward zero. Ties away from "
-                     "zero means the neighbour of larger magnitude, whatever the sign and whatever its last bit.")
-            if tie and ties == "even":
-                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, to {gi!r}, whose last mantissa "
-                     "bit is 1: a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always one way.")
-            if tie and ties == "away":
-                fail(f"{label} sent {xi!r}, exactly halfway, to {gi!r}: with ties='away' a tie goes to the neighbour of "
-                     "larger magnitude, even where that neighbour's last bit is 1.")
-        if xi < 0 and all(float(got[j]) == float(want[j]) for j in range(len(x)) if not nan[j] and float(x[j]) > 0):
-            fail(f"{label} is right for positive values and wrong for negative ones (it gave {gi!r} for {xi!r}): "
-                 "rounding to nearest works on the magnitude; the sign is kept as it is.")
-        fail(f"{label} gave {gi!r} for {xi!r}, which is not the {fmt} number nearest to it"
-             + (" (ties: look at the bits that are dropped)." if fmt in _DROPPED else f": compare with torch's own cast."))
+        got = call(round_to, *((x, fmt) if ties == "even" else (x, fmt, ties)))
+        if (got[~nan].view(torch.int32) & ((1 << _DROPPED[fmt]) - 1)).any():
+            fail(f"{_round_label(fmt, ties)} left nonzero bits below {fmt}'s {FORMATS[fmt].mantissa_bits} mantissa bits; "
+                 f"each result must be a {fmt} number, its low {_DROPPED[fmt]} fp32 bits 0.")
 
 
-check_round_to = _recorded_with_copies(
-    "round_to", "round_to",
-    lambda: [(_round_input(), fmt) if ties == "even" else (_round_input(), fmt, ties) for fmt, ties in _ROUND_CASES],
-    _judge_round_to)
+check_round_to = Keyed(
+    LESSON, "round_to", "round_to", public=_public_round_to, hints=_hints_round_to,
+    observe=_on_copies("round_to", lambda: [(_round_input(), fmt) if ties == "even" else (_round_input(), fmt, ties)
+                                            for fmt, ties in _ROUND_CASES]),
+    unknown="round_to does not give the format's number nearest to each value, nor a mistake the course knows. "
+            "Rounding to nearest works on the magnitude, keeps the sign, and settles an exact tie by the rule asked "
+            "for (to even: the neighbour whose last mantissa bit is 0; away: the one of larger magnitude).")
 
 
 _ROUNDED = {"1 + 2**-8 in bf16": (1 + 2.0**-8, torch.bfloat16), "1 + 3 * 2**-8 in bf16": (1 + 3 * 2.0**-8, torch.bfloat16),
@@ -475,7 +414,6 @@ def _share_below(threshold: float, inclusive: bool = True) -> float:
     return float(((spread <= threshold) if inclusive else (spread < threshold)).double().mean())
 
 
-LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
 
 def _zero_share_mistake(answer: dict) -> str | None:
@@ -616,18 +554,6 @@ check_choose_loss_scale = guard(
 # --- stall point ----------------------------------------------------------------------------
 
 
-def _running_sum_stall(dtype: torch.dtype, step: float, limit: int = 200_000) -> float:
-    """Add `step` to a running sum held in `dtype` until the sum stops changing; return where it stopped."""
-    total = torch.zeros((), dtype=dtype)
-    add = torch.tensor(step, dtype=dtype)
-    for _ in range(limit):
-        after = total + add
-        if after == total:
-            return float(total)
-        total = after
-    raise RuntimeError("the running sum did not stall")
-
-
 _STALL_RUN = ((torch.float16, 1.0), (torch.float16, 0.01), (torch.bfloat16, 1.0), (torch.bfloat16, 0.01), (torch.float16, 3.0))
 _STALL_FP32 = (1.0, 2.0**-10, 0.01, 3.0)
 
@@ -640,46 +566,29 @@ def _as_float(got: Any, label: str) -> float:
     return float(got)
 
 
-def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> None:
-    """stall_point(dtype, step): where a running sum adding `step` in `dtype` stops growing."""
-    for dtype, step in _STALL_RUN:
+_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32)]
+
+
+def _public_stall_point(stall_point: Replay) -> None:
+    """What can be said of stall_point without its answer: a float."""
+    for dtype, step in _STALL_CASES:
         label = f"stall_point({dtype}, {step})"
-        got = _as_float(call(stall_point, dtype, step, label=label), label)
-        want = _running_sum_stall(dtype, step)
-        if close(got, want):
-            continue
-        eps = torch.finfo(dtype).eps
-        if close(got, want / 2) or close(got, step / eps):
-            after = float(torch.tensor(got, dtype=dtype) + torch.tensor(step, dtype=dtype))
-            fail(
-                f"{label} returned {got:g}, but there {got:g} + {step} = {after:g} in {dtype}: the sum still grows. "
-                "At step/eps the spacing between numbers equals the step; the sum stops once the step is at most "
-                "half the spacing, because a + step then rounds back to a (round to nearest, ties to even)."
-            )
-        if close(got, 2 * want):
-            spacing = float(torch.finfo(dtype).eps) * want
-            fail(
-                f"{label} returned {got:g}, but the sum already stops below it, at half that: there the step lands "
-                "exactly halfway to the next number. A tie rounds to the even "
-                "neighbour, the sum itself, so a step of exactly half the spacing is lost too: the sum stops where "
-                "the step is at most half the spacing, not only where it is less."
-            )
-        fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
-        if is_number(fp32) and close(got, float(fp32)):
-            fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
-        fail(f"{label} returned {got:g}, which is not where adding {step} in {dtype} over and over stops growing: the sum "
-             "stops where the step is at most half the gap to the next number.")
-    for step in _STALL_FP32[:2]:  # too long to run in fp32: check that it stalls there and not just below
-        label = f"stall_point(torch.float32, {step})"
-        got = _as_float(call(stall_point, torch.float32, step, label=label), label)
-        s = torch.tensor(got, dtype=torch.float32)
-        below = torch.nextafter(s, torch.tensor(0.0))
-        if s + step != s or below + step == below:
-            fail(f"{label} returned {got:g}; in float32 the sum stops growing elsewhere.")
+        _as_float(call(stall_point, dtype, step, label=label), label)
 
 
-check_stall_point = recorded("stall_point", "stall_point",
-                             lambda: [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32)], _judge_stall_point)
+def _hints_stall_point(stall_point: Replay) -> None:
+    """An unknown answer that ignores the dtype."""
+    for dtype, step in _STALL_RUN:
+        got, fp32 = call(stall_point, dtype, step), call(stall_point, torch.float32, step)
+        if float(got) == float(fp32):
+            fail(f"stall_point({dtype}, {step}) returned {float(got):g}, the same as for torch.float32: use the eps of "
+                 "the dtype you were given.")
+
+
+check_stall_point = Keyed(
+    LESSON, "stall_point", "stall_point", _STALL_CASES, public=_public_stall_point, hints=_hints_stall_point,
+    unknown="stall_point is not where adding the step over and over in that dtype stops growing, nor a mistake the "
+            "course knows: the sum stops where the step is at most half the gap to the next number.")
 
 
 # --- the scaler -----------------------------------------------------------------------------

@@ -1,0 +1,215 @@
+"""The instructor's judges of lesson 03's keyed checks: they hold the answers, so they are never packaged nor released.
+
+scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson03.py) and keeps
+only digests and messages in grader/checks/keys/03_float_formats.json; the learner's check (grader/checks/lesson03.py)
+judges by those. A message here names the kind of mistake and the principle, never the expected value nor the
+recipe: it is what a learner who made that mistake reads.
+
+References are independent of the learner's route: struct for fp32 bits, numpy's float16 for fp16 bits, torch's own
+casts for bf16, rounding to nearest on the fp32 bits for tf32 and ties away, and a running sum actually run in the
+dtype for stall points.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Callable
+
+import torch
+
+from grader.checks._common import call, close, fail, is_number
+from grader.checks.lesson03 import (_EDGE, _ROUND_CASES, _STALL_FP32, _STALL_RUN, _WIDTHS, _as_float, _fields,
+                                    _fp32_bits, _reference_bits, _round_input, _split)
+from grader.floats import FORMATS, value_of
+
+
+def _tf32_problem(x: float, stored: float, mantissa: int) -> str | None:
+    """Why `stored` is not x rounded to nearest even in tf32 (None when it is)."""
+    if math.isnan(x):
+        return None if math.isnan(stored) else "nan must stay nan"
+    if math.isinf(x):
+        return None if stored == x else "inf must stay inf"
+    exponent = (_fp32_bits(x) >> 23) & 0xFF
+    ulp = 2.0 ** (max(exponent, 1) - 127 - 10)  # tf32 spacing in x's binade
+    gap = abs(stored - x)
+    if gap > ulp / 2:
+        return "not the nearest tf32 value"
+    if gap == ulp / 2 and mantissa % 2:
+        return "a tie that went to the odd mantissa"
+    return None
+
+
+def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
+    """decode(x, fmt): the raw (sign, exponent, mantissa) fields of x stored in fmt."""
+    got = _fields(decode, 1.0, "fp32")
+    if got[1] == 0:
+        fail("decode(1.0, 'fp32') returned exponent 0: 1.0 = 1.0·2⁰, and the stored field "
+             "adds the bias to the power of two. Return the raw stored field, not exponent − bias.")
+    if got[2] == 2**23:
+        fail("decode(1.0, 'fp32') put the hidden leading 1 into the mantissa: return the 23 stored bits only.")
+    for fmt in ("fp32", "fp16", "bf16"):
+        e_bits, m_bits = _WIDTHS[fmt]
+        for x in _EDGE:
+            got = _fields(decode, x, fmt)
+            want = _split(_reference_bits(x, fmt), e_bits, m_bits)
+            if math.isnan(x):
+                if got[1] != 2**e_bits - 1 or got[2] == 0:
+                    fail(f"decode(nan, {fmt!r}) returned {got}: nan has an all-ones exponent field and a nonzero mantissa.")
+                continue
+            if got == want:
+                continue
+            if fmt == "bf16" and got == _split(_reference_bits(x, fmt), 5, 10):
+                fail(
+                    f"decode({x!r}, 'bf16') returned {got}: that reads the 16 bits with fp16's field widths (5, 10). "
+                    "bf16 is the top half of fp32: 1 sign bit, 8 exponent bits, 7 mantissa bits."
+                )
+            if got[1] == want[1] - (2 ** (e_bits - 1) - 1) and want[1] not in (0, 2**e_bits - 1):
+                fail(f"decode({x!r}, {fmt!r}) returned exponent {got[1]}: return the raw stored field, not exponent − bias.")
+            if got[2] == want[2] + 2**m_bits:
+                fail(f"decode({x!r}, {fmt!r}) included the hidden leading 1 in the mantissa: return only the {m_bits} stored bits.")
+            what = "zero" if x == 0 else "a subnormal" if want[1] == 0 else "inf" if math.isinf(x) else "a negative number" if x < 0 else "a number"
+            fail(
+                f"decode({x!r}, {fmt!r}) returned {got}, fields that are not what {fmt} stores for it; check how you handle {what}. "
+                f"{fmt} has {e_bits} exponent bits and {m_bits} mantissa bits."
+            )
+    tf32 = FORMATS["tf32"]
+    for x in _EDGE:
+        got = _fields(decode, x, "tf32")
+        if not (got[0] in (0, 1) and 0 <= got[1] < 256 and 0 <= got[2] < 1024):
+            fail(f"decode({x!r}, 'tf32') returned {got}: tf32 fields are 1 sign bit, 8 exponent bits, 10 mantissa bits.")
+        stored = value_of(*got, tf32)
+        problem = _tf32_problem(x, stored, got[2])
+        if problem and got == _split(_fp32_bits(x) >> 13, 8, 10):
+            fail(
+                f"decode({x!r}, 'tf32') gives fields {got} that store {stored!r}, a value farther from x than the next "
+                "tf32 number up: you truncated the mantissa to 10 bits (dropped the low 13 bits of fp32). "
+                "tf32 rounds to nearest (ties to even), like every cast."
+            )
+        if problem:
+            fail(f"decode({x!r}, 'tf32') gives fields {got} that store {stored!r}: {problem}. "
+                 "tf32 is fp32 rounded to nearest even at 10 mantissa bits; the exponent stays 8 bits.")
+
+
+def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:
+    bits = x.float().view(torch.int32)
+    return (bits & ~(2**drop_bits - 1)).view(torch.float32)
+
+
+_DROPPED = {"tf32": 13, "bf16": 16}  # the low fp32 bits the format does not keep
+
+
+def _nearest(x: torch.Tensor, drop: int, ties: str) -> torch.Tensor:
+    """x with its low `drop` fp32 bits rounded off to nearest, a tie to even or away from zero (on magnitudes, in ints)."""
+    out = []
+    for v in x.tolist():
+        if not math.isfinite(v):
+            out.append(v)
+            continue
+        bits = _fp32_bits(v)
+        magnitude, low = bits & 0x7FFFFFFF, bits & ((1 << drop) - 1)
+        down, half = magnitude - low, 1 << (drop - 1)
+        up = low > half or (low == half and (ties == "away" or (down >> drop) & 1))
+        out.append(struct.unpack("<f", struct.pack("<I", (bits & 0x80000000) | (down + (1 << drop) if up else down)))[0])
+    return torch.tensor(out, dtype=torch.float32)
+
+
+def _round_label(fmt: str, ties: str) -> str:
+    return f"round_to(x, {fmt!r})" if ties == "even" else f"round_to(x, {fmt!r}, ties={ties!r})"
+
+
+def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
+    """round_to(x, fmt, ties): float32 tensor of x rounded to nearest in fmt, ties to even or away from zero."""
+    x = _round_input()
+    nan = torch.isnan(x)
+    for fmt, ties in _ROUND_CASES:
+        label = _round_label(fmt, ties)
+        got = call(round_to, *((x, fmt) if ties == "even" else (x, fmt, ties)), label=label)
+        if not isinstance(got, torch.Tensor):
+            fail(f"{label} returned {type(got).__name__}; return a torch.Tensor.")
+        if got.dtype != torch.float32:
+            fail(f"{label} returned a {got.dtype} tensor; return float32 holding the rounded values (cast back with .float()).")
+        if got.shape != x.shape:
+            fail(f"{label} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
+        if not torch.equal(torch.isnan(got), nan):
+            fail(f"{label}: nan must stay nan and nothing else may become nan.")
+        want = x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
+        if torch.equal(got[~nan], want[~nan]):
+            continue
+        if fmt in _DROPPED and torch.equal(got[~nan], _truncated(x, _DROPPED[fmt])[~nan]):
+            fail(f"{label} chopped off the low {_DROPPED[fmt]} bits (truncation): that always rounds toward zero, so a "
+                 "value just below the next number up lands a whole step short of it. Round to the nearest.")
+        if fmt in _DROPPED and (got[~nan].view(torch.int32) & ((1 << _DROPPED[fmt]) - 1)).any():
+            fail(f"{label} left nonzero bits below {fmt}'s {FORMATS[fmt].mantissa_bits} mantissa bits; each result must "
+                 f"be a {fmt} number, its low {_DROPPED[fmt]} fp32 bits 0.")
+        bad = [i for i in range(len(x)) if not nan[i] and float(got[i]) != float(want[i])]
+        i = bad[0]
+        xi, gi = float(x[i]), float(got[i])
+        if fmt in _DROPPED:
+            low = _fp32_bits(xi) & ((1 << _DROPPED[fmt]) - 1)
+            tie = math.isfinite(xi) and low == 1 << (_DROPPED[fmt] - 1)
+            if tie and ties == "away" and abs(gi) < abs(xi):
+                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, toward zero. Ties away from "
+                     "zero means the neighbour of larger magnitude, whatever the sign and whatever its last bit.")
+            if tie and ties == "even":
+                fail(f"{label} sent {xi!r}, exactly halfway between two {fmt} numbers, to {gi!r}, whose last mantissa "
+                     "bit is 1: a tie goes to the neighbour whose last mantissa bit is 0 (to even), not always one way.")
+            if tie and ties == "away":
+                fail(f"{label} sent {xi!r}, exactly halfway, to {gi!r}: with ties='away' a tie goes to the neighbour of "
+                     "larger magnitude, even where that neighbour's last bit is 1.")
+        if xi < 0 and all(float(got[j]) == float(want[j]) for j in range(len(x)) if not nan[j] and float(x[j]) > 0):
+            fail(f"{label} is right for positive values and wrong for negative ones (it gave {gi!r} for {xi!r}): "
+                 "rounding to nearest works on the magnitude; the sign is kept as it is.")
+        fail(f"{label} gave {gi!r} for {xi!r}, which is not the {fmt} number nearest to it"
+             + (" (ties: look at the bits that are dropped)." if fmt in _DROPPED else f": compare with torch's own cast."))
+
+
+def _running_sum_stall(dtype: torch.dtype, step: float, limit: int = 200_000) -> float:
+    """Add `step` to a running sum held in `dtype` until the sum stops changing; return where it stopped."""
+    total = torch.zeros((), dtype=dtype)
+    add = torch.tensor(step, dtype=dtype)
+    for _ in range(limit):
+        after = total + add
+        if after == total:
+            return float(total)
+        total = after
+    raise RuntimeError("the running sum did not stall")
+
+
+def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> None:
+    """stall_point(dtype, step): where a running sum adding `step` in `dtype` stops growing."""
+    for dtype, step in _STALL_RUN:
+        label = f"stall_point({dtype}, {step})"
+        got = _as_float(call(stall_point, dtype, step, label=label), label)
+        want = _running_sum_stall(dtype, step)
+        if close(got, want):
+            continue
+        eps = torch.finfo(dtype).eps
+        if close(got, want / 2) or close(got, step / eps):
+            after = float(torch.tensor(got, dtype=dtype) + torch.tensor(step, dtype=dtype))
+            fail(
+                f"{label} returned {got:g}, but there {got:g} + {step} = {after:g} in {dtype}: the sum still grows. "
+                "Where the spacing between numbers equals the step, the sum still grows; it stops once the step is at "
+                "most half the spacing, because a + step then rounds back to a (round to nearest, ties to even)."
+            )
+        if close(got, 2 * want):
+            fail(
+                f"{label} returned {got:g}, but the sum already stops below it, where the step lands "
+                "exactly halfway to the next number. A tie rounds to the even "
+                "neighbour, the sum itself, so a step of exactly half the spacing is lost too: the sum stops where "
+                "the step is at most half the spacing, not only where it is less."
+            )
+        fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
+        if is_number(fp32) and close(got, float(fp32)):
+            fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
+        fail(f"{label} returned {got:g}, which is not where adding {step} in {dtype} over and over stops growing: the sum "
+             "stops where the step is at most half the gap to the next number.")
+    for step in _STALL_FP32[:2]:  # too long to run in fp32: check that it stalls there and not just below
+        label = f"stall_point(torch.float32, {step})"
+        got = _as_float(call(stall_point, torch.float32, step, label=label), label)
+        s = torch.tensor(got, dtype=torch.float32)
+        below = torch.nextafter(s, torch.tensor(0.0))
+        if s + step != s or below + step == below:
+            fail(f"{label} returned {got:g}; in float32 the sum stops growing elsewhere.")
+
+JUDGES = {"decode": _judge_decode, "round_to": _judge_round_to, "stall_point": _judge_stall_point}
