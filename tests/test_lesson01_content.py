@@ -19,6 +19,19 @@ from grader.checks import lesson01
 from grader.pipeline.judging import plan_cell
 
 LESSON = "01_crossover"
+
+
+def _instructor_judges():
+    """solutions/judges/lesson01.py, which holds the course's models (never packaged)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_lesson01_judges", ROOT / "solutions" / "judges" / "lesson01.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+JUDGES = _instructor_judges()
 SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
 STUDENT = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
 
@@ -94,10 +107,10 @@ def test_the_gpu_model_shows_the_weight_read_dominating_at_small_batch():
     fixed = sum(constants[f"{k}_seconds"]["value"] for k in ("host_dispatch", "kernel_launch", "sync"))
     weight_read = d * d * 4 / chip.bandwidth
     assert weight_read > fixed, "at the lesson's defaults the launch would dominate, not the weights"
-    calls = {b: fixed + lesson01._linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["seconds_per_sample"] * b
+    calls = {b: fixed + JUDGES.linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["seconds_per_sample"] * b
              for b in (1, 8)}
     assert calls[8] < 1.1 * calls[1], "batch 8 should cost about what batch 1 does on the modelled GPU"
-    assert all(lesson01._linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["bound"] == "memory" for b in (1, 8))
+    assert all(JUDGES.linear_model(b, d, d, 4, chip.peak("fp32"), chip.bandwidth)["bound"] == "memory" for b in (1, 8))
 
 
 def test_the_measured_linear_table_shows_the_spread():
@@ -112,7 +125,7 @@ def test_the_solution_forecast_is_the_checks_model():
     forecast = _defined("linear_forecast", ns)
     for args in [(1, 4096, 4096, torch.bfloat16, 989.5e12, 3350e9), (512, 2048, 1024, torch.float32, 8.1e12, 320e9),
                  (64, 4096, 4096, torch.float32, 19.5e12, 2039e9)]:
-        got, want = forecast(*args), lesson01._linear_model(*args[:3], args[3].itemsize, *args[4:])
+        got, want = forecast(*args), JUDGES.linear_model(*args[:3], args[3].itemsize, *args[4:])
         assert got["bound"] == want["bound"]
         assert math.isclose(got["intensity"], want["intensity"], rel_tol=1e-12)
         assert math.isclose(got["seconds_per_sample"], want["seconds_per_sample"], rel_tol=1e-12)
@@ -230,7 +243,7 @@ def test_linear_forecast_hidden_answers_are_the_model():
     for step in _hidden_steps():
         if step.names == ["linear_forecast"]:
             batch, d_in, d_out, dtype, peak, bandwidth = step.kwargs["args"]
-            want = lesson01._linear_model(batch, d_in, d_out, dtype.itemsize, peak, bandwidth)
+            want = JUDGES.linear_model(batch, d_in, d_out, dtype.itemsize, peak, bandwidth)
             got = step.kwargs["want"]
             assert got["bound"] == want["bound"]
             assert all(math.isclose(got[k], want[k], rel_tol=1e-9) for k in ("intensity", "seconds_per_sample"))
@@ -293,7 +306,7 @@ def test_linear_forecast_judge_refuses_forged_observations():
     from grader.checks._common import _key
 
     args = [lesson01._linear_args(b, d) for b, d in lesson01._LINEAR_CASES]
-    right = [lesson01._linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
+    right = [JUDGES.linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
     forged = [None, 1, "x", [], {}, {"calls": "x"}, {"name": "f", "calls": [["k", {"value": 1}]]},
               {"name": "f", "calls": [[_key(a), {"value": [1, 2]}] for a in args]},
               {"name": "f", "calls": [[_key(a), {"value": {**r, "intensity": {"__float__": "nan"}}}] for a, r in zip(args, right)]},

@@ -288,134 +288,89 @@ timer_on.__doc__ = "Hidden test: time_op on a virtual device whose calls take `w
 
 
 # --- crossover ------------------------------------------------------------------------------
+#
+# crossover_size, attainable_flops, bound and linear_forecast are keyed too: their answers are not here, only
+# digests (grader.checks._keys); their judges are the instructor's (solutions/judges/lesson01.py, never released).
 
 
 _SIZES = [64, 128, 256, 512, 1024, 2048]
 _CPU = [1e-5, 4e-5, 3e-4, 2e-3, 1.6e-2, 0.13]
-_SIMPLE = [3e-5, 6e-5, 1e-4, 3e-4, 1e-3, 6e-3]  # GPU wins from 256 on
-_FLIP = [3e-5, 3e-5, 4e-4, 3e-4, 1e-3, 6e-3]  # GPU wins at 128, loses at 256, wins from 512
+_SIMPLE = [3e-5, 6e-5, 1e-4, 3e-4, 1e-3, 6e-3]  # the CPU wins the small sizes, the GPU the large ones
+_FLIP = [3e-5, 3e-5, 4e-4, 3e-4, 1e-3, 6e-3]  # the GPU wins, loses, then wins again
 _NEVER = [c * 2 for c in _CPU]
 _TIE = [c * 2 for c in _CPU[:5]] + [_CPU[5]]  # slower everywhere, equal at the largest size
 _ALWAYS = [c / 2 for c in _CPU]
 _CROSSOVER_CASES = [(_SIZES, _CPU, gpu) for gpu in (_SIMPLE, _FLIP, _NEVER, _TIE, _ALWAYS)]
 
 
-def _judge_crossover_size(crossover_size: Callable) -> None:
-    """crossover_size: the smallest size from which the GPU stays faster; None if it never does."""
-    got = call(crossover_size, _SIZES, _CPU, _SIMPLE)
-    if got == 2:
-        fail("crossover_size returned an index into sizes; return the size itself.")
-    if got != 256:
-        fail(
-            f"crossover_size returned {quote(got)} on a sweep where the CPU wins the small sizes and the GPU every size "
-            "from some size on: the crossover is where that run of GPU wins begins, not where the CPU's ends."
-        )
-    got = call(crossover_size, _SIZES, _CPU, _FLIP)
-    if got == 128:
-        fail(
-            "crossover_size returned the first size where the GPU wins, but the CPU is faster again at a larger size: "
-            "sending every problem from that size up to the GPU would lose there. One early win can be luck; the "
-            "crossover is where the GPU becomes the right choice for good."
-        )
-    if got != 512:
-        fail(f"crossover_size returned {quote(got)} when the GPU wins at 128, loses at 256 and wins at every size above: "
-             "the crossover is where the GPU starts to win for good.")
-    got = call(crossover_size, _SIZES, _CPU, _NEVER)
-    if got is not None:
-        fail(f"crossover_size returned {quote(got)} when the GPU is never faster; there is no crossover: return None.")
-    got = call(crossover_size, _SIZES, _CPU, _TIE)
-    if got is not None:
-        fail(f"crossover_size returned {quote(got)} when the GPU only ties at the largest size: a tie is not a win, so "
-             "the GPU never becomes the better choice there.")
-    got = call(crossover_size, _SIZES, _CPU, _ALWAYS)
-    if got != 64:
-        fail(f"crossover_size returned {quote(got)} when the GPU is faster at every size of the sweep: then it is the "
-             "better choice from the smallest size on.")
+def _public_crossover_size(crossover_size: Replay) -> None:
+    """What can be said of crossover_size without its answer: a size, or None."""
+    for case in _CROSSOVER_CASES:
+        got = call(crossover_size, *case)
+        if got is not None and (isinstance(got, bool) or not is_number(got)):
+            fail(f"crossover_size returned {quote(got)} ({type(got).__name__}); return one of the sizes, or None.")
 
 
-check_crossover_size = recorded("crossover_size", "crossover_size", _CROSSOVER_CASES, _judge_crossover_size)
+def _hints_crossover_size(crossover_size: Replay) -> None:
+    """An unknown answer that is neither a size of the sweep nor None."""
+    for case in _CROSSOVER_CASES:
+        got = call(crossover_size, *case)
+        if got is not None and got not in _SIZES:
+            fail("crossover_size returned a number that is not one of the sizes of the sweep: return the size itself "
+                 "(one of sizes), or None when there is no crossover.")
+
+
+check_crossover_size = Keyed(
+    "01_crossover", "crossover_size", "crossover_size", _CROSSOVER_CASES,
+    public=_public_crossover_size, hints=_hints_crossover_size,
+    unknown="crossover_size is not where the GPU becomes the better choice for good, nor a mistake the course knows: "
+            "from which size on is the GPU faster at every size of the sweep (a tie is not a win), and what if it "
+            "never is?")
 
 
 # --- roofline -------------------------------------------------------------------------------
 
-_PEAK, _BW = 100e12, 2e12  # a made-up chip: 100 TFLOP/s, 2 TB/s, balance 50 FLOP/byte
+_PEAK, _BW = 100e12, 2e12  # a made-up chip: 100 TFLOP/s, 2 TB/s
 
 
-def _judge_attainable_flops(attainable_flops: Callable[[float, float, float], float]) -> None:
-    """attainable = min(peak, intensity × bandwidth)."""
-    low = call(attainable_flops, 10.0, _PEAK, _BW)
-    high = call(attainable_flops, 1000.0, _PEAK, _BW)
-    if not is_number(low) or not is_number(high):
-        fail(f"attainable_flops returned {low!r}; return FLOP/s as a float.")
-    if close(float(high), 1000.0 * _BW):
-        fail(
-            "attainable_flops(1000 FLOP/byte) on a 100 TFLOP/s, 2 TB/s chip returned 2000 TFLOP/s, above the chip's "
-            "peak: no operation beats peak. The slower of the two limits sets the rate, not the faster (min, not max)."
-        )
-    if close(float(low), _PEAK):
-        fail(
-            "attainable_flops(10 FLOP/byte) returned the chip's full peak on a 100 TFLOP/s, 2 TB/s chip: at so few "
-            "FLOPs per byte, how many FLOPs per second can the memory feed?"
-        )
-    if close(float(low), 1 / (1 / _PEAK + 1 / (10.0 * _BW))) or close(float(high), 1 / (1 / _PEAK + 1 / (1000.0 * _BW))):
-        fail(
-            "attainable_flops added the time to move the bytes and the time to do the arithmetic (FLOPs / (FLOPs / "
-            "peak + bytes / bandwidth)). The chip does both at once: while one block of data is being multiplied the "
-            "next one is already on its way, so the time is the longer of the two, not their sum."
-        )
-    if not close(float(low), 10.0 * _BW) or not close(float(high), _PEAK):
-        fail(
-            "attainable_flops is not the roofline at 10 and 1000 FLOP/byte on a 100 TFLOP/s, 2 TB/s chip: work out the "
-            "best time of an operation of F FLOPs at that intensity, then its FLOPs per second."
-        )
+def _public_attainable_flops(attainable_flops: Replay) -> None:
+    for x in (10.0, 1000.0):
+        got = call(attainable_flops, x, _PEAK, _BW)
+        if not is_number(got):
+            fail(f"attainable_flops returned {quote(got)}; return FLOP/s as a float.")
 
 
-check_attainable_flops = recorded("attainable_flops", "attainable_flops", [(10.0, _PEAK, _BW), (1000.0, _PEAK, _BW)], _judge_attainable_flops)
+def _hints_attainable_flops(attainable_flops: Replay) -> None:
+    """An unknown answer above the chip's peak."""
+    for x in (10.0, 1000.0):
+        if float(call(attainable_flops, x, _PEAK, _BW)) > _PEAK * (1 + 1e-9):
+            fail("attainable_flops returned a rate above the chip's peak: no operation beats peak.")
 
 
-def _judge_bound(bound: Callable[[float, float, float], str]) -> None:
-    """bound: "memory" where moving the bytes takes longer than the arithmetic at peak, "compute" otherwise."""
-    low, high = call(bound, 10.0, _PEAK, _BW), call(bound, 1000.0, _PEAK, _BW)
-    chip = "a chip of 100 TFLOP/s and 2 TB/s"
-    if low not in ("memory", "compute") or high not in ("memory", "compute"):
-        fail(f"bound returned {quote(low)} and {quote(high)}; return exactly the string 'memory' or 'compute'.")
-    if low == "compute" and high == "memory":
-        fail(
-            f"bound says 10 FLOP/byte is compute-bound and 1000 FLOP/byte memory-bound on {chip}: the comparison is "
-            "reversed. Few FLOPs per byte means the bytes take longer than the arithmetic: that is the memory limit."
-        )
-    if low == high == "compute":
-        fail(
-            f"bound called 10 FLOP/byte compute-bound on {chip}. Work out, for an operation of F FLOPs at that "
-            "intensity, how long its bytes take at the bandwidth and how long its FLOPs take at the peak; the longer "
-            "one names the limit. Did you compare the intensity with the chip's two rates the wrong way up?"
-        )
-    if low == high == "memory":
-        fail(f"bound called 1000 FLOP/byte memory-bound on {chip}: at that intensity, do its bytes or its FLOPs take "
-             "longer? Compare the intensity with a number of the chip in the same unit, FLOP per byte.")
-    if call(bound, 49.0, _PEAK, _BW) != "memory" or call(bound, 51.0, _PEAK, _BW) != "compute":
-        fail(f"bound switches at the wrong intensity on {chip}: it must switch exactly where moving the bytes and doing "
-             "the arithmetic take the same time.")
+check_attainable_flops = Keyed(
+    "01_crossover", "attainable_flops", "attainable_flops", [(10.0, _PEAK, _BW), (1000.0, _PEAK, _BW)],
+    public=_public_attainable_flops, hints=_hints_attainable_flops,
+    unknown="attainable_flops is not the roofline, nor a mistake the course knows: work out the best time of an "
+            "operation of F FLOPs at that intensity, then its FLOPs per second.")
 
 
-check_bound = recorded("bound", "bound", [(x, _PEAK, _BW) for x in (10.0, 1000.0, 49.0, 51.0)], _judge_bound)
+_BOUND_CASES = [(x, _PEAK, _BW) for x in (10.0, 1000.0, 49.0, 51.0)]
+
+
+def _public_bound(bound: Replay) -> None:
+    for case in _BOUND_CASES:
+        got = call(bound, *case)
+        if got not in ("memory", "compute"):
+            fail(f"bound returned {quote(got)}; return exactly the string 'memory' or 'compute'.")
+
+
+check_bound = Keyed(
+    "01_crossover", "bound", "bound", _BOUND_CASES, public=_public_bound,
+    unknown="bound does not name the limit the roofline names, nor a mistake the course knows: for an operation of F "
+            "FLOPs at that intensity, how long do its bytes take at the bandwidth and its FLOPs at the peak? The "
+            "longer one names the limit.")
 
 # --- predict, then measure: a Linear layer -----------------------------------------------------
-
-
-def _linear_model(batch: int, d_in: int, d_out: int, itemsize: int, peak_flops: float, bandwidth: float) -> dict:
-    """The course's roofline model of y = x @ W.T (no bias): what linear_forecast should predict.
-
-    FLOPs 2·batch·d_in·d_out; bytes (d_in·d_out weights + batch·d_in inputs +
-    batch·d_out outputs) × itemsize, each read or written once; time is
-    FLOPs / attainable, i.e. the larger of compute time and memory time.
-    """
-    flops = 2 * batch * d_in * d_out
-    nbytes = (d_in * d_out + batch * (d_in + d_out)) * itemsize
-    x = flops / nbytes
-    seconds = max(flops / peak_flops, nbytes / bandwidth)
-    return {"intensity": x, "bound": "memory" if x < peak_flops / bandwidth else "compute",
-            "seconds_per_sample": seconds / batch}
 
 
 _D = 1024
@@ -431,9 +386,8 @@ def _shown(batch: int, dtype: torch.dtype) -> str:
     return f"linear_forecast(batch={batch}, {_D}×{_D} weights, {str(dtype).removeprefix('torch.')})"
 
 
-def _judge_linear_forecast(linear_forecast: Callable) -> None:
-    """linear_forecast: intensity, bound and roofline seconds per sample of a bias-free Linear, as the model says."""
-    got = {}
+def _public_linear_forecast(linear_forecast: Replay) -> None:
+    """What can be said of linear_forecast without its answer: a dict of a number, a verdict and a number."""
     for batch, dtype in _LINEAR_CASES:
         shown = _shown(batch, dtype)
         answer = call(linear_forecast, *_linear_args(batch, dtype), label=shown)
@@ -441,59 +395,36 @@ def _judge_linear_forecast(linear_forecast: Callable) -> None:
             keys = sorted(map(str, answer)) if isinstance(answer, dict) else type(answer).__name__
             fail(f"{shown} returned {keys}; return a dict with exactly the keys 'intensity', 'bound' and "
                  "'seconds_per_sample'.")
-        got[batch, dtype] = answer
-    for batch, dtype in _LINEAR_CASES:
-        answer, shown = got[batch, dtype], _shown(batch, dtype)
-        size = dtype.itemsize
-        want = _linear_model(batch, _D, _D, size, _PEAK, _BW)
-        x = answer["intensity"]
-        if not is_number(x):
-            fail(f"{shown} gave intensity {x!r}; return FLOP per byte as a float.")
-        flops, weights, acts = 2 * batch * _D * _D, _D * _D * size, batch * 2 * _D * size
-        if not close(float(x), want["intensity"], rel=1e-6):
-            if close(float(x), flops / acts, rel=1e-6):
-                fail(f"{shown} gave an intensity that leaves out the weights. Every call reads the whole "
-                     f"{_D}×{_D} weight matrix ({weights / 2**20:.0f} MiB); at small batch it is almost all the bytes.")
-            if close(float(x), flops / (batch * (_D * _D + 2 * _D) * size), rel=1e-6):
-                fail(f"{shown} gave the intensity of batch 1: you counted the weights once "
-                     "per sample. One batched matmul reads W once for the whole batch; that reuse is why batching helps.")
-            if dtype != torch.float32 and close(float(x), _linear_model(batch, _D, _D, 4, _PEAK, _BW)["intensity"], rel=1e-6):
-                fail(f"{shown} gave the float32 intensity: the dtype was ignored. bfloat16 takes 2 bytes per "
-                     "element (dtype.itemsize), so the same layer moves half the bytes.")
-            if close(float(x), want["intensity"] / 2, rel=1e-6):
-                fail(f"{shown} gave half the model's intensity: a multiply-add is two FLOPs, and every output of "
-                     "every sample is a dot product of length d_in.")
-            fail(f"{shown} gave an intensity the model does not: count the FLOPs of the whole batch, and the bytes one "
-                 "call moves (everything it reads and writes, once each, at the dtype's size).")
-        verdict = answer["bound"]
-        if verdict not in ("memory", "compute"):
-            fail(f"{shown} gave bound {verdict!r}; use exactly 'memory' or 'compute'.")
-        if verdict != want["bound"]:
-            fail(f"{shown} called the layer {verdict}-bound on a chip of 100 TFLOP/s and 2 TB/s: compare its "
-                 "intensity with the chip's balance point; below it is memory-bound, above it compute-bound.")
-        seconds = answer["seconds_per_sample"]
-        if not is_number(seconds):
-            fail(f"{shown} gave seconds_per_sample {seconds!r}; return seconds as a float.")
-        seconds = float(seconds)
-        per = want["seconds_per_sample"]
-        if close(seconds, per, rel=1e-6):
-            continue
-        nbytes = weights + acts
-        if batch > 1 and close(seconds, per * batch, rel=1e-6):
-            fail(f"{shown} gave the time of the whole batch as the time per sample.")
-        if close(seconds * batch, flops / _PEAK + nbytes / _BW, rel=1e-6):
-            fail(f"{shown} added the compute time and the memory time. The chip moves the next block while it "
-                 "computes on this one: the two overlap, so the slower of them sets the time (your attainable_flops "
-                 "says so).")
-        if want["bound"] == "memory" and close(seconds * batch, flops / _PEAK, rel=1e-6):
-            fail(f"{shown} forecast the layer at the chip's peak FLOP/s, but it is memory-bound: its time is set by "
-                 "moving its bytes.")
-        fail(f"{shown} gave seconds per sample the roofline does not: one call's time at the rate the roofline "
-             "allows for the call's intensity, shared among the samples of the batch.")
+        if not is_number(answer["intensity"]):
+            fail(f"{shown} gave intensity {quote(answer['intensity'])}; return FLOP per byte as a float.")
+        if answer["bound"] not in ("memory", "compute"):
+            fail(f"{shown} gave bound {quote(answer['bound'])}; use exactly 'memory' or 'compute'.")
+        if not is_number(answer["seconds_per_sample"]):
+            fail(f"{shown} gave seconds_per_sample {quote(answer['seconds_per_sample'])}; return seconds as a float.")
 
 
-check_linear_forecast = recorded("linear_forecast", "linear_forecast",
-                                 lambda: [_linear_args(b, dt) for b, dt in _LINEAR_CASES], _judge_linear_forecast)
+def _hints_linear_forecast(linear_forecast: Replay) -> None:
+    """An unknown answer: its bound against its own intensity, its dtype."""
+    got = {case: call(linear_forecast, *_linear_args(*case), label=_shown(*case)) for case in _LINEAR_CASES}
+    for (batch, dtype), answer in got.items():
+        below = float(answer["intensity"]) < _PEAK / _BW
+        if answer["bound"] != ("memory" if below else "compute"):
+            fail(f"{_shown(batch, dtype)} called the layer {answer['bound']}-bound at the intensity it gave, on a chip "
+                 "of 100 TFLOP/s and 2 TB/s: compare its intensity with the chip's balance point; below it is "
+                 "memory-bound, above it compute-bound.")
+    for batch in (1, 512):
+        if close(float(got[batch, torch.float32]["intensity"]), float(got[batch, torch.bfloat16]["intensity"])):
+            fail(f"{_shown(batch, torch.bfloat16)} gave the float32 intensity: the dtype was ignored. An element's size "
+                 "depends on its dtype (dtype.itemsize).")
+
+
+check_linear_forecast = Keyed(
+    "01_crossover", "linear_forecast", "linear_forecast", lambda: [_linear_args(b, dt) for b, dt in _LINEAR_CASES],
+    public=_public_linear_forecast, hints=_hints_linear_forecast,
+    unknown="linear_forecast is not the roofline's forecast, nor a mistake the course knows: count the FLOPs of the "
+            "whole batch and the bytes one call moves (everything it reads and writes, once each, at the dtype's "
+            "size); one call's time is set by the rate the roofline allows at that intensity, shared among the "
+            "samples of the batch.")
 
 
 # --- predictions ------------------------------------------------------------------------------

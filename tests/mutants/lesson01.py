@@ -68,7 +68,7 @@ MUTANTS = {
         ("integer division", "def intensity(flops, nbytes): return flops // nbytes", r"integer division"),
     ],
     "attainable_flops_check": [
-        ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"min, not max"),
+        ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"slower of the two limits sets the rate"),
         ("bandwidth term only", "def attainable_flops(i, p, b): return i * b", r"above the chip's peak"),
         ("always peak", "def attainable_flops(i, p, b): return p", r"how many FLOPs per second can the memory feed"),
         ("moving and computing one after the other", "def attainable_flops(i, p, b): return 1 / (1 / p + 1 / (i * b))",
