@@ -230,14 +230,25 @@ def test_the_policy_sentence_is_built_from_what_autocast_did():
     assert "stays bf16 here" not in text and "amp.policy_words(stack_table)" in text
 
 
+def _instructor_judges():
+    """solutions/judges/lesson06.py, which holds the answers of the keyed checks (never packaged)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_judges06", ROOT / "solutions" / "judges" / "lesson06.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_smallest_kept_is_the_smallest_subnormal_torch_keeps():
     """06 cells 25-27: the smallest *normal* column beside a 98.8 % loss; fp8 as 'needs a loss scaler'."""
-    assert lesson06.torch_smallest_kept(torch.float16) == 2.0**-24  # about 6e-8
-    for name, (e, m, dtype) in lesson06.KEPT_FORMATS.items():
-        kept = lesson06.torch_smallest_kept(dtype)
+    judges = _instructor_judges()  # the answers live with the instructor (solutions/judges), not in the package
+    assert judges.torch_smallest_kept(torch.float16) == 2.0**-24  # about 6e-8
+    for name, (e, m, dtype) in judges.KEPT_FORMATS.items():
+        kept = judges.torch_smallest_kept(dtype)
         assert torch.tensor(kept).to(dtype).item() == kept  # representable
         assert torch.tensor(kept * 0.49).to(dtype).item() == 0.0  # below half of it: gone
-        assert lesson06._smallest_kept(e, m) == kept, name
+        assert judges.smallest_kept_reference(e, m) == kept, name
     text = _lesson_text()
     assert "needs_scaler" not in text
     assert "fp8 training scales each tensor by its own factor" in text and "subnormal" in text
@@ -262,7 +273,7 @@ def test_verdict_cases_cover_what_the_lesson_teaches():
 
         if not all(m.isfinite(v) for v in run):
             return "diverged"
-        mine, base = lesson06._smooth(run, beta), lesson06._smooth(ref, beta)
+        mine, base = _instructor_judges().smooth_reference(run, beta), _instructor_judges().smooth_reference(ref, beta)
         if mine[-1] > mine[0] * (1 + rtol):
             return "diverged"
         return "agrees" if abs(mine[-1] - base[-1]) <= rtol * abs(base[-1]) else "stalled"

@@ -22,6 +22,7 @@ from torch import nn
 from grader.checks._common import (Check, Prediction, Raised, Replay, call, close, fail, guard, is_number, record,
                                    recorded, require_callable)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson07.expect
+from grader.checks._keys import Keyed, outcomes
 from grader.notebook import CheckFailed, NotDone
 
 # --- allreduce_seconds -----------------------------------------------------------------------------
@@ -592,6 +593,22 @@ average_on = Check("average_gradients on other ranks", _observe_average, _judge_
 average_on.__doc__ = "Hidden test: average_gradients on `world` simulated ranks of replicas(world, seed, frozen)."
 
 
+def _as_floats(observation: Any) -> list:
+    """The recorded answers with every number as a float: 16e9 and 16_000_000_000 are the same right answer."""
+    def conv(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [conv(v) for v in value]
+        if is_number(value) and not isinstance(value, bool):
+            return float(value)
+        return value
+    return conv(outcomes(observation))
+
+
+def _replayed(observation: Any) -> Replay:
+    """A Keyed check with its own summary hands its judges the plain observation: the Replay of it."""
+    return observation if isinstance(observation, Replay) else Replay(observation)
+
+
 # --- bytes_per_rank --------------------------------------------------------------------------------
 
 STAGES = ("ddp", "zero1", "zero2", "zero3")
@@ -599,46 +616,39 @@ _PSI = 10**9
 _MEM_CASES = [(_PSI, 8, s) for s in STAGES] + [(_PSI, 1, s) for s in STAGES] + [(3 * 10**8, 4, "zero2")]
 
 
-def _judge_bytes_per_rank(fn: Callable) -> None:
-    """bytes_per_rank: DeepSpeed's mixed-precision Adam per parameter; ZeRO 1 shards the optimizer, 2 the gradients, 3 the weights."""
-    got = {case: call(fn, *case) for case in _MEM_CASES}
-    for case, value in got.items():
+# The answers of bytes_per_rank and bubble_fraction are not here: each is judged by digests (grader.checks._keys),
+# made by scripts/build_keys.py from the instructor's judges (solutions/judges/lesson07.py, never released).
+
+
+def _public_bytes_per_rank(fn: Replay) -> None:
+    """What can be said of bytes_per_rank without its answer: a number of bytes for every case."""
+    fn = _replayed(fn)
+    for case in _MEM_CASES:
+        value = call(fn, *case)
         if not is_number(value):
             fail(f"bytes_per_rank{case} returned {value!r} ({type(value).__name__}); return a number of bytes.")
-    g = {stage: float(got[(_PSI, 8, stage)]) for stage in STAGES}
-    if not close(g["ddp"], 16 * _PSI, 1e-9):
-        if close(g["ddp"], 8 * _PSI, 1e-9) or close(g["ddp"], 12 * _PSI, 1e-9):
-            fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') is short of DeepSpeed's layout: did you count the "
-                 "fp32 master copy of the weights the optimizer keeps, and both of Adam's moments?")
-        fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') is off: count each tensor DeepSpeed's layout keeps per "
-             "parameter, in its own dtype: fp16 weights, fp16 gradients, and the optimizer's fp32 state (a master "
-             "copy of the weights and Adam's two moments). DDP keeps all of it on every rank.")
-    if close(g["zero1"], 16 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero1') divided everything among the ranks. Stage 1 shards only the optimizer "
-             "state; every rank still holds all the fp16 weights and gradients.")
-    if not close(g["zero1"], 4 * _PSI + 12 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero1') is off: stage 1 keeps the weights and gradients whole on every rank and "
-             "divides the optimizer state among the ranks.")
-    if close(g["zero2"], g["zero1"], 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero2') is the same as stage 1: stage 2 also shards the gradients.")
-    if not close(g["zero2"], 2 * _PSI + 14 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero2') is off: stage 2 keeps only the fp16 weights whole; the gradients and the "
-             "optimizer state are divided among the ranks.")
-    if not close(g["zero3"], 16 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero3') is off: stage 3 shards the weights too, so every byte is divided among "
-             "the ranks.")
+
+
+def _hints_bytes_per_rank(fn: Replay) -> None:
+    """An unknown answer that shares something with one rank, or orders the stages wrongly."""
+    fn = _replayed(fn)
     for stage in STAGES:
-        one = float(got[(_PSI, 1, stage)])
-        if not close(one, 16 * _PSI, 1e-9):
-            fail(f"bytes_per_rank(1e9, 1, {stage!r}) is not what DDP keeps: with one rank there is nobody to share "
-                 "with, so every stage keeps everything.")
-    last = float(got[(3 * 10**8, 4, "zero2")])
-    if not close(last, 2 * 3e8 + 14 * 3e8 / 4, 1e-9):
-        fail("bytes_per_rank(3e8, 4, 'zero2') is off, though right for 1e9 parameters on 8 ranks: use n_params and "
-             "world as given.")
+        if not close(float(call(fn, _PSI, 1, stage)), float(call(fn, _PSI, 1, "ddp")), 1e-9):
+            fail(f"bytes_per_rank(1e9, 1, {stage!r}) differs from DDP's: with one rank there is nobody to share with, "
+                 "so every stage keeps everything.")
+    per_stage = [float(call(fn, _PSI, 8, stage)) for stage in STAGES]
+    if any(later >= earlier for earlier, later in zip(per_stage, per_stage[1:])):
+        fail("bytes_per_rank does not fall from one ZeRO stage to the next on 8 ranks: each stage shards one more "
+             "kind of tensor among the ranks.")
 
 
-check_bytes_per_rank = recorded("bytes_per_rank", "bytes_per_rank", _MEM_CASES, _judge_bytes_per_rank)
+check_bytes_per_rank = Keyed(
+    "07_data_parallel", "bytes_per_rank", "bytes_per_rank", _MEM_CASES,
+    summary=_as_floats, public=_public_bytes_per_rank,
+    hints=_hints_bytes_per_rank,
+    unknown="bytes_per_rank is not what DeepSpeed's layout keeps per rank, nor a mistake the course knows: count each "
+            "tensor it keeps per parameter, in its own dtype (fp16 weights, fp16 gradients, the optimizer's fp32 "
+            "state), then which of them each stage divides among the ranks.")
 
 
 # --- bubble_fraction -------------------------------------------------------------------------------
@@ -646,28 +656,32 @@ check_bytes_per_rank = recorded("bytes_per_rank", "bytes_per_rank", _MEM_CASES, 
 _BUBBLE_CASES = [(4, 8), (4, 1), (1, 6), (8, 32), (2, 2)]
 
 
-def _judge_bubble(fn: Callable) -> None:
-    """bubble_fraction: the idle share of a GPipe schedule of p stages and m micro-batches."""
-    got = {case: call(fn, *case) for case in _BUBBLE_CASES}
-    for case, value in got.items():
+def _public_bubble_fraction(fn: Replay) -> None:
+    """What can be said of bubble_fraction without its answer: a number, a share of the schedule."""
+    fn = _replayed(fn)
+    for case in _BUBBLE_CASES:
+        value = call(fn, *case)
         if not is_number(value):
             fail(f"bubble_fraction{case} returned {value!r} ({type(value).__name__}); return a fraction from 0 to 1.")
-    v = float(got[(4, 8)])
-    if close(v, 3 / 8, 1e-9) or close(float(got[(4, 1)]), 3.0, 1e-9):
-        fail("bubble_fraction(4 stages, 8 micro-batches) is the bubble's time over the useful time, not over the whole "
-             "schedule (it can exceed 1: with one micro-batch it does). Count every slot of the schedule, and the "
-             "slots in which one stage idles.")
-    if close(v, 3 / 12, 1e-9) or close(v, 4 / 11, 1e-9):
-        fail("bubble_fraction(4, 8) is one slot off: a stage waits for the first micro-batch to reach it and idles "
-             "after the last one leaves; count both sides for the first and the last stage.")
-    for (p, m), value in got.items():
-        want = (p - 1) / (m + p - 1)
-        if not close(float(value), want, 1e-9):
-            fail(f"bubble_fraction({p}, {m}) is off" + (": one stage is no pipeline, so it never waits" if p == 1 else
-                 ", though right elsewhere: count the slots of this schedule") + ".")
 
 
-check_bubble_fraction = recorded("bubble_fraction", "bubble_fraction", _BUBBLE_CASES, _judge_bubble)
+def _hints_bubble_fraction(fn: Replay) -> None:
+    """An unknown answer outside 0..1, or one that lets a single stage wait."""
+    fn = _replayed(fn)
+    for case in _BUBBLE_CASES:
+        if not 0 <= float(call(fn, *case)) < 1:
+            fail(f"bubble_fraction{case} is not a share of the schedule: the idle share lies from 0 to 1.")
+    if float(call(fn, 1, 6)) != 0:
+        fail("bubble_fraction(1, 6) is not 0: one stage is no pipeline, so it never waits.")
+
+
+check_bubble_fraction = Keyed(
+    "07_data_parallel", "bubble_fraction", "bubble_fraction", _BUBBLE_CASES,
+    summary=_as_floats, public=_public_bubble_fraction,
+    hints=_hints_bubble_fraction,
+    unknown="bubble_fraction is not the idle share of a GPipe schedule, nor a mistake the course knows. Count every "
+            "slot of the schedule, and the slots in which one stage idles: waiting for the first micro-batch to "
+            "reach it, and after the last one leaves.")
 
 
 # --- predictions: the all-reduce over 16 H100s, and the first ZeRO stage at which LLaMA-13B fits ------
