@@ -97,6 +97,17 @@ def outcomes(observation: Any) -> list:
     return found
 
 
+def as_floats(observation: Any) -> list:
+    """outcomes() with every number (bools aside) as a float."""
+    def conv(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [conv(v) for v in value]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return value
+    return conv(outcomes(observation))
+
+
 @functools.lru_cache(maxsize=None)
 def _table(lesson: str) -> dict:
     path = KEYS / f"{lesson}.json"
@@ -118,6 +129,8 @@ class Keyed(Check):
     learner's function `name` on `cases` (a list of argument tuples, or a
     function returning one); pass `observe=` and `summary=` instead for a check
     that observes something else (`summary(observation)` is what gets keyed).
+    `floats=True` keys every number a recording holds as a float, for answers a
+    learner may give as an int or a float (16_000_000_000 and 1.6e10 are one answer).
     `accept=` lists other readings of an answer that are just as right (an
     answer that leaves out what the course lets it leave out, read with it added).
     """
@@ -126,13 +139,15 @@ class Keyed(Check):
                  unknown: str, public: Callable[[Replay], None] | None = None,
                  hints: Callable[[Replay], None] | None = None, sig: int = 6,
                  observe: Callable | None = None, summary: Callable[[Any], Any] | None = None,
-                 accept: Iterable[Callable[[Any], Any]] = (), inputs: Iterable[str] = (), announce: bool = True):
+                 accept: Iterable[Callable[[Any], Any]] = (), inputs: Iterable[str] = (), announce: bool = True,
+                 floats: bool = False):
+        self._recording = observe is None or summary is None  # judges of a recording read it replayed
         if observe is None:
             def observe(fn):
                 return record(fn, name, cases() if callable(cases) else cases)
         super().__init__(what, observe, self._judge, inputs=inputs, announce=announce)
         self.lesson, self.name, self.unknown, self.public, self.hints, self.sig = lesson, name, unknown, public, hints, sig
-        self.summary = summary or outcomes
+        self.summary = summary or (as_floats if floats else outcomes)
         self.accept = tuple(accept)  # other readings of an answer that are as right when their key is the pass key
 
     def key(self, observation: Any) -> str:
@@ -140,7 +155,7 @@ class Keyed(Check):
 
     def view(self, observation: Any) -> Any:
         """What a judge of this check reads: a Replay of a recording, else the observation itself."""
-        return Replay(observation) if self.summary is outcomes else observation
+        return Replay(observation) if self._recording and not isinstance(observation, Replay) else observation
 
     def _judge(self, observation: Any, **kwargs: Any) -> None:
         if self.public is not None:

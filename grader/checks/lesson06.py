@@ -520,22 +520,6 @@ def _judge_ops_on(observation: dict, conv: bool, why: str) -> None:
 ops_on = Check("low_precision_ops on another model", _observe_ops_on, _judge_ops_on, inputs=("conv",), announce=False)
 
 
-def _as_floats(observation: Any) -> list:
-    """The recorded answers with every number as a float: 16e9 and 16_000_000_000 are the same right answer."""
-    def conv(value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return [conv(v) for v in value]
-        if is_number(value) and not isinstance(value, bool):
-            return float(value)
-        return value
-    return conv(outcomes(observation))
-
-
-def _replayed(observation: Any) -> Replay:
-    """A Keyed check with its own summary hands its judges the plain observation: the Replay of it."""
-    return observation if isinstance(observation, Replay) else Replay(observation)
-
-
 # --- smooth ----------------------------------------------------------------------------------------
 
 # The answers of smooth, verdict and smallest_kept are not here: each is judged by digests (grader.checks._keys),
@@ -547,7 +531,6 @@ _SMOOTH_CASES = [([4.0], 0.9), ([2.0, 2.0, 2.0, 2.0, 2.0], 0.9), ([3.0, 1.0, 4.0
 
 def _public_smooth(smooth: Replay) -> None:
     """What can be said of smooth without its answer: a list of floats, one per loss."""
-    smooth = _replayed(smooth)
     got = call(smooth, [4.0], 0.9)
     if not isinstance(got, list):
         fail(f"smooth([4.0], 0.9) returned {type(got).__name__}; return a list of floats, one per loss.")
@@ -557,7 +540,6 @@ def _public_smooth(smooth: Replay) -> None:
 
 def _hints_smooth(smooth: Replay) -> None:
     """An unknown answer that does not keep a constant loss."""
-    smooth = _replayed(smooth)
     constant = call(smooth, [2.0] * 5, 0.9)
     if not (isinstance(constant, list) and len(constant) == 5
             and all(is_number(v) and close(float(v), 2.0, 1e-9) for v in constant)):
@@ -566,7 +548,7 @@ def _hints_smooth(smooth: Replay) -> None:
 
 check_smooth = Keyed(
     "06_mixed_precision", "smooth", "smooth", _SMOOTH_CASES,
-    summary=_as_floats, public=_public_smooth, hints=_hints_smooth,
+    floats=True, public=_public_smooth, hints=_hints_smooth,
     unknown="smooth is not the bias-corrected exponential moving average of the losses, nor a mistake the course "
             "knows. Go back to what beta weighs, where the average starts, and what the bias correction undoes.")
 
@@ -636,7 +618,6 @@ _KEPT_CASES = [(8, 23), (8, 7), (5, 10), (4, 3), (5, 2), (6, 9)]
 
 
 def _public_smallest_kept(fn: Replay) -> None:
-    fn = _replayed(fn)
     for case in _KEPT_CASES:
         value = call(fn, *case)
         if not is_number(value) or float(value) <= 0:
@@ -645,7 +626,7 @@ def _public_smallest_kept(fn: Replay) -> None:
 
 check_smallest_kept = Keyed(
     "06_mixed_precision", "smallest_kept", "smallest_kept", _KEPT_CASES,
-    summary=_as_floats, public=_public_smallest_kept,
+    floats=True, public=_public_smallest_kept,
     sig=8,  # at 6 figures fp8 e4m3's 2^-9 = 0.001953125 sits on a rounding edge; powers of two are exact anyway
     unknown="smallest_kept is not the smallest positive number the format keeps, nor a mistake the course knows. "
             "Work it out from the bits: the bias, the smallest normal exponent, and how far the subnormals go "

@@ -593,22 +593,6 @@ average_on = Check("average_gradients on other ranks", _observe_average, _judge_
 average_on.__doc__ = "Hidden test: average_gradients on `world` simulated ranks of replicas(world, seed, frozen)."
 
 
-def _as_floats(observation: Any) -> list:
-    """The recorded answers with every number as a float: 16e9 and 16_000_000_000 are the same right answer."""
-    def conv(value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return [conv(v) for v in value]
-        if is_number(value) and not isinstance(value, bool):
-            return float(value)
-        return value
-    return conv(outcomes(observation))
-
-
-def _replayed(observation: Any) -> Replay:
-    """A Keyed check with its own summary hands its judges the plain observation: the Replay of it."""
-    return observation if isinstance(observation, Replay) else Replay(observation)
-
-
 # --- bytes_per_rank --------------------------------------------------------------------------------
 
 STAGES = ("ddp", "zero1", "zero2", "zero3")
@@ -622,7 +606,6 @@ _MEM_CASES = [(_PSI, 8, s) for s in STAGES] + [(_PSI, 1, s) for s in STAGES] + [
 
 def _public_bytes_per_rank(fn: Replay) -> None:
     """What can be said of bytes_per_rank without its answer: a number of bytes for every case."""
-    fn = _replayed(fn)
     for case in _MEM_CASES:
         value = call(fn, *case)
         if not is_number(value):
@@ -631,7 +614,6 @@ def _public_bytes_per_rank(fn: Replay) -> None:
 
 def _hints_bytes_per_rank(fn: Replay) -> None:
     """An unknown answer that shares something with one rank, or orders the stages wrongly."""
-    fn = _replayed(fn)
     for stage in STAGES:
         if not close(float(call(fn, _PSI, 1, stage)), float(call(fn, _PSI, 1, "ddp")), 1e-9):
             fail(f"bytes_per_rank(1e9, 1, {stage!r}) differs from DDP's: with one rank there is nobody to share with, "
@@ -644,7 +626,7 @@ def _hints_bytes_per_rank(fn: Replay) -> None:
 
 check_bytes_per_rank = Keyed(
     "07_data_parallel", "bytes_per_rank", "bytes_per_rank", _MEM_CASES,
-    summary=_as_floats, public=_public_bytes_per_rank,
+    floats=True, public=_public_bytes_per_rank,
     hints=_hints_bytes_per_rank,
     unknown="bytes_per_rank is not what DeepSpeed's layout keeps per rank, nor a mistake the course knows: count each "
             "tensor it keeps per parameter, in its own dtype (fp16 weights, fp16 gradients, the optimizer's fp32 "
@@ -658,7 +640,6 @@ _BUBBLE_CASES = [(4, 8), (4, 1), (1, 6), (8, 32), (2, 2)]
 
 def _public_bubble_fraction(fn: Replay) -> None:
     """What can be said of bubble_fraction without its answer: a number, a share of the schedule."""
-    fn = _replayed(fn)
     for case in _BUBBLE_CASES:
         value = call(fn, *case)
         if not is_number(value):
@@ -667,7 +648,6 @@ def _public_bubble_fraction(fn: Replay) -> None:
 
 def _hints_bubble_fraction(fn: Replay) -> None:
     """An unknown answer outside 0..1, or one that lets a single stage wait."""
-    fn = _replayed(fn)
     for case in _BUBBLE_CASES:
         if not 0 <= float(call(fn, *case)) < 1:
             fail(f"bubble_fraction{case} is not a share of the schedule: the idle share lies from 0 to 1.")
@@ -677,7 +657,7 @@ def _hints_bubble_fraction(fn: Replay) -> None:
 
 check_bubble_fraction = Keyed(
     "07_data_parallel", "bubble_fraction", "bubble_fraction", _BUBBLE_CASES,
-    summary=_as_floats, public=_public_bubble_fraction,
+    floats=True, public=_public_bubble_fraction,
     hints=_hints_bubble_fraction,
     unknown="bubble_fraction is not the idle share of a GPipe schedule, nor a mistake the course knows. Count every "
             "slot of the schedule, and the slots in which one stage idles: waiting for the first micro-batch to "
