@@ -222,7 +222,8 @@ check_training_bytes = guard(
           unknown="training_bytes is not what a layer trained one step this way holds, nor a mistake the course "
                   "knows: list every copy of the parameters that exists for training, and the width of each."),
     "training_bytes", {memory.training_terms: "grader.memory.training_terms",
-                       memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter"})
+                       memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
+                       memory._probe: "grader.memory._probe"})
 
 
 # --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------
@@ -364,14 +365,15 @@ activation_on.__doc__ = "Hidden test: activation_bytes(memory.relu_mlp(widths), 
 # --- will it fit -------------------------------------------------------------------------------
 
 
-# (memory, peaks measured at two or more batch sizes): on a line with 30 fixed bytes and 7 per sample, then edges
+# (memory, peaks measured at two or more batch sizes): lines of fixed and per-sample bytes, batches in and out of
+# order, and memories that fill exactly, leave a fraction of a sample, or hold less than the fixed bytes
 _MAX_BATCH_CASES = [
-    (100, {2: 44, 4: 58}),  # fixed 30, 7 per sample: 10 fit exactly (30 + 70)
-    (100, {6: 72, 2: 44}),  # the same line, batches not in order
-    (100, {1: 38, 3: 54}),  # fixed 30, 8 per sample: 8.75, so 8
-    (100, {1: 60, 2: 80}),  # fixed 40, 20 per sample: 3 fill memory to the last byte
-    (100, {1: 127, 2: 134}),  # fixed 120: nothing fits
-    (100, {1: 102, 2: 109}),  # fixed 95: 5 bytes left, a sample needs 7
+    (100, {2: 44, 4: 58}),
+    (100, {6: 72, 2: 44}),
+    (100, {1: 38, 3: 54}),
+    (100, {1: 60, 2: 80}),
+    (100, {1: 127, 2: 134}),
+    (100, {1: 102, 2: 109}),
 ]
 
 

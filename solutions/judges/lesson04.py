@@ -218,13 +218,13 @@ def _activation_bytes(observation: dict) -> None:
              "and add up the storages that pack receives.")
     elements = sum(t // 4 for t in saved.storages.values())
     if got == elements or got * 4 == want:
-        fail("activation_bytes counts elements, not bytes. Use the storage's nbytes() (or numel() × element_size()).")
+        fail("activation_bytes counts elements, not bytes: each element of a storage takes as many bytes as its dtype is wide.")
     if got == with_params:
         fail("activation_bytes counts the weights too (pack also receives them, since a Linear saves its weight for "
              "backward). Parameters are not activations: skip any tensor whose storage is a parameter's.")
     if got == per_save:
         fail("activation_bytes on an MLP: the same storage was counted more than once (ReLU's output is saved by ReLU "
-             "and again by the next Linear). Count each storage once: key it by t.untyped_storage().data_ptr().")
+             "and again by the next Linear). Count each storage once: two tensors that share memory share a storage, whatever the tensor objects are.")
     if got != want:
         fail("activation_bytes on a 32→64→16 MLP with a batch of 10 is not the bytes of activations it keeps for "
              "backward (parameters excluded, each storage once).")
@@ -232,14 +232,14 @@ def _activation_bytes(observation: dict) -> None:
     if is_number(got2) and got2 > want2:
         fail("activation_bytes gives more than a model that saves one tensor twice keeps: the same storage was "
              "counted more than once (x * x saves x twice; a split gives two views of one storage). Count each "
-             "storage once: key it by t.untyped_storage().data_ptr().")
+             "storage once: two views of one memory are one storage, whatever the tensor objects are.")
     if got2 != want2:
         fail("activation_bytes is not the bytes of the distinct storages a model that saves one tensor twice keeps.")
     want3, got3 = _recorded("slice").nbytes, observation["slice"]
     if is_number(got3) and got3 < want3:
         fail("activation_bytes gives less than a model keeps alive for backward when it saves a slice (a view) of a "
              "Linear's output: a view keeps its whole storage in memory, not just the part it shows. Count each "
-             "storage once, at its full size (t.untyped_storage().nbytes()).")
+             "storage once, at its full size: the storage knows its own size, the view only the part it shows.")
     if got3 != want3:
         fail("activation_bytes is not the bytes of the distinct storages a model that saves a slice keeps alive.")
     if observation["mlp20"] != 2 * want:
