@@ -5,10 +5,11 @@ sized at run time against the machine's last-level cache (`layers_for`), so that
 weights from memory and not from a cache; `read_bandwidth` (bytes/s a matrix-vector product reaches over a
 matrix larger than that cache) and `matmul_rate` (FLOP/s of a batch-b matmul whose weight stays in cache).
 
-Models (course code a check compares with; marked `course_only`, so a learner's function that calls one is
-noticed): the decode step's time, the knee of a step-time curve, the KV cache's bytes, the largest batch a
-set of cards serves, and int8 rounding. The lesson's exercises derive each of them; nothing here is printed
-on the lesson's page.
+The exercises' answers are not here: the decode step's time, the knee of a step-time curve, the KV cache's
+bytes, the largest batch a set of cards serves and per-row int8 rounding live with the instructor
+(solutions/judges/lesson09.py, never packaged), and the checks judge them by digests. What is here takes the
+learner's own functions (the figures, the will-it-serve widget) or shows what no exercise asks (a tensor-wide
+int8 scale, the H100's balance batch).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from grader import device as dev
-from grader.shortcuts import course_only
 
 GiB, MiB = 2**30, 2**20
 WEIGHT_DTYPES = ("bf16", "int8", "int4")  # what max_batch_to_serve stores the layers' weights in
@@ -184,67 +184,7 @@ def time_per_token(model: DecodeStack, positions: Sequence[int], device: torch.d
     return out
 
 
-# --- the serving models (course code the checks compare with) --------------------------------------
-
-
-@course_only("grader.serving.step_seconds")
-def step_seconds(n_params: float, bytes_per_param: float, batch: int, kv_bytes: float, bandwidth: float,
-                 peak_flops: float) -> float:
-    """Model: one decode step's seconds, weight FLOPs only; the slower of moving the bytes and doing the arithmetic."""
-    return max((n_params * bytes_per_param + kv_bytes) / bandwidth, 2.0 * n_params * batch / peak_flops)
-
-
-@course_only("grader.serving.knee")
-def knee(batches: Sequence[float], seconds: Sequence[float], tail: int = 2) -> float:
-    """Model: where the flat asymptote (the smallest batches' level) meets the rising one (a line through 0)."""
-    pairs = sorted(zip(batches, seconds))
-    flat = statistics.median([s for _, s in pairs[:2]])
-    rising = statistics.median([s / b for b, s in pairs[-tail:]])  # seconds per sequence, compute-bound
-    return flat / rising
-
-
-def head_dim(shape: dict) -> int:
-    return int(shape["d_model"]) // int(shape["n_heads"])
-
-
-@course_only("grader.serving.cache_bytes")
-def cache_bytes(shape: dict, context: int, batch: int, bytes_per_value: float) -> int:
-    """Model: K and V of every layer, KV head and position, for `batch` sequences of `context` tokens."""
-    kv_heads = int(shape.get("n_kv_heads") or shape["n_heads"])
-    return int(2 * int(shape["n_layers"]) * kv_heads * head_dim(shape) * context * batch * bytes_per_value)
-
-
-def embedding_params(shape: dict) -> int:
-    """Parameters of the token embedding and the output head (one matrix when they are tied)."""
-    tied = str(shape.get("tied_embeddings", "")).lower() == "true"
-    return int(shape["vocab_size"]) * int(shape["d_model"]) * (1 if tied else 2)
-
-
-@course_only("grader.serving.weights_bytes")
-def weights_bytes(shape: dict, weights: str, group_size: int = 128, scale_bytes: float = 2) -> float:
-    """Model: bytes of the weights; layers in `weights` with one scale per `group_size` if quantized, embeddings bf16."""
-    embed = embedding_params(shape)
-    layers = int(shape["n_params"]) - embed
-    per = _WEIGHT_BYTES[weights] + (scale_bytes / group_size if weights != "bf16" else 0.0)
-    return embed * 2.0 + layers * per
-
-
-@course_only("grader.serving.serve_batch")
-def serve_batch(card_bytes: float, cards: int, shape: dict, context: int, weights: str, reserve_bytes: float,
-                group_size: int = 128, scale_bytes: float = 2) -> int:
-    """Model: the most sequences of `context` tokens that `cards` cards hold (weights and bf16 cache split evenly)."""
-    free = cards * (card_bytes - reserve_bytes) - weights_bytes(shape, weights, group_size, scale_bytes)
-    per_sequence = cache_bytes(shape, context, 1, 2)
-    return max(0, int(free // per_sequence))
-
-
-@course_only("grader.serving.int8_rows")
-def int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Model: symmetric int8 with one float32 scale per output row (amax/127; an all-zero row gets scale 1)."""
-    amax = weight.abs().amax(dim=1).float()
-    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
-    q = torch.clamp(torch.round(weight / scale[:, None]), -127, 127).to(torch.int8)
-    return q, scale
+# --- shown: one tensor-wide int8 scale, the foil to the exercise's per-row scales ------------------
 
 
 def int8_tensor(weight: torch.Tensor) -> torch.Tensor:
@@ -343,6 +283,23 @@ def per_token_figure(per_token: dict[str, dict[int, list[float]]], where: str):
     return fig
 
 
+def weights_room(max_batch_to_serve: Callable, kv_cache_bytes: Callable, card: float, cards: int, shape: dict,
+                 context: int, weights: str) -> float | None:
+    """The bytes of weights the learner's max_batch_to_serve leaves room for, read off where it stops fitting one
+    sequence as the reserve grows (bisection); None when it never fits or always does. The course keeps no weights
+    model of its own: the figures show what the learner's functions imply."""
+    def fits(reserve: float) -> bool:
+        return max_batch_to_serve(card, cards, shape, context, weights, reserve) >= 1
+
+    lo, hi = -64 * card, card  # a negative reserve is extra memory: enough for any model the course lists
+    if not fits(lo) or fits(hi):
+        return None
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return cards * (card - lo) - kv_cache_bytes(shape, context, 1, 2)
+
+
 def memory_figure(shape: dict, chips: Sequence, kv_cache_bytes: Callable, max_batch_to_serve: Callable,
                   reserve: float, contexts: Sequence[int] = (2048, 4096, 8192)):
     """Model: bf16 weights + cache against batch, for a few contexts, against 2 cards of each chip; capacity and knee."""
@@ -354,9 +311,9 @@ def memory_figure(shape: dict, chips: Sequence, kv_cache_bytes: Callable, max_ba
 
     fig = Figure(figsize=(9.5, 4.6), layout="constrained")
     axes = fig.subplots(1, len(chips), sharey=True)
-    weights = weights_bytes(shape, "bf16")
     for ax, chip in zip(axes, chips):
         cards = 2
+        weights = weights_room(max_batch_to_serve, kv_cache_bytes, card_bytes(chip), cards, shape, 4096, "bf16") or 0.0
         room = cards * (card_bytes(chip) - reserve)
         fitting = [max_batch_to_serve(card_bytes(chip), cards, shape, ctx, "bf16", reserve) for ctx in contexts]
         top = max(16, math.ceil(max(fitting) * 1.25 / 8) * 8)
@@ -367,7 +324,7 @@ def memory_figure(shape: dict, chips: Sequence, kv_cache_bytes: Callable, max_ba
             fits = fitting[j]
             ax.plot([fits], [(weights + kv_cache_bytes(shape, ctx, fits, 2)) / GiB], "o", color=f"C{j}")
         ax.axhline(room / GiB, color="0.2", linestyle="--", label="2 cards less their reserve (model: GB read as GiB; assumption)")
-        ax.axhline(weights / GiB, color="0.6", linestyle="-", linewidth=1, label="bf16 weights alone")
+        ax.axhline(weights / GiB, color="0.6", linestyle="-", linewidth=1, label="bf16 weights alone (what your max_batch_to_serve leaves room for)")
         ax.set_title(f"2 × {chip.name.removeprefix('NVIDIA ')} (knee, model: batch {model_knee_batch(chip):.0f})",
                      fontsize=FONT + 1)
         ax.set_xlabel("batch (sequences served at once)")
@@ -414,8 +371,10 @@ def will_it_serve(models: Sequence[dict], chips: Sequence, max_batch_to_serve: C
         chip, cards, shape = chips[chip_box.value], cards_box.value, models[model_box.value]
         kind, context = dtype_box.value, context_box.value
         batch = max_batch_to_serve(card_bytes(chip), cards, shape, context, kind, reserve)
-        weights = weights_bytes(shape, kind)
-        stack = {f"weights, {kind} (model)": weights / cards,
+        weights = weights_room(max_batch_to_serve, kv_cache_bytes, card_bytes(chip), cards, shape, context, kind)
+        if weights is None:  # your max_batch_to_serve never fits one sequence, or always does: no weights to show
+            weights = 0.0
+        stack = {f"weights, {kind} (what your max_batch_to_serve leaves room for)": weights / cards,
                  f"KV cache, {batch} × {context} tokens, bf16": kv_cache_bytes(shape, context, batch, 2) / cards,
                  "reserve (assumption)": reserve}
         verdict = (f"<b>{shape['model']}</b>, {kind} weights, context {context}, on {cards} × {chip.name}: "

@@ -25,6 +25,16 @@ def _models() -> dict:
     return {m["model"]: m for m in specs.load_models()}
 
 
+def _judges():
+    """The instructor's judges of lesson 09 (solutions/judges/lesson09.py): the models that hold the answers."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_keys
+
+    return build_keys.instructor_judges(LESSON)
+
+
 def test_a_decode_step_with_the_cache_gives_what_recomputing_the_prefix_gives():
     """The cache the lesson times is a real KV cache: the new position's output is the same either way."""
     torch.manual_seed(0)
@@ -48,13 +58,14 @@ def test_the_model_is_sized_past_the_cache_and_capped():
 def test_the_models_agree_with_the_figures_the_course_quotes():
     """COURSE.md: Llama 2 70B keeps 320 KiB per token in bf16; int4 scales at group 128 in fp16 add about 3 %."""
     llama = _models()["Llama 2 70B"]
-    assert serving.cache_bytes(llama, 1, 1, 2) == 320 * 1024
-    layers = llama["n_params"] - serving.embedding_params(llama)
-    extra = serving.weights_bytes(llama, "int4", 128, 2) - serving.weights_bytes(llama, "int4", 128, 0)
+    judges = _judges()
+    assert judges._cache_bytes(llama, 1, 1, 2) == 320 * 1024
+    layers = llama["n_params"] - judges._embedding_params(llama)
+    extra = judges._weights_bytes(llama, "int4", 128, 2) - judges._weights_bytes(llama, "int4", 128, 0)
     assert abs(extra / (layers * 0.5) - 2 / 64) < 1e-12  # 3.1 % of the int4 weights
     assert round(serving.model_knee_batch(specs.chip("H100"))) == 295
-    assert serving.serve_batch(80e9, 1, llama, 4096, "bf16", 4e9) == 0  # 138 GB of bf16 weights on one card
-    assert 0 < serving.serve_batch(80e9, 2, llama, 4096, "bf16", 4e9) < 295  # capacity, not compute, sets the batch
+    assert judges._serve_batch(80e9, 1, llama, 4096, "bf16", 4e9) == 0  # 138 GB of bf16 weights on one card
+    assert 0 < judges._serve_batch(80e9, 2, llama, 4096, "bf16", 4e9) < 295  # capacity, not compute, sets the batch
 
 
 def test_new_model_rows_reproduce_their_parameter_count_from_shape():
@@ -73,12 +84,38 @@ def test_quoted_figures_have_sources():
             assert entry["source"] and entry["notes"], key
 
 
-def test_int8_rows_round_to_nearest_within_half_a_step():
-    w = torch.randn(5, 7)
-    w[2] = 0
-    q, s = serving.int8_rows(w)
-    assert q.dtype == torch.int8 and bool(torch.isfinite(s).all()) and bool((s > 0).all())
-    assert bool(((q.float() * s[:, None] - w).abs() <= s[:, None] / 2 + 1e-7).all())
+def test_the_package_holds_no_serving_answer():
+    """The models that answer the exercises live with the instructor; what the package keeps takes the learner's own."""
+    for name in ("step_seconds", "knee", "cache_bytes", "weights_bytes", "serve_batch", "int8_rows", "embedding_params"):
+        assert not hasattr(serving, name), name
+    source = (ROOT / "grader" / "checks" / "lesson09.py").read_text()
+    for knee in ("11.3", "24.0", "3.1,"):  # the visible curves' knees
+        assert knee not in source
+
+
+def _least_squares_knee(batches, seconds):
+    """Another honest fit: the flat level as the mean of the smallest third, the slope by least squares through 0."""
+    pairs = sorted(zip(batches, seconds))
+    low, high = pairs[: max(2, len(pairs) // 3)], pairs[-3:]
+    flat = sum(s for _, s in low) / len(low)
+    slope = sum(b * s for b, s in high) / sum(b * b for b, _ in high)
+    return flat / slope
+
+
+def test_knee_batch_passes_another_honest_fit_and_fails_one_far_off(capsys):
+    lesson09.check_knee_batch(_least_squares_knee)
+    assert "✓" in capsys.readouterr().out
+    with pytest.raises(Exception, match="asymptotes cross"):
+        lesson09.check_knee_batch(lambda b, s: _least_squares_knee(b, s) * 1.5)
+
+
+def test_the_visible_knee_curves_are_the_instructors():
+    judges = _judges()
+    made = judges._knee_curves()
+    for label, (batches, seconds) in lesson09._KNEE_CURVES.items():
+        assert made[label][0] == batches
+        assert all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(made[label][1], seconds))
+        assert abs(math.log(_least_squares_knee(batches, seconds) / made[label][2])) < math.log(1.1)
 
 
 def test_torch_w8a8_still_exists_and_warns_where_the_lesson_says(recwarn):

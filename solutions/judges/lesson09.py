@@ -1,5 +1,5 @@
-"""The instructor's judges of lesson 09's keyed checks (kv_cache_bytes, max_batch_to_serve): they hold the answers,
-so they are never packaged nor released.
+"""The instructor's judges of lesson 09's keyed checks (decode_step_seconds, knee_batch, kv_cache_bytes,
+max_batch_to_serve): they hold the answers, and the models that make them, so they are never packaged nor released.
 
 scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson09.py) and keeps
 only digests and messages in grader/checks/keys/09_serving.json; the learner's checks (grader/checks/lesson09.py)
@@ -8,9 +8,148 @@ judge by those. A message names the kind of mistake and the principle, never the
 
 from __future__ import annotations
 
-from grader import serving
+import math
+import random
+
 from grader.checks._common import call, fail
-from grader.checks.lesson09 import _GB, _KV_CASES, _serve_cases
+from grader.checks.lesson09 import _GB, _KNEE_CURVES, _KV_CASES, _STEP_CASES, _ratio_off, _serve_cases
+
+_WEIGHT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4": 0.5}  # bytes per weight before scales
+
+# --- the models (what grader.serving held before the answers left the package) -------------------------
+
+
+def _step_seconds(n_params: float, bytes_per_param: float, batch: int, kv_bytes: float, bandwidth: float,
+                  peak_flops: float) -> float:
+    """Model: one decode step's seconds, weight FLOPs only; the slower of moving the bytes and doing the arithmetic."""
+    return max((n_params * bytes_per_param + kv_bytes) / bandwidth, 2.0 * n_params * batch / peak_flops)
+
+
+def _head_dim(shape: dict) -> int:
+    return int(shape["d_model"]) // int(shape["n_heads"])
+
+
+def _cache_bytes(shape: dict, context: int, batch: int, bytes_per_value: float) -> int:
+    """Model: K and V of every layer, KV head and position, for `batch` sequences of `context` tokens."""
+    kv_heads = int(shape.get("n_kv_heads") or shape["n_heads"])
+    return int(2 * int(shape["n_layers"]) * kv_heads * _head_dim(shape) * context * batch * bytes_per_value)
+
+
+def _embedding_params(shape: dict) -> int:
+    """Parameters of the token embedding and the output head (one matrix when they are tied)."""
+    tied = str(shape.get("tied_embeddings", "")).lower() == "true"
+    return int(shape["vocab_size"]) * int(shape["d_model"]) * (1 if tied else 2)
+
+
+def _weights_bytes(shape: dict, weights: str, group_size: int = 128, scale_bytes: float = 2) -> float:
+    """Model: bytes of the weights; layers in `weights` with one scale per `group_size` if quantized, embeddings bf16."""
+    embed = _embedding_params(shape)
+    layers = int(shape["n_params"]) - embed
+    per = _WEIGHT_BYTES[weights] + (scale_bytes / group_size if weights != "bf16" else 0.0)
+    return embed * 2.0 + layers * per
+
+
+def _serve_batch(card_bytes: float, cards: int, shape: dict, context: int, weights: str, reserve_bytes: float,
+                 group_size: int = 128, scale_bytes: float = 2) -> int:
+    """Model: the most sequences of `context` tokens that `cards` cards hold (weights and bf16 cache split evenly)."""
+    free = cards * (card_bytes - reserve_bytes) - _weights_bytes(shape, weights, group_size, scale_bytes)
+    per_sequence = _cache_bytes(shape, context, 1, 2)
+    return max(0, int(free // per_sequence))
+
+
+# --- decode_step_seconds -----------------------------------------------------------------------------
+
+def _step_variants(args: tuple) -> dict[str, float]:
+    n, w, b, kv, bw, peak = args
+    memory, compute = (n * w + kv) / bw, 2 * n * b / peak
+    return {
+        "per sequence": max((n * w * b + kv) / bw, compute),
+        "added": memory + compute,
+        "no cache": max(n * w / bw, compute),
+        "one FLOP": max(memory, n * b / peak),
+        "cache per sequence": max((n * w + kv * b) / bw, compute),
+        "memory only": memory,
+        "compute only": compute,
+    }
+
+
+def _decode_step_seconds(fn) -> None:
+    """decode_step_seconds: the slower of reading the bytes once per step and doing the weight arithmetic."""
+    messages = {
+        "per sequence": "your step reads every weight once per sequence in the batch; in one step every weight "
+                        "crosses memory once and is used by every sequence of the batch",
+        "added": "you added the time to move the bytes and the time to do the arithmetic; the two overlap (the chip "
+                 "computes while it reads), so a step takes as long as the slower of them",
+        "no cache": "your step leaves the KV cache out: attention reads every past key and value of every sequence "
+                    "each step, and those bytes cross memory beside the weights",
+        "one FLOP": "count the arithmetic again: a weight does one multiply and one add per sequence each step",
+        "cache per sequence": "kv_bytes is already the cache of the whole batch; do not multiply it by the batch",
+        "memory only": "at a large batch your step never becomes compute-bound: the arithmetic grows with the batch "
+                       "and eventually takes longer than reading the weights",
+        "compute only": "at batch 1 your step is as fast as the arithmetic, but the weights still have to be read",
+    }
+    for label, args in _STEP_CASES.items():
+        got = call(fn, *args)
+        want = _step_seconds(*args)
+        if math.isclose(float(got), want, rel_tol=1e-6):
+            continue
+        for kind, value in _step_variants(args).items():
+            if math.isclose(float(got), value, rel_tol=1e-6) and not math.isclose(value, want, rel_tol=1e-6):
+                fail(f"decode_step_seconds, case '{label}': {messages[kind]}.")
+        fail(f"decode_step_seconds, case '{label}': not the time of one step. A step reads the weights (bytes per "
+             "weight) and the whole batch's KV cache once, and does the weights' arithmetic for every sequence; "
+             "which of the two sets the time?")
+
+
+# --- knee_batch ------------------------------------------------------------------------------------------
+
+def _knee_curves() -> dict[str, tuple[list[int], list[float], float]]:
+    """Synthetic step-time curves with a known knee: flat T0, then c·b; noise of a few per cent on each point."""
+    rng = random.Random(9)
+    curves = {}
+    for label, knee, batches, soft in (("a sharp knee", 11.3, [1, 2, 4, 8, 16, 32, 64], None),
+                                       ("a rounded knee", 24.0, [1, 2, 4, 8, 16, 32, 64, 128], 3.0),
+                                       ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None)):
+        t0 = 0.05
+        c = t0 / knee
+        seconds = []
+        for b in batches:
+            ideal = max(t0, c * b) if soft is None else (t0**soft + (c * b) ** soft) ** (1 / soft)
+            seconds.append(ideal * (1 + rng.uniform(-0.04, 0.04)))
+        curves[label] = (batches, seconds, knee)
+    return curves
+
+
+def _first_rise(batches, seconds) -> float:
+    for k in range(1, len(batches)):
+        if seconds[k] > seconds[k - 1]:
+            return batches[k]
+    return batches[-1]
+
+
+def _best_throughput(batches, seconds) -> float:
+    return max(zip(batches, seconds), key=lambda p: p[0] / p[1])[0]
+
+
+def _knee_batch(fn) -> None:
+    """knee_batch: where the flat (memory-bound) and rising (compute-bound) asymptotes of the curve cross."""
+    curves = _knee_curves()
+    for label, (batches, seconds) in _KNEE_CURVES.items():
+        _, made, knee = curves[label]
+        assert all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(made, seconds)), f"{label}: the package's curve moved"
+        got = call(fn, batches, seconds)
+        if _ratio_off(float(got), knee) <= 1.2:
+            continue
+        if float(got) == _first_rise(batches, seconds):
+            fail(f"knee_batch on {label}: you returned the first batch whose time rose at all. A few per cent of "
+                 "noise makes the flat part rise and fall; the knee is where the fitted asymptotes cross.")
+        if float(got) == _best_throughput(batches, seconds):
+            fail(f"knee_batch on {label}: you returned the batch with the highest tokens/s. Past the knee tokens/s "
+                 "is flat, so noise picks that batch; fit the two asymptotes and return where they cross.")
+        fail(f"knee_batch on {label}: not where the curve's two asymptotes cross. Fit the flat one (memory-bound: "
+             "the time does not depend on the batch) and the rising one (compute-bound: the time grows in "
+             "proportion to the batch) from the points that belong to each.")
+
 
 # --- kv_cache_bytes ----------------------------------------------------------------------------------
 
@@ -23,7 +162,7 @@ def _kv_cache_bytes(fn) -> None:
         shown = f"kv_cache_bytes({shape['model']}, context={context}, batch={batch}, bytes_per_value={width})"
         if not isinstance(got, int) or isinstance(got, bool):
             fail(f"{shown} returned {got!r} ({type(got).__name__}); return a whole number of bytes (an int).")
-        want = serving.cache_bytes(*args)
+        want = _cache_bytes(*args)
         if got == want:
             continue
         n_heads, kv, layers = shape["n_heads"], shape["n_kv_heads"], shape["n_layers"]
@@ -47,24 +186,24 @@ def _kv_cache_bytes(fn) -> None:
 
 def _serve_variants(args: tuple) -> dict[str, int]:
     card, cards, shape, context, weights, reserve, group, scale = args
-    per_seq = serving.cache_bytes(shape, context, 1, 2)
-    w = serving.weights_bytes(shape, weights, group, scale)
+    per_seq = _cache_bytes(shape, context, 1, 2)
+    w = _weights_bytes(shape, weights, group, scale)
     free = cards * (card - reserve) - w
 
     def n(free_bytes, per):
         return max(0, int(free_bytes // per))
 
     out = {
-        "one token": n(free, serving.cache_bytes(shape, 1, 1, 2)),
+        "one token": n(free, _cache_bytes(shape, 1, 1, 2)),
         "cards once": n(card - reserve - w, per_seq),
         "reserve once": n(cards * card - reserve - w, per_seq),
-        "whole model in bf16": n(cards * (card - reserve) - serving.weights_bytes(shape, "bf16"), per_seq),
-        "embeddings quantized": n(cards * (card - reserve) - (w - serving.embedding_params(shape) * (
+        "whole model in bf16": n(cards * (card - reserve) - _weights_bytes(shape, "bf16"), per_seq),
+        "embeddings quantized": n(cards * (card - reserve) - (w - _embedding_params(shape) * (
             2 - {"bf16": 2, "int8": 1 + scale / group, "int4": 0.5 + scale / group}[weights])), per_seq),
     }
     if weights != "bf16":
-        out["no scales"] = n(free + (int(shape["n_params"]) - serving.embedding_params(shape)) * scale / group, per_seq)
-        out["cache like weights"] = n(free, serving.cache_bytes(shape, context, 1, {"int8": 1, "int4": 0.5}[weights]))
+        out["no scales"] = n(free + (int(shape["n_params"]) - _embedding_params(shape)) * scale / group, per_seq)
+        out["cache like weights"] = n(free, _cache_bytes(shape, context, 1, {"int8": 1, "int4": 0.5}[weights]))
     return out
 
 
@@ -93,7 +232,7 @@ def _max_batch_to_serve(fn) -> None:
                  f"reserve {reserve / _GB:g} GB, group {group})")
         if not isinstance(got, int) or isinstance(got, bool):
             fail(f"{shown} returned {got!r} ({type(got).__name__}); return a whole number of sequences (an int).")
-        want = serving.serve_batch(*args)
+        want = _serve_batch(*args)
         if got == want:
             continue
         if got < 0:
@@ -106,4 +245,5 @@ def _max_batch_to_serve(fn) -> None:
              "its reserve; a sequence fits only whole.")
 
 
-JUDGES = {"kv_cache_bytes": _kv_cache_bytes, "max_batch_to_serve": _max_batch_to_serve}
+JUDGES = {"decode_step_seconds": _decode_step_seconds, "knee_batch": _knee_batch, "kv_cache_bytes": _kv_cache_bytes,
+          "max_batch_to_serve": _max_batch_to_serve}
