@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from grader import specs
+from grader.shortcuts import course_only
 from grader.transformer import Shape
 
 PRECISIONS = ("fp32", "mixed")
@@ -99,6 +100,7 @@ def make_optimizer(params, optimizer: str, lr: float = 1e-3) -> torch.optim.Opti
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
 
 
+@course_only("grader.memory.probe_bytes_per_parameter")
 def probe_bytes_per_parameter(precision: str, optimizer: str, width: int = 64) -> dict[str, float]:
     """Train a width×width layer one step and read bytes per parameter off its tensors.
 
@@ -140,6 +142,7 @@ def _probe(precision: str, optimizer: str, width: int) -> dict[str, float]:
 _PROBED: dict[tuple[str, str], dict[str, float]] = {}
 
 
+@course_only("grader.memory.training_terms")
 def training_terms(precision: str, optimizer: str) -> dict[str, float]:
     """Model: bytes per parameter of weights, gradients and optimizer state (from `probe_bytes_per_parameter`)."""
     if (precision, optimizer) not in _PROBED:

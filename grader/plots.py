@@ -164,7 +164,7 @@ def roofline(
                 ax.annotate(point_label, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=FONT)
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
     ax.set_ylabel("attainable GFLOP/s")
-    ax.set_title(title or "Roofline: attainable = min(peak, intensity × bandwidth)")
+    ax.set_title(title or "Roofline (your attainable_flops)")
     ax.grid(True, which="both", alpha=0.3)
     _legend(fig, ax, columns=1 if len(machines) < 4 else 2)
     return fig

@@ -103,21 +103,38 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
         return False
 
 
-def guard(check, name: str, targets: dict):
-    """`check`, failing first when the learner's code it runs calls one of `targets` ({function or class: its name})."""
+_EARLIER = " (in an earlier cell)"
+
+
+def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = ()):
+    """`check`, failing first when the learner's code it runs calls one of `targets` ({function or class: its name}).
+
+    `earlier` names course_only functions whose answer a learner could take in a cell of its own before the check
+    runs (a measurement that prints the answer): called from a cell of this kernel before the check first passed,
+    they count too. Once the check has passed, the lesson's own later cells may call them freely."""
     from grader.checks._common import Check, fail
+
+    passed = []
 
     def observe(*learner: Any, **inputs: Any) -> dict:
         with watching(targets) as hits:
             observed = check.observe(*learner, **inputs)
-        return {"observed": observed, "shortcuts": list(hits)}
+        before = [f"{n}{_EARLIER}" for n in used(*earlier)] if earlier and not passed else []
+        return {"observed": observed, "shortcuts": list(hits) + before}
 
     def judge(observation: Any, **kwargs: Any):
         if not isinstance(observation, dict) or not isinstance(observation.get("shortcuts"), list):
             fail(f"the check could not read what your {name} did (not an observation of this check)")
         if observation["shortcuts"]:
-            fail(message(name, str(observation["shortcuts"][0])))
-        return check.judge(observation.get("observed"), **kwargs)
+            first = str(observation["shortcuts"][0])
+            if first.endswith(_EARLIER):
+                fail(f"a cell of this kernel called {first.removesuffix(_EARLIER)} before your {name} was checked: "
+                     f"that measures the answer. Restart the kernel and write {name} from the principle the text "
+                     "gives; the lesson's own cells measure it after your check passes.")
+            fail(message(name, first))
+        result = check.judge(observation.get("observed"), **kwargs)
+        passed.append(True)
+        return result
 
     guarded = Check(check.what, observe, judge, inputs=check.inputs, announce=check.announce)
     guarded.__doc__ = check.__doc__

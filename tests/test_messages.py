@@ -254,12 +254,15 @@ _MEASURE = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats)
             "    return timing.measure(fn, sync, warmup, repeats).median\n")
 _MEASURE_BOUND = ("from grader.timing import measure\n\ndef time_op(fn, sync, warmup, repeats):\n"
                   "    return measure(fn, sync, warmup=warmup, repeats=repeats).median\n")
+_MEASURE_UNWRAPPED = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
+                      "    return timing.measure.__wrapped__(fn, sync, warmup, repeats).median\n")
 _BENCH = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
           "    for _ in range(warmup):\n        fn()\n    return timing.benchmark_median(fn)\n")
 SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, what the check must say)
     "01_crossover": [
         ("time_op_check", _MEASURE, r"calls grader\.timing\.measure.*yourself"),
         ("time_op_check", _MEASURE_BOUND, r"calls grader\.timing\.measure"),
+        ("time_op_check", _MEASURE_UNWRAPPED, r"calls grader\.timing\.measure"),
         ("time_op_check", _BENCH, r"calls grader\.timing\.benchmark_median"),
         ("CROSSOVER_PREDICTION_check",
          "from grader import specs\nfrom grader.checks import lesson01\nCROSSOVER_PREDICTION = {'n': lesson01.crossover_model("
@@ -312,6 +315,11 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("ZERO_SHARE_check", "from grader.checks import lesson03\nlesson03.zero_share\n", "gone"),
     ],
     "04_memory": [
+        ("training_bytes_check",
+         "from grader import memory\n_table = {(p, o): memory.probe_bytes_per_parameter(p, o)\n"
+         "          for p in memory.PRECISIONS for o in memory.OPTIMIZERS}\n"
+         "def training_bytes(n, p, o):\n    return int(round(sum(_table[p, o].values()) * n))\n",
+         r"called grader\.memory\.probe_bytes_per_parameter before your training_bytes"),
         ("state_bytes_check",
          "from grader import memory\ndef state_bytes(model, optimizer):\n"
          "    return memory.totals(memory.state_table(model, optimizer))\n", r"calls grader\.memory\.state_table"),

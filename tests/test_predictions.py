@@ -71,6 +71,20 @@ def test_a_deliberate_reveal_is_recorded_and_costs_the_commitment(record, capsys
     assert table.loc["CROSSOVER_PREDICTION", "asked to reveal"] != "no"
 
 
+@pytest.mark.parametrize("ask", ["model", "ceilings"])
+def test_asking_the_model_before_guessing_is_a_reveal(record, capsys, ask):
+    """A copy test read the model off check.model() (and lesson 09's ceilings helper) before guessing, unrecorded."""
+    from grader.checks import lesson09
+
+    if ask == "model":
+        assert "crossover" in CHECK.model()
+        assert CHECK({"n": RIGHT, "why": "read it"}) == 0.0
+    else:
+        lesson09.batch1_ceilings()
+        found = predictions.entry(lesson09.LESSON, lesson09.check_tokens_per_second.name)
+        assert found and found.get("revealed") and not predictions.committed(found)
+
+
 def test_reveal_cell_skips_until_recorded(record, capsys):
     with CHECK.revealed() as shown:
         assert shown is False

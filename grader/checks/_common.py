@@ -280,7 +280,7 @@ class Prediction(Check):
         super().__init__(name, self._observe, self._judge)
         self.lesson, self.name, self.points, self.share = lesson, name, float(points), share
         self.keys = {**keys, "why": "reason"}
-        self.band, self.mistakes, self.model = band, mistakes, model
+        self.band, self.mistakes, self._model = band, mistakes, model
 
     def _observe(self, answer: Any) -> Any:
         if isinstance(answer, dict) and not answer:
@@ -373,9 +373,17 @@ class Prediction(Check):
         """The deliberate reveal: prints the model's answer and records that it was asked for."""
         from grader import predictions
 
+        print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): "
+              f"{self.model()}")
+
+    def model(self, context: dict | None = None) -> str:
+        """What the model says, in words: asking for it counts as the deliberate reveal, and is recorded as one."""
+        from grader import predictions
+
         predictions.mark(self.lesson, self.name, "revealed")
-        said = self.model(predictions.context(self.lesson)) if self.model else "run the cell that shows it"
-        print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): {said}")
+        if self._model is None:
+            return "run the cell that shows it"
+        return self._model(predictions.context(self.lesson) if context is None else context)
 
 
 # --- shortcuts: the course's own code called from a learner's function (grader.shortcuts, the one place) ---------

@@ -223,7 +223,8 @@ check_training_bytes = guard(
                   "knows: list every copy of the parameters that exists for training, and the width of each."),
     "training_bytes", {memory.training_terms: "grader.memory.training_terms",
                        memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
-                       memory._probe: "grader.memory._probe"})
+                       memory._probe: "grader.memory._probe"},
+    earlier=("grader.memory.probe_bytes_per_parameter", "grader.memory.training_terms"))
 
 
 # --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------

@@ -83,6 +83,15 @@ MUTANTS = {
     ],
     "time_op_check": [
         (
+            "a constant read off the check (every call and clock read made, one figure returned)",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup + repeats): fn()
+    sync(); time.perf_counter()
+    return 0.001005
+""",
+            r"far less time per call|not the typical time",
+        ),
+        (
             "never synchronizes",
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
