@@ -297,9 +297,6 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("choose_loss_scale_check",
          "from grader.checks import lesson03\ndef choose_loss_scale(grads, dtype):\n"
          "    return lesson03._largest_finite_scale(grads, dtype)\n", r"calls the course's own largest-finite-scale search"),
-        ("predict_vanishing_check",
-         "from grader.checks import lesson03\ndef predict_vanishing(values, e, m):\n"
-         "    return lesson03._vanishing_model(values, e, m)\n", r"calls the course's own vanishing model"),
         ("LossScaler_check",
          "import torch\nclass LossScaler:\n"
          "    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):\n"
@@ -307,6 +304,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    def update(self, found_inf):\n"
          "        return not found_inf\n", r"calls torch\.amp\.GradScaler"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03.vanishing_model\n", "gone"),
+        ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._vanishing_model\n", "gone"),
         ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03.largest_finite_scale\n", "gone"),
         ("SCALER_FORECAST_check", "from grader.checks import lesson03\nlesson03.gradscaler_with_ceiling\n", "gone"),
         ("ZERO_SHARE_check", "from grader.checks import lesson03\nlesson03.zero_share\n", "gone"),

@@ -27,7 +27,7 @@ import torch
 
 from grader.checks._common import Check, Prediction, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
-from grader.checks._keys import Keyed
+from grader.checks._keys import Keyed, outcomes
 from grader.floats import FORMATS, value_of
 from grader.notebook import NotDone
 
@@ -313,13 +313,6 @@ check_rounded_by_hand = Check("ROUNDED_BY_HAND", _prediction("ROUNDED_BY_HAND"),
 # --- predict, then measure: which gradients vanish -----------------------------------------------
 
 
-def _vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
-    """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
-    bias = 2 ** (exponent_bits - 1) - 1
-    half_smallest = 2.0 ** (-bias - mantissa_bits)
-    return [x != 0 and abs(x) <= half_smallest for x in values]
-
-
 def _half_subnormal(e: int, m: int) -> float:
     return 2.0 ** (-(2 ** (e - 1) - 1) - m)
 
@@ -346,47 +339,45 @@ def _as_bools(got: Any, n: int) -> list[bool] | None:
     return None
 
 
-def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
-    """predict_vanishing(values, e, m): from the field widths alone, which values a cast to zero."""
+# The answer of predict_vanishing is not here: it is judged by digests (grader.checks._keys), made by
+# scripts/build_keys.py from the instructor's judge (solutions/judges/lesson03.py, never released).
+
+
+def _public_predict_vanishing(predict_vanishing: Replay) -> None:
+    """What can be said of predict_vanishing without its answer: one bool per value."""
     for values, e, m in _VANISH_CASES:
-        label = f"predict_vanishing({values!r}, {e}, {m})"
-        got = call(predict_vanishing, values, e, m, label=label)
-        mine = _as_bools(got, len(values))
-        if mine is None:
+        got = call(predict_vanishing, values, e, m, label=f"predict_vanishing(values, {e}, {m})")
+        if _as_bools(got, len(values)) is None:
             fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
-        want = _vanishing_model(values, e, m)
-        if mine == want:
-            continue
-        bias = 2 ** (e - 1) - 1
-        half, smallest, normal = _half_subnormal(e, m), 2 * _half_subnormal(e, m), 2.0 ** (1 - bias)
-        wrong = [(x, g) for x, g, w in zip(values, mine, want) if g != w]
-        x, g = wrong[0]
-        fmt = f"a format with {e} exponent bits and {m} mantissa bits"
-        if mine == [v != 0 and abs(v) < normal for v in values]:
-            fail(f"for {fmt} you predicted that everything below the smallest normal ({normal:.3g}) vanishes; below it come "
-                 f"the subnormals, down to {smallest:.3g}, which keep small values nonzero with fewer digits.")
-        if mine == [v != 0 and abs(v) < smallest for v in values]:
-            fail(f"for {fmt} you predicted that {x:.3g} vanishes, but it lies above half the smallest subnormal "
-                 f"({half:.3g}), so the cast rounds it up to {smallest:.3g}. Only values at most half of it round to 0.")
-        if mine == [v != 0 and abs(v) < half for v in values]:
-            fail(f"for {fmt} you predicted that {half!r}, exactly half the smallest subnormal, survives: a tie rounds "
-                 "to the even neighbour, and that is 0 (mantissa 0), so it vanishes. Use <=, not <.")
-        if mine == _vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
-            fail(f"for {fmt} your threshold is off by a factor of two. The bias is 2^(e−1) − 1 = {bias}, and an "
-                 f"all-zero exponent field stands for 2^(1 − bias), the smallest normal's power of two, not 2^(0 − bias): "
-                 f"the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
-        if any(v < 0 and want[i] for i, v in enumerate(values)) and mine == [v > 0 and w for v, w in zip(values, want)]:
-            fail(f"predict_vanishing missed {[v for v, w in zip(values, want) if v < 0 and w][0]:.3g}: a negative value "
-                 "vanishes too. Compare magnitudes (abs).")
-        if x == 0 and g:
+
+
+def _hints_predict_vanishing(predict_vanishing: Replay) -> None:
+    """An unknown answer that says zero vanishes, or keeps a value while a smaller one of the same format vanishes."""
+    for values, e, m in _VANISH_CASES:
+        mine = _as_bools(call(predict_vanishing, values, e, m), len(values))
+        if any(g and x == 0 for x, g in zip(values, mine)):
             fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
-        fail(f"for {fmt} you predicted {g} for {x:.3g}; the cast {'keeps it' if g else 'rounds it to 0'}. The smallest "
-             f"subnormal is {smallest:.3g} and the format holds it; only values at most half of it ({half:.3g}) are "
-             "nearer to 0, and exactly half is a tie that goes to 0.")
+        kept = [abs(x) for x, g in zip(values, mine) if x != 0 and not g]
+        lost = [abs(x) for x, g in zip(values, mine) if g]
+        if kept and lost and min(kept) < max(lost):
+            fail(f"for a format with {e} exponent bits and {m} mantissa bits you predicted that a value vanishes while a "
+                 "smaller one (in magnitude) survives: a cast rounds each magnitude to the nearest number the format "
+                 "holds, so whether a value vanishes depends on its magnitude alone, and only on which side of one "
+                 "cut-off it lies.")
 
 
-check_predict_vanishing = guard(recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing),
-                                "predict_vanishing", {_vanishing_model: "the course's own vanishing model"})
+def _bools_read(observation: Any) -> list:
+    """The answers with a bool tensor read as a list of bools (a tensor of the right bools is as right as a list)."""
+    return [_as_bools(v, len(v)) if isinstance(v, torch.Tensor) and v.dim() == 1 else v for v in outcomes(observation)]
+
+
+check_predict_vanishing = Keyed(
+    LESSON, "predict_vanishing", "predict_vanishing", _VANISH_CASES, public=_public_predict_vanishing,
+    hints=_hints_predict_vanishing, accept=(_bools_read,),
+    unknown="predict_vanishing is not which values a cast to that format turns into 0, nor a mistake the course "
+            "knows. Go back to section 1: the smallest number each format holds comes from its field widths (the "
+            "bias, and what an all-zero exponent field stands for), and a cast rounds to the nearest number it holds, "
+            "a tie to the one whose last mantissa bit is 0.")
 
 
 # --- underflow ------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from typing import Callable
 import torch
 
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson03 import (_EDGE, _ROUND_CASES, _STALL_FP32, _STALL_RUN, _WIDTHS, _as_float, _fields,
-                                    _fp32_bits, _reference_bits, _round_input, _split)
+from grader.checks.lesson03 import (_EDGE, _ROUND_CASES, _STALL_FP32, _STALL_RUN, _VANISH_CASES, _WIDTHS, _as_bools,
+                                    _as_float, _fields, _fp32_bits, _reference_bits, _round_input, _split)
 from grader.floats import FORMATS, value_of
 
 
@@ -212,4 +212,55 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
         if s + step != s or below + step == below:
             fail(f"{label} returned {got:g}; in float32 the sum stops growing elsewhere.")
 
-JUDGES = {"decode": _judge_decode, "round_to": _judge_round_to, "stall_point": _judge_stall_point}
+# --- predict_vanishing ---------------------------------------------------------------------------------------------
+
+
+def _vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
+    """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
+    bias = 2 ** (exponent_bits - 1) - 1
+    half_smallest = 2.0 ** (-bias - mantissa_bits)
+    return [x != 0 and abs(x) <= half_smallest for x in values]
+
+
+def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
+    """predict_vanishing(values, e, m): from the field widths alone, which values a cast to zero."""
+    for values, e, m in _VANISH_CASES:
+        got = call(predict_vanishing, values, e, m, label=f"predict_vanishing(values, {e}, {m})")
+        mine = _as_bools(got, len(values))
+        if mine is None:
+            fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
+        want = _vanishing_model(values, e, m)
+        if mine == want:
+            continue
+        bias = 2 ** (e - 1) - 1
+        half = 2.0 ** (-bias - m)
+        smallest, normal = 2 * half, 2.0 ** (1 - bias)
+        fmt = f"for a format with {e} exponent bits and {m} mantissa bits"
+        if mine == [v != 0 and abs(v) < normal for v in values]:
+            fail(f"{fmt} you predicted that everything below the smallest normal number vanishes; below it come the "
+                 "subnormals, which keep small values nonzero with fewer digits.")
+        if mine == [v != 0 and abs(v) <= smallest for v in values]:
+            fail(f"{fmt} you predicted that the smallest subnormal itself vanishes, but it is a number of the format: "
+                 "the cast keeps it. A cast sends a value to 0 only when 0 is the nearest number it holds.")
+        if mine == [v != 0 and abs(v) < smallest for v in values]:
+            fail(f"{fmt} you predicted that a value just below the smallest subnormal vanishes, but it is nearer to "
+                 "the smallest subnormal than to 0, so the cast rounds it up: a cast keeps the nearest number, not the "
+                 "one below.")
+        if mine == [v != 0 and abs(v) < half for v in values]:
+            fail(f"{fmt} you predicted that a value exactly halfway between 0 and the smallest subnormal survives: a tie "
+                 "rounds to the even neighbour, the one whose mantissa ends in 0, and that is 0, so it vanishes.")
+        if mine == [v != 0 and abs(v) <= half / 2 for v in values]:
+            fail(f"{fmt} your cut-off is off by a factor of two. Check the bias, and the power of two an all-zero "
+                 "exponent field stands for: the smallest normal number's, not 2^(0 − bias), since a subnormal is "
+                 "the smallest normal's power of two without the hidden 1.")
+        if any(v < 0 and w for v, w in zip(values, want)) and mine == [v > 0 and w for v, w in zip(values, want)]:
+            fail("predict_vanishing keeps every negative value: a negative value vanishes too, the sign is kept apart "
+                 "and the magnitude is what the cast rounds. Compare magnitudes.")
+        if any(g and x == 0 for x, g in zip(values, mine)):
+            fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
+        fail(f"{fmt} your prediction is not what the cast does: a cast rounds to the nearest number the format holds "
+             "(a tie to the even one), and the smallest it holds besides 0 is its smallest subnormal.")
+
+
+JUDGES = {"decode": _judge_decode, "round_to": _judge_round_to, "predict_vanishing": _judge_predict_vanishing,
+          "stall_point": _judge_stall_point}
