@@ -56,22 +56,22 @@ def test_choose_loss_scale_contract_is_the_largest_finite_scale():
     # issue 29: the page weighs what each choice costs and leaves the aim to derive (it stated it, a transcription)
     assert "largest** power of two that keeps every scaled gradient" not in text
     assert "costs the whole step" in " ".join(text.split())
-    assert lesson03._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
-    assert lesson03._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
-    assert lesson03._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
+    assert JUDGES._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
+    assert JUDGES._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
+    assert JUDGES._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
 
 
 def test_largest_finite_scale_respects_the_cast_rounding():
     # 65510 rounds down to 65504 in fp16, so 65510/65536 × 2¹⁶ is still finite although it is above fp16's max
-    assert lesson03._largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
-    assert lesson03._largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
+    assert JUDGES._largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
+    assert JUDGES._largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
 
 
 def test_the_reference_solution_is_the_largest_finite_scale():
     ns = namespace(LESSON)
     for grads, dtype in ((torch.tensor([1e-10, 1e-3]), torch.float16), (torch.tensor([1e-12, -7.0]), torch.bfloat16),
                          (torch.tensor([65510 / 65536]), torch.float16)):
-        assert ns["choose_loss_scale"](grads, dtype) == lesson03._largest_finite_scale(grads, dtype)
+        assert ns["choose_loss_scale"](grads, dtype) == JUDGES._largest_finite_scale(grads, dtype)
 
 
 # --- tf32 defaults stated by code, and how the emulation differs -----------------------------------------------------

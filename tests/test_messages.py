@@ -294,9 +294,6 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls the course's own link fit"),
     ],
     "03_float_formats": [
-        ("choose_loss_scale_check",
-         "from grader.checks import lesson03\ndef choose_loss_scale(grads, dtype):\n"
-         "    return lesson03._largest_finite_scale(grads, dtype)\n", r"calls the course's own largest-finite-scale search"),
         ("LossScaler_check",
          "import torch\nclass LossScaler:\n"
          "    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):\n"
@@ -306,6 +303,8 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03.vanishing_model\n", "gone"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._vanishing_model\n", "gone"),
         ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03.largest_finite_scale\n", "gone"),
+        ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03._largest_finite_scale\n", "gone"),
+        ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03._rescue_scale\n", "gone"),
         ("SCALER_FORECAST_check", "from grader.checks import lesson03\nlesson03.gradscaler_with_ceiling\n", "gone"),
         ("ZERO_SHARE_check", "from grader.checks import lesson03\nlesson03.zero_share\n", "gone"),
     ],
