@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import sys
 
 import pytest
 import torch
@@ -13,20 +14,12 @@ from conftest import ROOT, read_notebook
 from grader.checks import _plain, lesson03
 from notebook_cells import check_cells, namespace
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
+
 LESSON = "03_float_formats"
 
-
-def _judges():
-    """solutions/judges/lesson03.py, which holds the course's models (never packaged)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import build_keys
-
-    return build_keys.instructor_judges(LESSON)
-
-
-JUDGES = _judges()
+JUDGES = build_keys.instructor_judges(LESSON)  # solutions/judges/lesson03.py: the course's models, never packaged
 SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
 RELEASE = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
 EXERCISES = ("decode", "round_to", "predict_vanishing", "stall_point", "choose_loss_scale", "LossScaler",

@@ -289,9 +289,8 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "from grader.checks import lesson02\n"
          "SYNC_ANSWERS = {l: lesson02.snippet_reads(l).sync_points > 0 for l in lesson02.SYNC_SNIPPETS}\n",
          r"called grader\.checks\.lesson02\.snippet_reads"),
-        ("link_from_copies_check",
-         "from grader.checks import lesson02\ndef link_from_copies(copies):\n    return lesson02._line(copies)\n",
-         r"calls the course's own link fit"),
+        ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._line\n", "gone"),
+        ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._link\n", "gone"),
     ],
     "03_float_formats": [
         ("LossScaler_check",
