@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 import torch
@@ -15,7 +16,11 @@ from grader.notebook import CheckFailed
 from grader.syncs import SyncCounter, modelled_seconds
 from mutants.lesson02 import PINNED, RESIDENT, _ANSWERS, loop_source
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
+
 SOLUTION = ROOT / "solutions" / "02_transfers" / "02_transfers.ipynb"
+JUDGES = build_keys.instructor_judges("02_transfers")  # solutions/judges/lesson02.py: the course's models, never packaged
 
 
 def _text() -> str:
@@ -55,13 +60,13 @@ def test_only_a_pinned_non_blocking_copy_leaves_the_host_free(code, waits):
 def test_the_sync_point_model_is_what_the_counter_measures(version, steps, n_batches):
     with SyncCounter("cuda") as counter:
         _loop(VERSIONS[version])(lesson02.make_model(), lesson02.make_batches(n_batches), counter.device, steps)
-    assert counter.sync_points == lesson02._sync_points_model(version, steps, n_batches)
+    assert counter.sync_points == JUDGES._sync_points_model(version, steps, n_batches)
 
 
 def test_the_48_vs_33_gap_is_the_pageable_copies():
     # the lesson's defaults (16 steps): the usual first fix (read once) keeps 32 blocking copies
-    assert lesson02._sync_points_model("buggy", 16, 4) == 16 + 32 == 48
-    assert lesson02._sync_points_model("read once", 16, 4) == 1 + 32 == 33
+    assert JUDGES._sync_points_model("buggy", 16, 4) == 16 + 32 == 48
+    assert JUDGES._sync_points_model("read once", 16, 4) == 1 + 32 == 33
     text = _text()
     assert "copies from pageable memory inside the loop still make the host wait" in text
     assert "memcpy_and_sync" in text and "cudaStreamSynchronize" in text  # what PyTorch does, cited

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import sys
 
 import pytest
 import torch
@@ -13,7 +14,12 @@ from conftest import ROOT, read_notebook
 from grader.checks import _plain, lesson03
 from notebook_cells import check_cells, namespace
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
+
 LESSON = "03_float_formats"
+
+JUDGES = build_keys.instructor_judges(LESSON)  # solutions/judges/lesson03.py: the course's models, never packaged
 SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
 RELEASE = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
 EXERCISES = ("decode", "round_to", "predict_vanishing", "stall_point", "choose_loss_scale", "LossScaler",
@@ -43,22 +49,22 @@ def test_choose_loss_scale_contract_is_the_largest_finite_scale():
     # issue 29: the page weighs what each choice costs and leaves the aim to derive (it stated it, a transcription)
     assert "largest** power of two that keeps every scaled gradient" not in text
     assert "costs the whole step" in " ".join(text.split())
-    assert lesson03._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
-    assert lesson03._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
-    assert lesson03._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
+    assert JUDGES._largest_finite_scale(torch.tensor([2e-8, 1e-5, 3e-3]), torch.float16) == 2.0**24
+    assert JUDGES._largest_finite_scale(torch.tensor([3e5, 4.0]), torch.float16) == 0.125
+    assert JUDGES._largest_finite_scale(torch.tensor([-3000.0, 2.0]), torch.float16) == 16.0
 
 
 def test_largest_finite_scale_respects_the_cast_rounding():
     # 65510 rounds down to 65504 in fp16, so 65510/65536 × 2¹⁶ is still finite although it is above fp16's max
-    assert lesson03._largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
-    assert lesson03._largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
+    assert JUDGES._largest_finite_scale(torch.tensor([65510 / 65536]), torch.float16) == 2.0**16
+    assert JUDGES._largest_finite_scale(torch.tensor([65520 / 65536]), torch.float16) == 2.0**15
 
 
 def test_the_reference_solution_is_the_largest_finite_scale():
     ns = namespace(LESSON)
     for grads, dtype in ((torch.tensor([1e-10, 1e-3]), torch.float16), (torch.tensor([1e-12, -7.0]), torch.bfloat16),
                          (torch.tensor([65510 / 65536]), torch.float16)):
-        assert ns["choose_loss_scale"](grads, dtype) == lesson03._largest_finite_scale(grads, dtype)
+        assert ns["choose_loss_scale"](grads, dtype) == JUDGES._largest_finite_scale(grads, dtype)
 
 
 # --- tf32 defaults stated by code, and how the emulation differs -----------------------------------------------------
@@ -132,7 +138,7 @@ def test_prediction_model_agrees_with_torch_casts():
         h = 2.0 ** (-(2 ** (e - 1) - 1) - m)
         values = [h, h * 1.01, -h, h * 0.99, 2 * h, 0.0]
         cast = ((torch.tensor(values, dtype=torch.float32).to(dtype) == 0) & (torch.tensor(values) != 0)).tolist()
-        assert lesson03._vanishing_model(values, e, m) == cast, dtype
+        assert JUDGES._vanishing_model(values, e, m) == cast, dtype
 
 
 def test_the_notebook_measures_after_the_prediction():

@@ -292,17 +292,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "from grader.checks import lesson02\n"
          "SYNC_ANSWERS = {l: lesson02.snippet_reads(l).sync_points > 0 for l in lesson02.SYNC_SNIPPETS}\n",
          r"called grader\.checks\.lesson02\.snippet_reads"),
-        ("link_from_copies_check",
-         "from grader.checks import lesson02\ndef link_from_copies(copies):\n    return lesson02._line(copies)\n",
-         r"calls the course's own link fit"),
+        ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._line\n", "gone"),
+        ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._link\n", "gone"),
     ],
     "03_float_formats": [
-        ("choose_loss_scale_check",
-         "from grader.checks import lesson03\ndef choose_loss_scale(grads, dtype):\n"
-         "    return lesson03._largest_finite_scale(grads, dtype)\n", r"calls the course's own largest-finite-scale search"),
-        ("predict_vanishing_check",
-         "from grader.checks import lesson03\ndef predict_vanishing(values, e, m):\n"
-         "    return lesson03._vanishing_model(values, e, m)\n", r"calls the course's own vanishing model"),
         ("LossScaler_check",
          "import torch\nclass LossScaler:\n"
          "    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):\n"
@@ -310,7 +303,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    def update(self, found_inf):\n"
          "        return not found_inf\n", r"calls torch\.amp\.GradScaler"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03.vanishing_model\n", "gone"),
+        ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._vanishing_model\n", "gone"),
         ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03.largest_finite_scale\n", "gone"),
+        ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03._largest_finite_scale\n", "gone"),
+        ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03._rescue_scale\n", "gone"),
         ("SCALER_FORECAST_check", "from grader.checks import lesson03\nlesson03.gradscaler_with_ceiling\n", "gone"),
         ("ZERO_SHARE_check", "from grader.checks import lesson03\nlesson03.zero_share\n", "gone"),
     ],

@@ -2,9 +2,12 @@
 
 Every check has two halves (grader.checks._common.Check): `observe` runs the
 learner's code (under the course's SyncCounter where it matters) and returns
-plain data; `judge` decides from that data alone. What the judges compare with
-(which quiz lines wait, the losses of the buggy loop) they compute here, with
-the course's own code, never with the learner's.
+plain data; `judge` decides from that data alone. link_from_copies and
+sync_points are keyed (grader.checks._keys): their judges, which hold the
+answers, are the instructor's (solutions/judges/lesson02.py), and this module
+keeps only their cases, the checks that hold no answer and digests. What the
+other judges compare with (which quiz lines wait, the losses of the buggy
+loop) they compute here, with the course's own code, never with the learner's.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from grader import predictions
-from grader.checks._common import Check, Prediction, call, close, fail, guard, is_number, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, Replay, call, close, fail, is_number, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson02.expect
+from grader.checks._keys import Keyed
 from grader.notebook import NotDone
 from grader.shortcuts import course_only
 from grader.syncs import SyncCounter
@@ -37,15 +41,9 @@ LINK_COPIES = [(256 * 2**10, 18.92e-6), (16 * 2**20, 707.05e-6)]
 KiB, MiB = 2**10, 2**20
 
 
-def _line(copies) -> tuple[float, float]:
-    """(latency, bandwidth) of the line through the smallest and the largest copy: both paid the same fixed cost."""
-    (small, t_small), (big, t_big) = min(copies), max(copies)
-    bandwidth = (big - small) / (t_big - t_small)
-    return t_small - small / bandwidth, bandwidth
-
-
-def _link() -> tuple[float, float]:
-    return _line(LINK_COPIES)
+# The made-up link LINK_COPIES were made from (their times rounded to four figures). COPY_PREDICTION's band needs it
+# (its model is the costs on this link); link_from_copies' check does not: its answer is judged by digests.
+_LINK = (8.0e-6, 24e9)  # (latency s, bandwidth bytes/s)
 
 
 def _costs(latency: float, bandwidth: float) -> dict:
@@ -63,7 +61,7 @@ _COPY_KEYS = {"1000 copies of 4 KiB": "number", "1 copy of 4 MiB": "number"}
 
 def _copy_mistake(got: dict) -> str | None:
     """The kind of mistake in a COPY_PREDICTION (seconds), or None; never a value."""
-    latency, bandwidth = _link()
+    latency, bandwidth = _LINK
     want, naive = _costs(latency, bandwidth), _costs(*_naive())
     many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
     if close(many, naive["1000 copies of 4 KiB"], rel=0.1) and not close(many, want["1000 copies of 4 KiB"], rel=0.25):
@@ -88,7 +86,7 @@ def _copy_mistake(got: dict) -> str | None:
 
 def _copy_band(first: dict, context: dict) -> tuple[float, str]:
     """COPY_PREDICTION's first guess: 1 when both costs are within 25% of the link's, 0.5 within a factor 2, else 0."""
-    want = _costs(*_link())
+    want = _costs(*_LINK)
     fraction = min(predictions.band(first[k], want[k], tight=0.25, loose=1.0) for k in _COPY_KEYS)
     mistake = _copy_mistake(first)
     return fraction, ("your first guess holds on the link the two copies imply" if mistake is None
@@ -96,7 +94,7 @@ def _copy_band(first: dict, context: dict) -> tuple[float, str]:
 
 
 def _copy_model(context: dict) -> str:
-    costs = _costs(*_link())
+    costs = _costs(*_LINK)
     return (f"1000 copies of 4 KiB take {timing_text(costs['1000 copies of 4 KiB'])}, one copy of 4 MiB "
             f"{timing_text(costs['1 copy of 4 MiB'])}")
 
@@ -124,42 +122,29 @@ _FIT_CASES = [
 ]
 
 
-def _judge_link_from_copies(fit) -> None:
-    """link_from_copies(copies) -> (latency seconds, bandwidth bytes/s) of the link the copies crossed."""
-    answers = []
+# The answer of link_from_copies is not here: it is judged by digests (grader.checks._keys), made by
+# scripts/build_keys.py from the instructor's judge (solutions/judges/lesson02.py, never released).
+
+
+def _public_link_from_copies(fit: Replay) -> None:
+    """What can be said of link_from_copies without its answer: a pair of numbers."""
     for (copies,) in _FIT_CASES:
         got = call(fit, copies, label=f"link_from_copies({len(copies)} copies)")
-        if (not isinstance(got, (tuple, list)) or len(got) != 2 or not all(is_number(v) for v in got)):
+        if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(is_number(v) for v in got):
             fail(f"link_from_copies returned {type(got).__name__} {_q(got)}; return a pair of numbers: "
                  "(latency in seconds, bandwidth in bytes per second).")
-        answers.append((float(got[0]), float(got[1]), copies))
-    for latency, bandwidth, copies in answers:
-        want_latency, want_bandwidth = _line(copies)
-        if close(latency, want_bandwidth, rel=1e-3) and close(bandwidth, want_latency, rel=1e-3):
-            fail("link_from_copies returned (bandwidth, latency): return the latency first, then the bandwidth.")
-        if close(bandwidth, 8 * want_bandwidth, rel=1e-3) or close(bandwidth, want_bandwidth / 1e9, rel=1e-3):
-            fail("your bandwidth is not in bytes per second (bits? GB/s?): the copies are in bytes and seconds.")
-        if close(latency, 1e6 * want_latency, rel=1e-3) or close(latency, 1e3 * want_latency, rel=1e-3):
-            fail("your latency is not in seconds (µs? ms?): the copies' times are in seconds.")
-    (l0, b0, _), (l1, b1, _) = answers[0], answers[1]
-    if not (close(l0, l1, rel=1e-6) and close(b0, b1, rel=1e-6)):
+
+
+def _hints_link_from_copies(fit: Replay) -> None:
+    """An unknown answer that depends on the copies' order, or is not positive."""
+    (first,), (reversed_,) = _FIT_CASES[:2]
+    if [float(v) for v in call(fit, first)] != [float(v) for v in call(fit, reversed_)]:
         fail("link_from_copies gives another link when the same copies come in another order: it must not depend "
              "on which copy is listed first.")
-    for latency, bandwidth, copies in answers:
-        want_latency, want_bandwidth = _line(copies)
-        small = min(copies)
-        if close(latency, small[1], rel=1e-3) and not close(latency, want_latency, rel=1e-3):
-            fail("link_from_copies reads the smallest copy's time as the fixed cost: that copy moved bytes too, and "
-                 "they took part of its time. Both copies paid the same fixed cost: use them together.")
-        if close(bandwidth, max(copies)[0] / max(copies)[1], rel=1e-4) and not close(bandwidth, want_bandwidth, rel=1e-4):
-            fail("link_from_copies divides the big copy's bytes by its whole time: that time includes the fixed "
-                 "cost too. What does the difference between two copies say about the rate?")
-        if latency <= 0 or bandwidth <= 0:
+    for (copies,) in _FIT_CASES:
+        if any(float(v) <= 0 for v in call(fit, copies)):
             fail("link_from_copies returned a fixed cost or a rate that is not positive: every copy takes longer "
                  "than nothing, and a bigger copy longer than a smaller one.")
-        if not (close(latency, want_latency, rel=1e-6) and close(bandwidth, want_bandwidth, rel=1e-6)):
-            fail(f"link_from_copies({len(copies)} copies) is not the link those copies crossed: with a fixed cost "
-                 "per copy and a rate per byte, every copy lies on one line of time against bytes.")
 
 
 def _q(value) -> str:
@@ -167,9 +152,12 @@ def _q(value) -> str:
     return text if len(text) < 120 else text[:117] + "..."
 
 
-check_link_from_copies = guard(recorded("link_from_copies", "link_from_copies", _FIT_CASES, _judge_link_from_copies),
-                               "link_from_copies", {_line: "the course's own link fit (grader.checks.lesson02)",
-                                                    _link: "the course's own link fit (grader.checks.lesson02)"})
+check_link_from_copies = Keyed(
+    LESSON, "link_from_copies", "link_from_copies", _FIT_CASES, public=_public_link_from_copies,
+    hints=_hints_link_from_copies, floats=True,
+    unknown="link_from_copies is not the link those copies crossed, nor a mistake the course knows. Every copy pays "
+            "the same fixed cost, whatever its size, and its bytes at the link's one rate: so the copies lie on one "
+            "line of time against bytes. What does that line say, in seconds and in bytes per second?")
 
 
 # --- the sync-point quiz --------------------------------------------------------------------
@@ -358,60 +346,33 @@ def buggy_losses(n_batches: int = N_BATCHES, batch: int = BATCH, features: int =
 LOOP_VERSIONS = ("buggy", "read once", "resident", "pinned")
 
 
-def _sync_points_model(version: str, steps: int, n_batches: int) -> int:
-    """What the counter measures for each of the lesson's loop versions (x and y are two copies per batch)."""
-    return {"buggy": 3 * steps, "read once": 2 * steps + 1, "resident": 2 * n_batches + 1, "pinned": 1}[version]
-
-
 _PREDICT_CASES = [(v, s, b) for v in LOOP_VERSIONS for s, b in ((16, 4), (6, 3), (3, 5))]  # (3, 5): fewer steps than batches
 
+# The answer of sync_points is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py
+# from the instructor's judge (solutions/judges/lesson02.py, never released).
 
-def _judge_sync_points(sync_points: Callable[[str, int, int], int]) -> None:
-    """sync_points(version, steps, n_batches): the sync points the counter measures for each loop version."""
+
+def _sync_label(version: str, steps: int, n_batches: int) -> str:
+    return f"sync_points({version!r}, steps={steps}, n_batches={n_batches})"
+
+
+def _public_sync_points(sync_points: Replay) -> None:
+    """What can be said of sync_points without its answer: a whole number, not negative."""
     for version, steps, n_batches in _PREDICT_CASES:
-        got = call(sync_points, version, steps, n_batches)
-        shown = f"sync_points({version!r}, steps={steps}, n_batches={n_batches})"
+        shown = _sync_label(version, steps, n_batches)
+        got = call(sync_points, version, steps, n_batches, label=shown)
         if not is_number(got) or isinstance(got, float):
             fail(f"{shown} returned a {type(got).__name__}; return a whole number of sync points (an int).")
-        want = _sync_points_model(version, steps, n_batches)
-        if got == want:
-            continue
-        if (version, got) in (("buggy", steps), ("read once", 1), ("resident", 1)):
-            fail(
-                f"{shown} counts only the reads. A copy to the device from ordinary (pageable) host memory "
-                "is a sync point too: PyTorch waits for the stream to drain before x.to(device) returns."
-            )
-        if (version, got) in (("buggy", 2 * steps), ("read once", steps + 1), ("resident", n_batches + 1)):
-            fail(
-                f"{shown}: each batch is two tensors, x and y, and each .to(device) is its own copy "
-                "(and its own sync point when the memory is pageable)."
-            )
-        if version == "read once" and got == 2 * steps:
-            fail(f"{shown} leaves out the one read after the loop: .tolist() waits for the device too.")
-        if version == "buggy" and got == 3 * steps + 1:
-            fail(f"{shown}: the buggy loop reads each loss with .item() inside the loop and returns the "
-                 "list as it is; there is no extra read after the loop.")
-        if version == "resident" and steps < n_batches and got == 2 * steps + 1:
-            fail(
-                f"{shown} copies only the batches the loop reaches. The resident loop moves the whole data "
-                "set to the device before the first step, without knowing how many steps will use it: every one of "
-                "the n_batches batches is copied (x and y), even with fewer steps than batches."
-            )
-        if version == "resident" and got in (2 * steps + 1, 2 * steps):
-            fail(
-                f"{shown} grows with the steps, but the resident loop copies the data set once, before the "
-                "loop: its copies grow with n_batches, not with steps."
-            )
-        if version == "pinned" and got in (2 * steps + 1, 2 * steps, 2 * n_batches + 1):
-            fail(
-                f"{shown}: a copy from pinned memory with non_blocking=True does not make the host wait "
-                "(and pin_memory() itself reads nothing from the device); only the read after the loop does."
-            )
-        fail(f"{shown} is not what the counter measures for that loop. Count, for that "
-             "version, the copies from pageable memory (x and y, per step or once per batch) and the reads.")
+        if got < 0:
+            fail(f"{shown} returned {got}: a count of sync points is not negative.")
 
 
-check_sync_points = recorded("sync_points", "sync_points", _PREDICT_CASES, _judge_sync_points)
+check_sync_points = Keyed(
+    LESSON, "sync_points", "sync_points", _PREDICT_CASES, public=_public_sync_points,
+    unknown="sync_points is not what the counter measures for every loop version, nor a mistake the course knows. "
+            "For each version, count what makes the host wait: each read of a value from the device, and each copy "
+            "to the device from ordinary (pageable) host memory; a copy from pinned memory with non_blocking=True "
+            "waits for nothing. Where in the loop is each one, and how many times does it run?")
 
 
 # --- the fixed training loop ----------------------------------------------------------------

@@ -4,13 +4,12 @@ ROUNDED_BY_HAND, ZERO_SHARE, SCALER_FORECAST).
 
 Each check is two halves (grader.checks._common.Check): observe calls the
 learner's code on the check's own cases and returns plain data; judge reads
-that data and names the mistake. References are independent of the learner's
-route and are computed on the judging side: struct for fp32 bits, numpy's
-float16 for fp16 bits, torch's own casts for bf16, a running sum actually run
-in the dtype for stall points, and torch.amp.GradScaler itself for the
-scaler. tf32 has no storage type to compare with, so it is checked by what
-rounding to nearest even means: the stored value is the nearer neighbour,
-ties go to even.
+that data and names the mistake. decode, round_to, predict_vanishing,
+stall_point and choose_loss_scale are keyed (grader.checks._keys): their
+judges, which hold the answers, are the instructor's
+(solutions/judges/lesson03.py), and this module keeps only their cases, the
+checks that hold no answer and digests. The scaler is compared with
+torch.amp.GradScaler itself.
 """
 
 from __future__ import annotations
@@ -25,11 +24,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from grader.checks._common import Check, Prediction, Replay, call, close, fail, guard, is_number, record, recorded, require_callable, same
+from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, record, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
-from grader.checks._keys import Keyed
+from grader.checks._keys import Keyed, outcomes
 from grader.floats import FORMATS, value_of
-from grader.notebook import NotDone
+from grader.notebook import CheckFailed, NotDone
 
 LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
@@ -61,20 +60,6 @@ def _split(bits: int, exponent_bits: int, mantissa_bits: int) -> tuple[int, int,
 
 def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _recorded_with_copies(what: str, name: str, cases: Callable[[], list[tuple]], judge: Callable[[Replay], None]) -> Check:
-    """Like `recorded`, but every tensor argument is handed to the learner as a copy, so an in-place edit cannot change the case."""
-
-    def observe(fn):
-        require_callable(fn, name)
-
-        def on_copies(*args):
-            return fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
-
-        return record(on_copies, name, cases())
-
-    return Check(what, observe, lambda observation: judge(Replay(observation)))
 
 
 # --- decode ---------------------------------------------------------------------------------
@@ -313,13 +298,6 @@ check_rounded_by_hand = Check("ROUNDED_BY_HAND", _prediction("ROUNDED_BY_HAND"),
 # --- predict, then measure: which gradients vanish -----------------------------------------------
 
 
-def _vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
-    """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
-    bias = 2 ** (exponent_bits - 1) - 1
-    half_smallest = 2.0 ** (-bias - mantissa_bits)
-    return [x != 0 and abs(x) <= half_smallest for x in values]
-
-
 def _half_subnormal(e: int, m: int) -> float:
     return 2.0 ** (-(2 ** (e - 1) - 1) - m)
 
@@ -346,47 +324,45 @@ def _as_bools(got: Any, n: int) -> list[bool] | None:
     return None
 
 
-def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
-    """predict_vanishing(values, e, m): from the field widths alone, which values a cast to zero."""
+# The answer of predict_vanishing is not here: it is judged by digests (grader.checks._keys), made by
+# scripts/build_keys.py from the instructor's judge (solutions/judges/lesson03.py, never released).
+
+
+def _public_predict_vanishing(predict_vanishing: Replay) -> None:
+    """What can be said of predict_vanishing without its answer: one bool per value."""
     for values, e, m in _VANISH_CASES:
-        label = f"predict_vanishing({values!r}, {e}, {m})"
-        got = call(predict_vanishing, values, e, m, label=label)
-        mine = _as_bools(got, len(values))
-        if mine is None:
+        got = call(predict_vanishing, values, e, m, label=f"predict_vanishing(values, {e}, {m})")
+        if _as_bools(got, len(values)) is None:
             fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
-        want = _vanishing_model(values, e, m)
-        if mine == want:
-            continue
-        bias = 2 ** (e - 1) - 1
-        half, smallest, normal = _half_subnormal(e, m), 2 * _half_subnormal(e, m), 2.0 ** (1 - bias)
-        wrong = [(x, g) for x, g, w in zip(values, mine, want) if g != w]
-        x, g = wrong[0]
-        fmt = f"a format with {e} exponent bits and {m} mantissa bits"
-        if mine == [v != 0 and abs(v) < normal for v in values]:
-            fail(f"for {fmt} you predicted that everything below the smallest normal ({normal:.3g}) vanishes; below it come "
-                 f"the subnormals, down to {smallest:.3g}, which keep small values nonzero with fewer digits.")
-        if mine == [v != 0 and abs(v) < smallest for v in values]:
-            fail(f"for {fmt} you predicted that {x:.3g} vanishes, but it lies above half the smallest subnormal "
-                 f"({half:.3g}), so the cast rounds it up to {smallest:.3g}. Only values at most half of it round to 0.")
-        if mine == [v != 0 and abs(v) < half for v in values]:
-            fail(f"for {fmt} you predicted that {half!r}, exactly half the smallest subnormal, survives: a tie rounds "
-                 "to the even neighbour, and that is 0 (mantissa 0), so it vanishes. Use <=, not <.")
-        if mine == _vanishing_model(values, e + 1, m) or mine == [v != 0 and abs(v) <= 2.0 ** (-(2 ** (e - 1)) - m) for v in values]:
-            fail(f"for {fmt} your threshold is off by a factor of two. The bias is 2^(e−1) − 1 = {bias}, and an "
-                 f"all-zero exponent field stands for 2^(1 − bias), the smallest normal's power of two, not 2^(0 − bias): "
-                 f"the smallest subnormal is 2^(1 − bias − m) = {smallest:.3g} and half of it {half:.3g}.")
-        if any(v < 0 and want[i] for i, v in enumerate(values)) and mine == [v > 0 and w for v, w in zip(values, want)]:
-            fail(f"predict_vanishing missed {[v for v, w in zip(values, want) if v < 0 and w][0]:.3g}: a negative value "
-                 "vanishes too. Compare magnitudes (abs).")
-        if x == 0 and g:
+
+
+def _hints_predict_vanishing(predict_vanishing: Replay) -> None:
+    """An unknown answer that says zero vanishes, or keeps a value while a smaller one of the same format vanishes."""
+    for values, e, m in _VANISH_CASES:
+        mine = _as_bools(call(predict_vanishing, values, e, m), len(values))
+        if any(g and x == 0 for x, g in zip(values, mine)):
             fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
-        fail(f"for {fmt} you predicted {g} for {x:.3g}; the cast {'keeps it' if g else 'rounds it to 0'}. The smallest "
-             f"subnormal is {smallest:.3g} and the format holds it; only values at most half of it ({half:.3g}) are "
-             "nearer to 0, and exactly half is a tie that goes to 0.")
+        kept = [abs(x) for x, g in zip(values, mine) if x != 0 and not g]
+        lost = [abs(x) for x, g in zip(values, mine) if g]
+        if kept and lost and min(kept) < max(lost):
+            fail(f"for a format with {e} exponent bits and {m} mantissa bits you predicted that a value vanishes while a "
+                 "smaller one (in magnitude) survives: a cast rounds each magnitude to the nearest number the format "
+                 "holds, so whether a value vanishes depends on its magnitude alone, and only on which side of one "
+                 "cut-off it lies.")
 
 
-check_predict_vanishing = guard(recorded("predict_vanishing", "predict_vanishing", _VANISH_CASES, _judge_predict_vanishing),
-                                "predict_vanishing", {_vanishing_model: "the course's own vanishing model"})
+def _bools_read(observation: Any) -> list:
+    """The answers with a bool tensor read as a list of bools (a tensor of the right bools is as right as a list)."""
+    return [_as_bools(v, len(v)) if isinstance(v, torch.Tensor) and v.dim() == 1 else v for v in outcomes(observation)]
+
+
+check_predict_vanishing = Keyed(
+    LESSON, "predict_vanishing", "predict_vanishing", _VANISH_CASES, public=_public_predict_vanishing,
+    hints=_hints_predict_vanishing, accept=(_bools_read,),
+    unknown="predict_vanishing is not which values a cast to that format turns into 0, nor a mistake the course "
+            "knows. Go back to section 1: the smallest number each format holds comes from its field widths (the "
+            "bias, and what an all-zero exponent field stands for), and a cast rounds to the nearest number it holds, "
+            "a tie to the one whose last mantissa bit is 0.")
 
 
 # --- underflow ------------------------------------------------------------------------------
@@ -454,101 +430,69 @@ check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"fp16": "number", "bf16": (
 # --- loss scale -----------------------------------------------------------------------------
 
 
-def _all_finite(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> bool:
-    """True when every gradient times `scale`, stored in `dtype`, is finite (the cast rounds to nearest)."""
-    return bool(torch.isfinite((grads.double() * scale).to(dtype)).all())
-
-
-def _largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
-    """The largest power of two S such that every gradient × S stays finite in dtype (grads finite, one nonzero)."""
-    amax = float(grads.abs().max())
-    k = math.floor(math.log2(torch.finfo(dtype).max / amax))
-    while _all_finite(grads, dtype, 2.0 ** (k + 1)):
-        k += 1
-    while not _all_finite(grads, dtype, 2.0**k):
-        k -= 1
-    return 2.0**k
-
-
-def _rescue_scale(grads: torch.Tensor, dtype: torch.dtype) -> float | None:
-    """The old aim: the smallest power of two ≥ 1 that keeps every nonzero gradient nonzero (None if none does)."""
-    nonzero = grads[grads != 0].abs().double()
-    for k in range(0, 400):
-        scaled = (nonzero * 2.0**k).to(dtype)
-        if (scaled != 0).all():
-            return 2.0**k
-    return None
-
-
 _SCALE_CASES = [
     (torch.tensor([1e-10, 1e-3, -4e-6]), torch.float16),
     (torch.tensor([0.0, 3e-9, 0.5, 0.0]), torch.float16),
-    (torch.tensor([1e-12, 4.0]), torch.bfloat16),  # a bf16 scale that fp32 can still hold (2^125)
-    (torch.tensor([1e5, 1.0]), torch.float16),  # overflows fp16 even unscaled: the scale goes below 1
+    (torch.tensor([1e-12, 4.0]), torch.bfloat16),  # bf16's range is fp32's
+    (torch.tensor([1e5, 1.0]), torch.float16),  # overflows fp16 even unscaled
     (torch.tensor([-3000.0, 2.0, 1e-6]), torch.float16),  # the largest magnitude is negative
     (torch.tensor([1.0]), torch.float16),
-    (torch.tensor([65519.0 / 1024]), torch.float16),  # × 1024 lands past fp16's largest number and rounds back to it
-    (torch.tensor([3.39e38 / 2.0**100, 1.0]), torch.bfloat16),  # × 2^100 lands just past bf16's largest: still finite
+    (torch.tensor([65519.0 / 1024]), torch.float16),  # a scaled value can land just past fp16's largest number
+    (torch.tensor([3.39e38 / 2.0**100, 1.0]), torch.bfloat16),  # and just past bf16's
 ]
 
-
-def _pow2(scale: float) -> str:
-    """A power of two as a learner reads it: 2^25 = 3.36e+07."""
-    k = math.log2(scale)
-    return f"2^{k:g} = {scale:.3g}" if k.is_integer() and abs(k) > 10 else f"{scale:g}"
+# The answer of choose_loss_scale is not here: it is judged by digests (grader.checks._keys), made by
+# scripts/build_keys.py from the instructor's judge (solutions/judges/lesson03.py, never released).
 
 
-def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dtype], float]) -> None:
-    """choose_loss_scale: the largest power of two that keeps every scaled gradient finite in dtype."""
+def _scale_label(grads: torch.Tensor, dtype: torch.dtype) -> str:
+    return f"choose_loss_scale([{', '.join(f'{v:.3g}' for v in grads.tolist())}], {dtype})"
+
+
+def _scale_of(got: Any) -> Any:
+    """A one-element float tensor read as its number (as right as the float itself)."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and got.dtype.is_floating_point:
+        return float(got)
+    return got
+
+
+def _public_choose_loss_scale(choose_loss_scale: Replay) -> None:
+    """What can be said of choose_loss_scale without its answer: a number (a call that raised is judged with the rest)."""
     for grads, dtype in _SCALE_CASES:
-        label = f"choose_loss_scale([{', '.join(f'{v:.3g}' for v in grads.tolist())}], {dtype})"
-        got = call(choose_loss_scale, grads, dtype, label=label)
-        if isinstance(got, torch.Tensor) and got.numel() == 1 and got.dtype.is_floating_point:
-            got = float(got)
-        if not is_number(got) or not math.isfinite(float(got)) or float(got) <= 0:
+        label = _scale_label(grads, dtype)
+        try:
+            got = _scale_of(call(choose_loss_scale, grads, dtype, label=label))
+        except CheckFailed:
+            continue  # it raised: a known mistake may (the old aim gives up where no scale rescues every gradient)
+        if not is_number(got):
             fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
-        got = float(got)
-        want = _largest_finite_scale(grads, dtype)
-        if got == want:
-            continue
-        if got.is_integer() and abs(got) < 400 and got == math.log2(want):
-            fail(f"{label} returned {_pow2(got)}, which looks like the exponent k; return the scale itself, 2.0 ** k.")
+
+
+def _hints_choose_loss_scale(choose_loss_scale: Replay) -> None:
+    """An unknown answer that raised, is not positive and finite, or is not a power of two."""
+    for grads, dtype in _SCALE_CASES:
+        label = _scale_label(grads, dtype)
+        got = float(_scale_of(call(choose_loss_scale, grads, dtype, label=label)))
+        if not math.isfinite(got) or got <= 0:
+            fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
         if got != 2.0 ** round(math.log2(got)):
-            fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
-        amax_at = int(grads.abs().argmax())
-        largest = float(grads[amax_at])
-        if not _all_finite(grads, dtype, got):
-            if want < 1 and got == 1:
-                fail(f"{label} returned 1, but {largest:g} overflows {dtype} already at scale 1 (its largest finite value "
-                     f"is {torch.finfo(dtype).max:g}): the scale may go below 1. GradScaler's goes "
-                     "below 1 too after enough overflows.")
-            if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
-                fail(f"{label} returned {_pow2(got)}, which turns {largest:g} into -inf: the gradient with the largest "
-                     "magnitude is negative. Compare magnitudes (abs), not signed values.")
-            if got == 2 * want:
-                fail(f"{label} returned {_pow2(got)}: one power of two too high, it turns {largest:g} into inf in {dtype}. "
-                     "A cast overflows only when the nearest number is past the largest: which side of that is yours?")
-            if got == _rescue_scale(grads, dtype):
-                fail(f"{label} returned {_pow2(got)}, the smallest scale that keeps the smallest gradient nonzero, but it turns "
-                     f"{largest:g} into inf, and an inf costs the whole step. Which gradients carry the update?")
-            fail(f"{label} returned {_pow2(got)}, but that turns {largest:g} into inf in {dtype}: "
-                 f"a scale must keep the largest gradient finite.")
-        if got == _rescue_scale(grads, dtype):
-            fail(f"{label} returned {_pow2(got)}: the smallest scale that keeps the smallest gradient nonzero (the old aim). "
-                 "The smallest gradients carry almost none of the update, and a bigger scale costs a finite gradient no "
-                 "digit: what does a higher scale still buy, and where does it stop being safe?")
-        if got == want / 2:
-            fail(f"{label} returned {_pow2(got)}, one power of two too low: twice that still keeps every gradient finite in "
-                 f"{dtype}. A cast rounds to the nearest number, so a scaled gradient a little past the largest finite "
-                 "number can still round down to it.")
-        fail(f"{label} returned {_pow2(got)}, which leaves room unused in {dtype}: a bigger power of two still keeps "
-             "every scaled gradient finite, and costs none of them a digit.")
+            fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a "
+                 "gradient.")
 
 
-check_choose_loss_scale = guard(
-    _recorded_with_copies("choose_loss_scale", "choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES],
-                          _judge_choose_loss_scale),
-    "choose_loss_scale", {_largest_finite_scale: "the course's own largest-finite-scale search"})
+def _scales_read(observation: Any) -> list:
+    """The answers with every number a float and a one-element tensor read as its number."""
+    return [float(v) if is_number(v) else v for v in map(_scale_of, outcomes(observation))]
+
+
+check_choose_loss_scale = Keyed(
+    LESSON, "choose_loss_scale", "choose_loss_scale", public=_public_choose_loss_scale,
+    hints=_hints_choose_loss_scale, accept=(_scales_read,), floats=True,
+    observe=_on_copies("choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES]),
+    unknown="choose_loss_scale is not the scale these gradients call for, nor a mistake the course knows. Weigh what "
+            "each choice costs: a scaled gradient that overflows costs the whole step, one that underflows costs "
+            "its own small share of the update, and a power of two costs a finite gradient no digit; and a cast "
+            "overflows only where its nearest number is past the largest.")
 
 
 # --- stall point ----------------------------------------------------------------------------

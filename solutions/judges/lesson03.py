@@ -19,8 +19,9 @@ from typing import Callable
 import torch
 
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson03 import (_EDGE, _ROUND_CASES, _STALL_FP32, _STALL_RUN, _WIDTHS, _as_float, _fields,
-                                    _fp32_bits, _reference_bits, _round_input, _split)
+from grader.checks.lesson03 import (_EDGE, _ROUND_CASES, _STALL_FP32, _SCALE_CASES, _STALL_RUN, _VANISH_CASES, _WIDTHS, _as_bools,
+                                    _as_float, _fields, _fp32_bits, _reference_bits, _round_input, _scale_label,
+                                    _scale_of, _split)
 from grader.floats import FORMATS, value_of
 
 
@@ -212,4 +213,132 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
         if s + step != s or below + step == below:
             fail(f"{label} returned {got:g}; in float32 the sum stops growing elsewhere.")
 
-JUDGES = {"decode": _judge_decode, "round_to": _judge_round_to, "stall_point": _judge_stall_point}
+# --- predict_vanishing ---------------------------------------------------------------------------------------------
+
+
+def _vanishing_model(values: list[float], exponent_bits: int, mantissa_bits: int) -> list[bool]:
+    """The course's model: a nonzero value vanishes when |x| is at most half the smallest subnormal (a tie goes to even, 0)."""
+    bias = 2 ** (exponent_bits - 1) - 1
+    half_smallest = 2.0 ** (-bias - mantissa_bits)
+    return [x != 0 and abs(x) <= half_smallest for x in values]
+
+
+def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
+    """predict_vanishing(values, e, m): from the field widths alone, which values a cast to zero."""
+    for values, e, m in _VANISH_CASES:
+        got = call(predict_vanishing, values, e, m, label=f"predict_vanishing(values, {e}, {m})")
+        mine = _as_bools(got, len(values))
+        if mine is None:
+            fail(f"predict_vanishing(values, {e}, {m}) returned {got!r}; return a list of {len(values)} bools, one per value.")
+        want = _vanishing_model(values, e, m)
+        if mine == want:
+            continue
+        bias = 2 ** (e - 1) - 1
+        half = 2.0 ** (-bias - m)
+        smallest, normal = 2 * half, 2.0 ** (1 - bias)
+        fmt = f"for a format with {e} exponent bits and {m} mantissa bits"
+        if mine == [v != 0 and abs(v) < normal for v in values]:
+            fail(f"{fmt} you predicted that everything below the smallest normal number vanishes; below it come the "
+                 "subnormals, which keep small values nonzero with fewer digits.")
+        if mine == [v != 0 and abs(v) <= smallest for v in values]:
+            fail(f"{fmt} you predicted that the smallest subnormal itself vanishes, but it is a number of the format: "
+                 "the cast keeps it. A cast sends a value to 0 only when 0 is the nearest number it holds.")
+        if mine == [v != 0 and abs(v) < smallest for v in values]:
+            fail(f"{fmt} you predicted that a value just below the smallest subnormal vanishes, but it is nearer to "
+                 "the smallest subnormal than to 0, so the cast rounds it up: a cast keeps the nearest number, not the "
+                 "one below.")
+        if mine == [v != 0 and abs(v) < half for v in values]:
+            fail(f"{fmt} you predicted that a value exactly halfway between 0 and the smallest subnormal survives: a tie "
+                 "rounds to the even neighbour, the one whose mantissa ends in 0, and that is 0, so it vanishes.")
+        if mine == [v != 0 and abs(v) <= half / 2 for v in values]:
+            fail(f"{fmt} your cut-off is off by a factor of two. Check the bias, and the power of two an all-zero "
+                 "exponent field stands for: the smallest normal number's, not 2^(0 − bias), since a subnormal is "
+                 "the smallest normal's power of two without the hidden 1.")
+        if any(v < 0 and w for v, w in zip(values, want)) and mine == [v > 0 and w for v, w in zip(values, want)]:
+            fail("predict_vanishing keeps every negative value: a negative value vanishes too, the sign is kept apart "
+                 "and the magnitude is what the cast rounds. Compare magnitudes.")
+        if any(g and x == 0 for x, g in zip(values, mine)):
+            fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
+        fail(f"{fmt} your prediction is not what the cast does: a cast rounds to the nearest number the format holds "
+             "(a tie to the even one), and the smallest it holds besides 0 is its smallest subnormal.")
+
+
+# --- choose_loss_scale ---------------------------------------------------------------------------------------------
+
+
+def _all_finite(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> bool:
+    """True when every gradient times `scale`, stored in `dtype`, is finite (the cast rounds to nearest)."""
+    return bool(torch.isfinite((grads.double() * scale).to(dtype)).all())
+
+
+def _largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
+    """The largest power of two S such that every gradient × S stays finite in dtype (grads finite, one nonzero)."""
+    amax = float(grads.abs().max())
+    k = math.floor(math.log2(torch.finfo(dtype).max / amax))
+    while _all_finite(grads, dtype, 2.0 ** (k + 1)):
+        k += 1
+    while not _all_finite(grads, dtype, 2.0**k):
+        k -= 1
+    return 2.0**k
+
+
+def _rescue_scale(grads: torch.Tensor, dtype: torch.dtype) -> float | None:
+    """The old aim: the smallest power of two ≥ 1 that keeps every nonzero gradient nonzero (None if none does)."""
+    nonzero = grads[grads != 0].abs().double()
+    for k in range(0, 400):
+        scaled = (nonzero * 2.0**k).to(dtype)
+        if (scaled != 0).all():
+            return 2.0**k
+    return None
+
+
+def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dtype], float]) -> None:
+    """choose_loss_scale: the largest power of two that keeps every scaled gradient finite in dtype."""
+    for grads, dtype in _SCALE_CASES:
+        label = _scale_label(grads, dtype)
+        got = _scale_of(call(choose_loss_scale, grads, dtype, label=label))
+        if not is_number(got) or not math.isfinite(float(got)) or float(got) <= 0:
+            fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
+        got = float(got)
+        want = _largest_finite_scale(grads, dtype)
+        if got == want:
+            continue
+        if got.is_integer() and abs(got) < 400 and got == math.log2(want):
+            fail("choose_loss_scale returns what looks like the exponent k; return the scale itself, 2.0 ** k.")
+        if got != 2.0 ** round(math.log2(got)):
+            fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
+        largest = float(grads[int(grads.abs().argmax())])
+        line = 2.0 ** math.floor(math.log2(torch.finfo(dtype).max / abs(largest)))  # the largest finite number as the line
+        if not _all_finite(grads, dtype, got):
+            if want < 1 and got == 1:
+                fail(f"{label} returned 1, but a gradient here overflows {dtype} already at scale 1: the scale may go "
+                     "below 1. GradScaler's goes below 1 too after enough overflows.")
+            if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
+                fail(f"{label} returns a scale that turns the largest gradient into -inf: the gradient with the largest "
+                     "magnitude is negative. Compare magnitudes (abs), not signed values.")
+            if got == 2 * want:
+                fail("choose_loss_scale is one power of two too high: its scale turns the largest gradient into inf. A "
+                     "cast overflows only when the nearest number is past the largest: which side of that is yours?")
+            if got == _rescue_scale(grads, dtype):
+                fail(f"{label} returns the smallest scale that keeps the smallest gradient nonzero, but it turns the "
+                     "largest into inf, and an inf costs the whole step. Which gradients carry the update?")
+            fail(f"{label} returns a scale that turns the largest gradient into inf in {dtype}: a scale must keep "
+                 "every scaled gradient finite.")
+        if got == _rescue_scale(grads, dtype):
+            fail(f"{label} returns the smallest scale that keeps the smallest gradient nonzero (the old aim). The "
+                 "smallest gradients carry almost none of the update, and a bigger scale costs a finite gradient no "
+                 "digit: what does a higher scale still buy, and where does it stop being safe?")
+        if got == want / 2 and got == line:
+            fail("choose_loss_scale stops where a scaled gradient would pass the format's largest finite number, which "
+                 "is one power of two too low where a scaled gradient lands a little past it: a cast rounds to the "
+                 "nearest number, so a value a little past the largest finite number can still round down to it. "
+                 "What overflows is what the cast turns into inf.")
+        if got == want / 2:
+            fail("choose_loss_scale is one power of two too low: twice its scale still keeps every scaled gradient "
+                 "finite, and a higher scale costs a finite gradient no digit while it keeps more small ones nonzero.")
+        fail(f"{label} returns a scale that leaves room unused in {dtype}: a bigger power of two still keeps every "
+             "scaled gradient finite, and costs none of them a digit.")
+
+
+JUDGES = {"decode": _judge_decode, "round_to": _judge_round_to, "predict_vanishing": _judge_predict_vanishing,
+          "stall_point": _judge_stall_point, "choose_loss_scale": _judge_choose_loss_scale}

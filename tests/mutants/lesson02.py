@@ -88,8 +88,6 @@ MUTANTS = {
         ("the time scale flipped",
          _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (tb - ts) / (b - s)\n    return ts - s * bw, 1 / bw / 2"),
          r"not the link those copies crossed"),
-        ("the course's own fit", "from grader.checks import lesson02\ndef link_from_copies(copies):\n"
-                                 "    return lesson02._line(copies)\n", r"the course's own link fit"),
     ],
     "COPY_PREDICTION_check": [
         ("prediction without a reason", "COPY_PREDICTION.pop('why')", r"needs exactly the keys"),

@@ -483,20 +483,6 @@ def stall_point(dtype, step):
 }
 
 # Shortcuts (issue 29): the course's own code called instead of the reasoning; each check notices and says so.
-MUTANTS["predict_vanishing_check"].append((
-    "shortcut: the course's vanishing model",
-    "from grader.checks import lesson03 as _course\n"
-    "def predict_vanishing(values, exponent_bits, mantissa_bits):\n"
-    "    return _course._vanishing_model(values, exponent_bits, mantissa_bits)\n",
-    r"calls the course's own vanishing model",
-))
-MUTANTS["choose_loss_scale_check"].append((
-    "shortcut: the course's largest-finite-scale search",
-    "from grader.checks import lesson03 as _course\n"
-    "def choose_loss_scale(grads, dtype):\n"
-    "    return _course._largest_finite_scale(grads, dtype)\n",
-    r"calls the course's own largest-finite-scale search",
-))
 MUTANTS["LossScaler_check"].append((
     "shortcut: GradScaler's trace replayed",
     """
