@@ -60,8 +60,11 @@ def _near_edge(value, sig: int) -> bool:
 
 def _observe(check, step, ns: dict):
     """`check`'s observation of the objects the check cell's call `step` passes, after the plain-data round trip."""
+    from grader import shortcuts
+
     learner = [ns[a] for a in step.names]
     inputs = {k: v for k, v in step.kwargs.items() if k in check.inputs}
+    shortcuts.reset()  # the course's own cells run to make `ns` are not the learner's earlier cells
     with contextlib.redirect_stdout(io.StringIO()):
         return _plain.roundtrip(check.observe(*learner, **inputs))
 
