@@ -371,8 +371,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls grader\.checks\.lesson07\._walk"),
     ],
     "08_inside_a_kernel": [
-        ("fusion_bytes_check", "from grader.checks import lesson08\n\ndef fusion_bytes(rows, cols, dtype_bytes):\n"
-         "    return lesson08._fusion(rows, cols, dtype_bytes)\n", r"calls grader\.checks\.lesson08\._fusion"),
+        ("fusion_bytes_check", "from grader.checks import lesson08\nlesson08._fusion\n", "gone"),
         ("tile_traffic_check", "from grader.checks import lesson08\n\ndef tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
          "    return lesson08._traffic(M, N, K, BM, BN, BK, dtype_bytes)\n", r"calls grader\.checks\.lesson08\._traffic"),
         ("best_tiles_check", "from grader.checks import lesson08\n\ndef best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, "
