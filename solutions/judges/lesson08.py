@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson08 import _FUSION_CASES
+from grader.checks.lesson08 import _FLASH_CASES, _FUSION_CASES
 
 # --- fusion_bytes ------------------------------------------------------------------------------------
 
@@ -59,4 +59,43 @@ def _fusion_bytes(fn: Callable) -> None:
                  "and dtype_bytes as given (n = rows × cols elements)?")
 
 
-JUDGES = {"fusion_bytes": _fusion_bytes}
+# --- flash_traffic -----------------------------------------------------------------------------------
+
+
+def flash_bytes(s: int, d: int, block_m: int, block_n: int, b: int) -> tuple[int, int]:
+    """(loaded, stored) bytes of the course's attention kernel: Q once, K and V once per query block, O once."""
+    return b * (s * d + 2 * s * d * -(-s // block_m)), b * s * d
+
+
+def _flash_traffic(fn: Callable) -> None:
+    """flash_traffic: every program (a block of queries) reads its Q block once and walks all of K and V; O once."""
+    for case in _FLASH_CASES:
+        got = call(fn, *case)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(is_number(v) for v in got)):
+            fail(f"flash_traffic{case} returned {got!r}; return (load_bytes, store_bytes).")
+    s, d, bm, bn, b = case = _FLASH_CASES[0]
+    loads, stores = (float(v) for v in call(fn, *case))
+    want_l, want_s = flash_bytes(*case)
+    label = f"flash_traffic(s={s}, d={d}, block_m={bm}, block_n={bn}, dtype_bytes={b})"
+    if close(stores, want_s + b * s * s) or close(stores, want_s + 4 * s * s):
+        fail(f"{label}: the stores count the s × s score matrix. This kernel never writes it: each block of scores "
+             "lives in registers and is gone after its step. It stores only what it returns.")
+    if close(loads, 3 * b * s * d):
+        fail(f"{label}: the loads count Q, K and V once each. Every program (one per query block) walks all of K and "
+             "V: how many programs are there?")
+    if close(loads, b * (s * d + 2 * s * d * -(-s // bn))):
+        fail(f"{label}: K and V re-read once per key block. They are re-read once per program, and a program is a "
+             "block of queries, not of keys.")
+    if not close(stores, want_s):
+        fail(f"{label}: the stores are off. Read the kernel's tl.store: what does it write, and how often?")
+    if not close(loads, want_l):
+        fail(f"{label}: the loads are off. Read the kernel's tl.load calls: which tensor does each read, in which "
+             "loop, and how many programs run it?")
+    for case in _FLASH_CASES[1:]:
+        got, want = call(fn, *case), flash_bytes(*case)
+        if not (close(float(got[0]), want[0]) and close(float(got[1]), want[1])):
+            fail(f"flash_traffic{case} is off for this shape, right for another: use each argument as given (round "
+                 "a partial query block up).")
+
+
+JUDGES = {"fusion_bytes": _fusion_bytes, "flash_traffic": _flash_traffic}
