@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson08 import _FLASH_CASES, _FUSION_CASES
+from grader.checks._common import call, close, fail, is_number, quote
+from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _TILE_CASES, _best_label, _fits,
+                                    _footprint)
 
 # --- fusion_bytes ------------------------------------------------------------------------------------
 
@@ -59,6 +60,106 @@ def _fusion_bytes(fn: Callable) -> None:
                  "and dtype_bytes as given (n = rows × cols elements)?")
 
 
+# --- tile_traffic ------------------------------------------------------------------------------------
+
+
+def _traffic(M: int, N: int, K: int, BM: int, BN: int, BK: int, b: int) -> int:
+    """Bytes a tiled matmul requests: each program reads its strips of A and B, and C is written once."""
+    return b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N)
+
+
+def _tile_traffic(fn: Callable) -> None:
+    """tile_traffic: A re-read once per column of tiles, B once per row of tiles (rounded up), C written once."""
+    got = {case: call(fn, *case) for case in _TILE_CASES}
+    for case, value in got.items():
+        if not is_number(value):
+            fail(f"tile_traffic{case} returned {value!r}; return a number of bytes.")
+    M, N, K, BM, BN, BK, b = case = _TILE_CASES[2]
+    value, want = float(got[case]), _traffic(*case)
+    label = f"tile_traffic(M={M}, N={N}, K={K}, BM={BM}, BN={BN}, BK={BK}, dtype_bytes={b})"
+    if close(value, b * (M * K + K * N + M * N)):
+        fail(f"{label}: each matrix once. That is the floor a perfect cache gives, not what the programs request: "
+             "every program reads a BM × K strip of A and a K × BN strip of B. How many programs read the same strip?")
+    if close(value, b * (M * K * (N // BN) + K * N * (M // BM) + M * N)):
+        fail(f"{label}: the tile counts were rounded down. A partial tile at the edge of C is still a program, and it "
+             "reads its whole strips (masked lanes aside): count the programs along each side rounding up.")
+    if close(value, b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N * -(-K // BK))):
+        fail(f"{label}: C written once per K step. A program keeps its BM × BN accumulator on chip while it steps "
+             "along K and stores C once at the end.")
+    if not close(float(got[_TILE_CASES[0]]), float(got[_TILE_CASES[1]])):
+        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
+             "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
+    if not close(value, want):
+        fail(f"{label} is off. Each program computes one tile of C: which rows of A and columns of B does it read, how "
+             "many programs read the same ones (tiles at the edge included), and how often is C written?")
+    for case, value in got.items():
+        if not close(float(value), _traffic(*case)):
+            fail(f"tile_traffic{case} is off for this shape, right for another: use each argument as given.")
+
+
+# --- best_tiles --------------------------------------------------------------------------------------
+
+
+def _best(M, N, K, BK, b, smem, regs, stages, sizes, fits=_fits):
+    """The (BM, BN) with the least traffic among those `fits` admits (ties: smaller footprint, larger BM)."""
+    ok = [(BM, BN) for BM in sizes for BN in sizes if fits(BM, BN, BK, b, stages, smem, regs)]
+    if not ok:
+        return None
+    return min(ok, key=lambda t: (_traffic(M, N, K, t[0], t[1], BK, b), _footprint(t[0], t[1], BK, b, stages), -t[0]))
+
+
+_ONE_TILE = ("The shared-memory budget left out one input tile: each stage holds a piece of A and a piece of B.")
+_BUDGET_MISTAKES = [  # (what the mistaken budget admits, what the learner is told)
+    (lambda BM, BN, BK, b, s, smem, regs: s * BM * BK * b <= smem and BM * BN * 4 < regs, _ONE_TILE),
+    (lambda BM, BN, BK, b, s, smem, regs: s * BK * BN * b <= smem and BM * BN * 4 < regs, _ONE_TILE),
+    (lambda BM, BN, BK, b, s, smem, regs: (BM * BK + BK * BN) * b <= smem and BM * BN * 4 < regs,
+     "Each pipeline stage holds its own pieces of A and B, so the shared-memory footprint grows with num_stages."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem,
+     "The registers were never counted: the program's accumulator, its whole tile of C, lives in registers, and a "
+     "tile whose accumulator does not fit there spills. No error says so on a GPU; the kernel is just slow."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * b < regs,
+     "The accumulator was counted at dtype_bytes per element. tl.dot accumulates in single precision whatever the "
+     "inputs, so the accumulator takes 4 bytes per element of the tile."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * 4 <= regs,
+     "A tile whose accumulator needs the whole register file was taken as fitting. Nothing would be left for the "
+     "threads' addresses, the pieces of A and B they multiply, or the loop: it spills."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) + BM * BN * 4 <= smem,
+     "The accumulator was counted in shared memory. It lives in the registers, a budget of its own: shared memory "
+     "holds the staged pieces of A and B."),
+]
+
+
+def _best_tiles(fn: Callable) -> None:
+    """best_tiles: the least traffic among the tiles whose staged pieces and accumulator fit on chip."""
+    got = {}
+    for k, case in enumerate(_BEST_CASES):
+        value = call(fn, *case)
+        if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+            fail(f"best_tiles on {_best_label(k)} returned {quote(value)}; return (BM, BN), two tile sizes from `sizes`.")
+        got[case] = tuple(value)
+    wrong = [case for case in _BEST_CASES if got[case] != tuple(_best(*case))]
+    if not wrong:
+        return
+    k = _BEST_CASES.index(wrong[0])
+    for fits, why in _BUDGET_MISTAKES:  # a mistake in the budget shows on every case
+        if all(got[case] == _best(*case, fits=fits) for case in _BEST_CASES):
+            fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit on chip. {why}")
+    case = wrong[0]
+    M, N, K, BK, b, smem, regs, stages, _ = case
+    mine, want = got[case], tuple(_best(*case))
+    if not _fits(*mine, BK, b, stages, smem, regs):
+        where = ("its staged pieces of A and B overflow shared memory" if _footprint(*mine, BK, b, stages) > smem else
+                 "its single-precision accumulator does not leave room in the register file")
+        fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit: {where}. Work out both footprints of "
+             "every tile you consider.")
+    if _traffic(M, N, K, *mine, BK, b) == _traffic(M, N, K, *want, BK, b):
+        fail(f"best_tiles on {_best_label(k)}: another tile that fits moves the same traffic with a smaller "
+             "shared-memory footprint. Bigger tiles only pay while they cut traffic (here N may be small: columns past "
+             "N buy nothing); on a tie take the smaller footprint, then the larger BM.")
+    fail(f"best_tiles on {_best_label(k)}: another tile that fits moves less traffic. Among the tiles that fit both "
+         "budgets, take the least traffic (ties: the smaller footprint, then the larger BM).")
+
+
 # --- flash_traffic -----------------------------------------------------------------------------------
 
 
@@ -98,4 +199,5 @@ def _flash_traffic(fn: Callable) -> None:
                  "a partial query block up).")
 
 
-JUDGES = {"fusion_bytes": _fusion_bytes, "flash_traffic": _flash_traffic}
+JUDGES = {"fusion_bytes": _fusion_bytes, "tile_traffic": _tile_traffic, "best_tiles": _best_tiles,
+          "flash_traffic": _flash_traffic}
