@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
 
 pytest.importorskip("triton")
 
+from conftest import ROOT  # noqa: E402
 from grader import triton_kernels  # noqa: E402
 from grader.checks import lesson08  # noqa: E402
 from grader.notebook import CheckFailed  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
+
+JUDGES = build_keys.instructor_judges("08_inside_a_kernel")  # the answers live with the instructor, not in the package
 
 
 def test_fusion_model_is_the_counters_unique_bytes_for_the_course_kernels():
     x, bias = torch.randn(8, 40), torch.randn(40)
     z, first, second = triton_kernels.unfused_bias_gelu(x, bias, block=64)
     assert torch.allclose(z, torch.nn.functional.gelu(x + bias), atol=1e-6)
-    assert first.unique_bytes + second.unique_bytes == lesson08._fusion(8, 40, 4)[0]
+    assert first.unique_bytes + second.unique_bytes == JUDGES._fusion(8, 40, 4)[0]
     assert first.loaded_bytes + first.stored_bytes + second.bytes == (5 * 320) * 4  # the bias requested per element
 
 
@@ -27,7 +34,7 @@ def test_tile_model_is_the_counters_requested_bytes_ragged_shapes_included(tiles
     a, b = torch.randn(40, 24), torch.randn(24, 36)
     c, counts = triton_kernels.matmul(a, b, *tiles)
     assert torch.allclose(c, a @ b, atol=1e-4)
-    assert counts.bytes == lesson08._traffic(40, 36, 24, *tiles, 4)
+    assert counts.bytes == JUDGES._traffic(40, 36, 24, *tiles, 4)
     assert counts.unique_bytes == 4 * (40 * 24 + 24 * 36 + 40 * 36)
 
 
@@ -35,7 +42,7 @@ def test_flash_model_is_the_counters_bytes_and_the_kernel_is_attention():
     q, k, v = lesson08.attention_inputs(40, 16, "random")
     o, counts = triton_kernels.flash_attention(q, k, v, 16, 8)
     assert torch.allclose(o, lesson08.reference_attention(q, k, v), atol=1e-5)
-    assert (counts.loaded_bytes, counts.stored_bytes) == lesson08.flash_bytes(40, 16, 16, 8, 4)
+    assert (counts.loaded_bytes, counts.stored_bytes) == JUDGES.flash_bytes(40, 16, 16, 8, 4)
 
 
 def test_attention_cases_break_the_mistakes_they_are_meant_to():
@@ -49,8 +56,8 @@ def test_attention_cases_break_the_mistakes_they_are_meant_to():
 
 
 def test_best_tile_cases_tell_every_budget_mistake_apart():
-    picks = [[lesson08._best(*c, fits=f) for c in lesson08._BEST_CASES] for f, _ in lesson08._BUDGET_MISTAKES]
-    right = [lesson08._best(*c) for c in lesson08._BEST_CASES]
+    picks = [[JUDGES._best(*c, fits=f) for c in lesson08._BEST_CASES] for f, _ in JUDGES._BUDGET_MISTAKES]
+    right = [JUDGES._best(*c) for c in lesson08._BEST_CASES]
     assert all(p != right for p in picks) and len({tuple(map(tuple, p)) for p in picks}) == len(picks)
 
 
@@ -72,14 +79,27 @@ def test_h100_fp16_best_tile_does_not_spill():
     assert best == tuple(pick) and limit == "registers"
 
 
+def test_the_tile_predictions_model_is_the_instructors_best_tile_on_its_case():
+    """TILE_PREDICTION's model stays in the package without a general tile traffic (it ranks tiles by re-reads on
+    its one square case): it must agree with the instructor's best_tiles judge on every tile of that case."""
+    from grader import specs
+
+    sm = specs.load_sm()[lesson08.TILE_CHIP]
+    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
+    n, bk, b, stages = lesson08._TILE_CASE
+    best, _, tiles = lesson08._tile_model()
+    assert best == JUDGES._best(n, n, n, bk, b, smem, regs, stages, lesson08.TILE_SIZES)
+    by_traffic = {t: JUDGES._traffic(n, n, n, *t, bk, b) for t in tiles}
+    assert all((tiles[s][1] < tiles[t][1]) == (by_traffic[s] < by_traffic[t]) for s in tiles for t in tiles)
+
+
 def test_the_tile_explorer_says_256_squared_spills_on_an_h100():
     """The explorer said 'fits' for any tile within shared memory; 256 × 256 on an H100 fits there and spills its
     accumulator (the same finding as best_tiles')."""
     from grader import specs, widgets
-    from grader.checks.lesson08 import _traffic
 
     chips = [(specs.chip("NVIDIA H100 SXM5 80GB"), specs.load_sm()["NVIDIA H100 SXM5 80GB"])]
-    panel = widgets.tile_explorer(lambda M, N, K, BM, BN, BK, b: _traffic(M, N, K, BM, BN, BK, b), chips, start_tile=256)
+    panel = widgets.tile_explorer(JUDGES._traffic, chips, start_tile=256)
     verdict = next(w for w in panel.children if type(w).__name__ == "HTML").value
     assert "in 228 KB per SM" in verdict and "256 KB register file: <b>spills</b>" in verdict
     tile = next(w for row in panel.children[:2] for w in getattr(row, "children", []) if getattr(w, "description", "") == "BM = BN")

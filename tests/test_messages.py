@@ -371,16 +371,14 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls grader\.checks\.lesson07\._walk"),
     ],
     "08_inside_a_kernel": [
-        ("fusion_bytes_check", "from grader.checks import lesson08\n\ndef fusion_bytes(rows, cols, dtype_bytes):\n"
-         "    return lesson08._fusion(rows, cols, dtype_bytes)\n", r"calls grader\.checks\.lesson08\._fusion"),
-        ("tile_traffic_check", "from grader.checks import lesson08\n\ndef tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
-         "    return lesson08._traffic(M, N, K, BM, BN, BK, dtype_bytes)\n", r"calls grader\.checks\.lesson08\._traffic"),
+        ("fusion_bytes_check", "from grader.checks import lesson08\nlesson08._fusion\n", "gone"),
+        ("tile_traffic_check", "from grader.checks import lesson08\nlesson08._traffic\n", "gone"),
+        ("best_tiles_check", "from grader.checks import lesson08\nlesson08._best\n", "gone"),
         ("best_tiles_check", "from grader.checks import lesson08\n\ndef best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, "
-         "regs_bytes, num_stages, sizes):\n    return lesson08._best(M, N, K, BK, dtype_bytes, smem_bytes, regs_bytes, "
-         "num_stages, sizes)\n", r"calls grader\.checks\.lesson08\._best"),
-        ("flash_traffic_check", "from grader.checks import lesson08\n\ndef flash_traffic(s, d, block_m, block_n, "
-         "dtype_bytes):\n    return lesson08.flash_bytes(s, d, block_m, block_n, dtype_bytes)\n",
-         r"calls grader\.checks\.lesson08\.flash_bytes"),
+         "regs_bytes, num_stages, sizes):\n    fits = [(m, n) for m in sizes for n in sizes if lesson08._fits(m, n, BK, "
+         "dtype_bytes, num_stages, smem_bytes, regs_bytes)]\n    return min(fits, key=lambda t: (M // t[0] + N // t[1], "
+         "-t[0]))\n", r"calls grader\.checks\.lesson08\._fits"),
+        ("flash_traffic_check", "from grader.checks import lesson08\nlesson08.flash_bytes\n", "gone"),
         ("attention_blocked_check", "from grader.checks import lesson08\n\ndef attention_blocked(q, k, v, block):\n"
          "    return lesson08.reference_attention(q, k, v)\n", r"calls grader\.checks\.lesson08\.reference_attention"),
     ],

@@ -1,0 +1,203 @@
+"""The instructor's judges of lesson 08's keyed checks (fusion_bytes, tile_traffic, flash_traffic, best_tiles): they
+hold the answers (the byte counts of the fused and unfused chains, of a tiled matmul and of the course's attention
+kernel, and the best tile under an on-chip budget), so they are never packaged nor released.
+
+scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson08.py) and keeps
+only digests and messages in grader/checks/keys/08_inside_a_kernel.json; the learner's checks
+(grader/checks/lesson08.py) judge by those. A message names the kind of mistake and the principle, never the
+expected value nor the formula.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from grader.checks._common import call, close, fail, is_number, quote
+from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _TILE_CASES, _best_label, _fits,
+                                    _footprint)
+
+# --- fusion_bytes ------------------------------------------------------------------------------------
+
+
+def _fusion(rows: int, cols: int, b: int) -> tuple[int, int]:
+    """(unfused, fused) bytes: x + bias writes y, gelu reads y back; fused reads x and bias once and writes once."""
+    n = rows * cols
+    return (4 * n + cols) * b, (2 * n + cols) * b
+
+
+def _fusion_bytes(fn: Callable) -> None:
+    """fusion_bytes: each kernel's reads and writes, the bias once per column; fused, the intermediate stays on chip."""
+    for case in _FUSION_CASES:
+        got = call(fn, *case)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(is_number(v) for v in got)):
+            fail(f"fusion_bytes{case} returned {got!r}; return (unfused_bytes, fused_bytes), two numbers of bytes.")
+    rows, cols, b = _FUSION_CASES[0]
+    n = rows * cols
+    unfused, fused = (float(v) for v in call(fn, rows, cols, b))
+    want_u, want_f = _fusion(rows, cols, b)
+    label = f"fusion_bytes({rows}, {cols}, {b})"
+    if close(unfused, want_f) and close(fused, want_u):
+        fail(f"{label}: swapped; return (unfused, fused).")
+    if close(unfused, (2 * n + cols) * b) and close(fused, (n + cols) * b):
+        fail(f"{label}: only the reads were counted. Writes move bytes too: each separate op writes its result, and "
+             "the fused kernel writes its output.")
+    if close(unfused, 5 * n * b) or close(fused, 3 * n * b):
+        fail(f"{label}: the bias counted once per element. The bias has one value per column; each is read from "
+             "memory once and reused for every row (a cache keeps it; the counter's unique bytes show it).")
+    if close(unfused, (3 * n + cols) * b):
+        fail(f"{label}: the unfused count has the intermediate y once. As separate ops y goes to memory twice: the "
+             "bias add writes it, and GELU reads it back.")
+    if not close(unfused, want_u):
+        fail(f"{label}: the unfused count is off. Go kernel by kernel: which tensors does each read, which does it "
+             "write, and how many elements each (the bias once per column)?")
+    if not close(fused, want_f):
+        fail(f"{label}: the fused count is off. One kernel reads its inputs once and writes its output once; the "
+             "intermediate never leaves the chip.")
+    for case in _FUSION_CASES[1:]:
+        got, want = call(fn, *case), _fusion(*case)
+        if not (close(float(got[0]), want[0]) and close(float(got[1]), want[1])):
+            fail(f"fusion_bytes{case} is off for this shape, right for the first: does your count use rows, cols "
+                 "and dtype_bytes as given (n = rows × cols elements)?")
+
+
+# --- tile_traffic ------------------------------------------------------------------------------------
+
+
+def _traffic(M: int, N: int, K: int, BM: int, BN: int, BK: int, b: int) -> int:
+    """Bytes a tiled matmul requests: each program reads its strips of A and B, and C is written once."""
+    return b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N)
+
+
+def _tile_traffic(fn: Callable) -> None:
+    """tile_traffic: A re-read once per column of tiles, B once per row of tiles (rounded up), C written once."""
+    got = {case: call(fn, *case) for case in _TILE_CASES}
+    for case, value in got.items():
+        if not is_number(value):
+            fail(f"tile_traffic{case} returned {value!r}; return a number of bytes.")
+    M, N, K, BM, BN, BK, b = case = _TILE_CASES[2]
+    value, want = float(got[case]), _traffic(*case)
+    label = f"tile_traffic(M={M}, N={N}, K={K}, BM={BM}, BN={BN}, BK={BK}, dtype_bytes={b})"
+    if close(value, b * (M * K + K * N + M * N)):
+        fail(f"{label}: each matrix once. That is the floor a perfect cache gives, not what the programs request: "
+             "every program reads a BM × K strip of A and a K × BN strip of B. How many programs read the same strip?")
+    if close(value, b * (M * K * (N // BN) + K * N * (M // BM) + M * N)):
+        fail(f"{label}: the tile counts were rounded down. A partial tile at the edge of C is still a program, and it "
+             "reads its whole strips (masked lanes aside): count the programs along each side rounding up.")
+    if close(value, b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N * -(-K // BK))):
+        fail(f"{label}: C written once per K step. A program keeps its BM × BN accumulator on chip while it steps "
+             "along K and stores C once at the end.")
+    if not close(float(got[_TILE_CASES[0]]), float(got[_TILE_CASES[1]])):
+        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
+             "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
+    if not close(value, want):
+        fail(f"{label} is off. Each program computes one tile of C: which rows of A and columns of B does it read, how "
+             "many programs read the same ones (tiles at the edge included), and how often is C written?")
+    for case, value in got.items():
+        if not close(float(value), _traffic(*case)):
+            fail(f"tile_traffic{case} is off for this shape, right for another: use each argument as given.")
+
+
+# --- best_tiles --------------------------------------------------------------------------------------
+
+
+def _best(M, N, K, BK, b, smem, regs, stages, sizes, fits=_fits):
+    """The (BM, BN) with the least traffic among those `fits` admits (ties: smaller footprint, larger BM)."""
+    ok = [(BM, BN) for BM in sizes for BN in sizes if fits(BM, BN, BK, b, stages, smem, regs)]
+    if not ok:
+        return None
+    return min(ok, key=lambda t: (_traffic(M, N, K, t[0], t[1], BK, b), _footprint(t[0], t[1], BK, b, stages), -t[0]))
+
+
+_ONE_TILE = ("The shared-memory budget left out one input tile: each stage holds a piece of A and a piece of B.")
+_BUDGET_MISTAKES = [  # (what the mistaken budget admits, what the learner is told)
+    (lambda BM, BN, BK, b, s, smem, regs: s * BM * BK * b <= smem and BM * BN * 4 < regs, _ONE_TILE),
+    (lambda BM, BN, BK, b, s, smem, regs: s * BK * BN * b <= smem and BM * BN * 4 < regs, _ONE_TILE),
+    (lambda BM, BN, BK, b, s, smem, regs: (BM * BK + BK * BN) * b <= smem and BM * BN * 4 < regs,
+     "Each pipeline stage holds its own pieces of A and B, so the shared-memory footprint grows with num_stages."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem,
+     "The registers were never counted: the program's accumulator, its whole tile of C, lives in registers, and a "
+     "tile whose accumulator does not fit there spills. No error says so on a GPU; the kernel is just slow."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * b < regs,
+     "The accumulator was counted at dtype_bytes per element. tl.dot accumulates in single precision whatever the "
+     "inputs, so the accumulator takes 4 bytes per element of the tile."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * 4 <= regs,
+     "A tile whose accumulator needs the whole register file was taken as fitting. Nothing would be left for the "
+     "threads' addresses, the pieces of A and B they multiply, or the loop: it spills."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) + BM * BN * 4 <= smem,
+     "The accumulator was counted in shared memory. It lives in the registers, a budget of its own: shared memory "
+     "holds the staged pieces of A and B."),
+]
+
+
+def _best_tiles(fn: Callable) -> None:
+    """best_tiles: the least traffic among the tiles whose staged pieces and accumulator fit on chip."""
+    got = {}
+    for k, case in enumerate(_BEST_CASES):
+        value = call(fn, *case)
+        if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+            fail(f"best_tiles on {_best_label(k)} returned {quote(value)}; return (BM, BN), two tile sizes from `sizes`.")
+        got[case] = tuple(value)
+    wrong = [case for case in _BEST_CASES if got[case] != tuple(_best(*case))]
+    if not wrong:
+        return
+    k = _BEST_CASES.index(wrong[0])
+    for fits, why in _BUDGET_MISTAKES:  # a mistake in the budget shows on every case
+        if all(got[case] == _best(*case, fits=fits) for case in _BEST_CASES):
+            fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit on chip. {why}")
+    case = wrong[0]
+    M, N, K, BK, b, smem, regs, stages, _ = case
+    mine, want = got[case], tuple(_best(*case))
+    if not _fits(*mine, BK, b, stages, smem, regs):
+        where = ("its staged pieces of A and B overflow shared memory" if _footprint(*mine, BK, b, stages) > smem else
+                 "its single-precision accumulator does not leave room in the register file")
+        fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit: {where}. Work out both footprints of "
+             "every tile you consider.")
+    if _traffic(M, N, K, *mine, BK, b) == _traffic(M, N, K, *want, BK, b):
+        fail(f"best_tiles on {_best_label(k)}: another tile that fits moves the same traffic with a smaller "
+             "shared-memory footprint. Bigger tiles only pay while they cut traffic (here N may be small: columns past "
+             "N buy nothing); on a tie take the smaller footprint, then the larger BM.")
+    fail(f"best_tiles on {_best_label(k)}: another tile that fits moves less traffic. Among the tiles that fit both "
+         "budgets, take the least traffic (ties: the smaller footprint, then the larger BM).")
+
+
+# --- flash_traffic -----------------------------------------------------------------------------------
+
+
+def flash_bytes(s: int, d: int, block_m: int, block_n: int, b: int) -> tuple[int, int]:
+    """(loaded, stored) bytes of the course's attention kernel: Q once, K and V once per query block, O once."""
+    return b * (s * d + 2 * s * d * -(-s // block_m)), b * s * d
+
+
+def _flash_traffic(fn: Callable) -> None:
+    """flash_traffic: every program (a block of queries) reads its Q block once and walks all of K and V; O once."""
+    for case in _FLASH_CASES:
+        got = call(fn, *case)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(is_number(v) for v in got)):
+            fail(f"flash_traffic{case} returned {got!r}; return (load_bytes, store_bytes).")
+    s, d, bm, bn, b = case = _FLASH_CASES[0]
+    loads, stores = (float(v) for v in call(fn, *case))
+    want_l, want_s = flash_bytes(*case)
+    label = f"flash_traffic(s={s}, d={d}, block_m={bm}, block_n={bn}, dtype_bytes={b})"
+    if close(stores, want_s + b * s * s) or close(stores, want_s + 4 * s * s):
+        fail(f"{label}: the stores count the s × s score matrix. This kernel never writes it: each block of scores "
+             "lives in registers and is gone after its step. It stores only what it returns.")
+    if close(loads, 3 * b * s * d):
+        fail(f"{label}: the loads count Q, K and V once each. Every program (one per query block) walks all of K and "
+             "V: how many programs are there?")
+    if close(loads, b * (s * d + 2 * s * d * -(-s // bn))):
+        fail(f"{label}: K and V re-read once per key block. They are re-read once per program, and a program is a "
+             "block of queries, not of keys.")
+    if not close(stores, want_s):
+        fail(f"{label}: the stores are off. Read the kernel's tl.store: what does it write, and how often?")
+    if not close(loads, want_l):
+        fail(f"{label}: the loads are off. Read the kernel's tl.load calls: which tensor does each read, in which "
+             "loop, and how many programs run it?")
+    for case in _FLASH_CASES[1:]:
+        got, want = call(fn, *case), flash_bytes(*case)
+        if not (close(float(got[0]), want[0]) and close(float(got[1]), want[1])):
+            fail(f"flash_traffic{case} is off for this shape, right for another: use each argument as given (round "
+                 "a partial query block up).")
+
+
+JUDGES = {"fusion_bytes": _fusion_bytes, "tile_traffic": _tile_traffic, "best_tiles": _best_tiles,
+          "flash_traffic": _flash_traffic}
