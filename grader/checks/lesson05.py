@@ -15,14 +15,16 @@ import torch
 from torch.utils.data import DataLoader
 
 from grader import loading
-from grader.checks._common import (Check, Prediction, call, close, expect, fail, guard, is_number, recorded,
+from grader.checks._common import (Check, Prediction, Replay, call, close, expect, fail, guard, is_number, recorded,
                                   require_callable, same)
+from grader.checks._keys import Keyed
 
 __all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_by_cause", "check_fixed_loader",
            "loader_on", "check_mfu", "mfu_on", "check_mfu_guess", "check_idle_guess", "LESSON"]
 
 LESSON = "05_reading_the_machine"  # the lesson's name in the predictions record (grader.predictions)
 ANSWERS = ("near-oom", "waiting", "slowed", "tiny-kernels", "busy")
+_SHORTCUTS: dict = {}  # the course's own code that would answer an exercise: {function: its name} (guard)
 
 # --- diagnose -------------------------------------------------------------------------------------------------
 
@@ -168,57 +170,41 @@ diagnose_on.__doc__ = "Hidden test: diagnose(reading(**case)) is `want`."
 
 # --- busy_fraction --------------------------------------------------------------------------------------------
 
-_B_SIMPLE = ([(0.0, 10.0), (20.0, 30.0)], 0.0, 40.0)  # 0.5
-_B_OVERLAP = ([(0.0, 10.0), (0.0, 10.0), (5.0, 20.0)], 0.0, 20.0)  # 1.0 (summed: 1.75)
-_B_CLIP = ([(-10.0, 10.0), (30.0, 50.0)], 0.0, 40.0)  # 0.5 (unclipped: 1.0)
-_B_SPAN = ([(10.0, 20.0), (30.0, 40.0)], 0.0, 100.0)  # 0.2 (over the span: 0.667)
-_B_OUTSIDE = ([(50.0, 60.0), (5.0, 6.0)], 0.0, 40.0)  # 0.025: one outside the window entirely
-_B_EMPTY = ([], 0.0, 10.0)  # 0.0
-_B_NESTED = ([(0.0, 100.0), (10.0, 20.0)], 0.0, 100.0)  # 1.0
+_B_SIMPLE = ([(0.0, 10.0), (20.0, 30.0)], 0.0, 40.0)
+_B_OVERLAP = ([(0.0, 10.0), (0.0, 10.0), (5.0, 20.0)], 0.0, 20.0)  # two streams at once
+_B_CLIP = ([(-10.0, 10.0), (30.0, 50.0)], 0.0, 40.0)  # kernels that stick out of the window
+_B_SPAN = ([(10.0, 20.0), (30.0, 40.0)], 0.0, 100.0)  # idle before the first and after the last
+_B_OUTSIDE = ([(50.0, 60.0), (5.0, 6.0)], 0.0, 40.0)  # one outside the window entirely
+_B_EMPTY = ([], 0.0, 10.0)
+_B_NESTED = ([(0.0, 100.0), (10.0, 20.0)], 0.0, 100.0)
 _BUSY_CASES = [_B_SIMPLE, _B_OVERLAP, _B_CLIP, _B_SPAN, _B_OUTSIDE, _B_EMPTY, _B_NESTED]
 
+# The answers of busy_fraction, top_ops, idle_by_cause, diagnose and mfu are not here: each is judged by digests
+# (grader.checks._keys) made by the instructor's judges (solutions/judges/lesson05.py), which are never packaged.
 
-def _judge_busy_fraction(busy_fraction: Callable) -> None:
-    """busy_fraction: the share of [start, end] covered by at least one interval."""
-    got = {i: call(busy_fraction, *case) for i, case in enumerate(_BUSY_CASES)}
-    for i, value in got.items():
+
+def _public_busy_fraction(busy_fraction: Replay) -> None:
+    """What can be said of busy_fraction without its answer: a number for every case."""
+    for case in _BUSY_CASES:
+        value = call(busy_fraction, *case)
         if not is_number(value):
-            fail(f"busy_fraction{_BUSY_CASES[i]} returned {value!r} ({type(value).__name__}); return a float from 0 to 1.")
-    simple, overlap, clip, span, outside, empty, nested = (float(got[i]) for i in range(len(_BUSY_CASES)))
-    if close(simple, 50.0):
-        fail(f"busy_fraction{_B_SIMPLE} returned {simple!r}: a share is a fraction from 0 to 1, not a percent.")
-    if overlap > 1.0 or close(overlap, 1.75) or close(nested, 1.1):
-        fail(f"busy_fraction{_B_OVERLAP} returned {overlap!r}, more than the whole window: you summed intervals that "
-             "overlap. Kernels on two streams run at the same time, and a moment when two run counts once: "
-             "utilisation is the share of the window in which at least one kernel ran.")
-    if close(clip, 1.0) or close(outside, 0.275):
-        fail(f"busy_fraction{_B_CLIP} returned {clip!r}: the intervals were not clipped to the window. A kernel that "
-             "started before the window opened, or ran on after it closed, was busy inside the window only for the "
-             "part between start and end.")
-    if close(span, 2 / 3) or close(simple, 2 / 3):
-        fail(f"busy_fraction{_B_SPAN} returned {span!r}: you divided by the intervals' span (first start to last end), "
-             "not by the window. Idle time before the first kernel and after the last is idle time too.")
-    for value, case in ((simple, _B_SIMPLE), (overlap, _B_OVERLAP), (clip, _B_CLIP), (span, _B_SPAN),
-                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED)):
-        want = _busy_reference(*case)
-        if not math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
-            fail(f"busy_fraction{case} returned {value!r}: not the share of the window in which at least one interval "
-                 "ran. Walk the window from start to end: each moment is busy or not, whatever the number of kernels "
-                 "running then and whichever order the intervals came in.")
+            fail(f"busy_fraction{case} returned {value!r} ({type(value).__name__}); return a float from 0 to 1.")
 
 
-def _busy_reference(intervals, start: float, end: float) -> float:
-    """The judge's own answer (it stays in the grader's process)."""
-    busy, reached = 0.0, start
-    for a, b in sorted(intervals):
-        a, b = max(a, reached), min(b, end)
-        if b > a:
-            busy, reached = busy + b - a, b
-    return busy / (end - start)
+def _hints_busy_fraction(busy_fraction: Replay) -> None:
+    for case in _BUSY_CASES:
+        value = float(call(busy_fraction, *case))
+        if not 0.0 <= value <= 1.0:
+            fail(f"busy_fraction{case} returned {value!r}: a share of the window lies from 0 to 1.")
 
 
-check_busy_fraction = guard(recorded("busy_fraction", "busy_fraction", _BUSY_CASES, _judge_busy_fraction),
-                            "busy_fraction", {_busy_reference: "grader.checks.lesson05._busy_reference"})
+check_busy_fraction = guard(Keyed(
+    LESSON, "busy_fraction", "busy_fraction", _BUSY_CASES, floats=True, public=_public_busy_fraction,
+    hints=_hints_busy_fraction,
+    unknown="busy_fraction is not the share of the window in which at least one interval ran, nor a mistake the "
+            "course knows. Walk the window from start to end: each moment is busy or not, whatever the number of "
+            "kernels running then and whichever order the intervals came in."),
+    "busy_fraction", _SHORTCUTS)
 
 
 # --- top_ops --------------------------------------------------------------------------------------------------
