@@ -251,74 +251,30 @@ _TOP_CASES = [(CPU_ROWS, 3), (CPU_ROWS, 1), (CPU_ROWS, 10), (CPU_ROWS, 0), (CPU_
               (CUDA_ROWS, 4), (CUDA_ROWS[::-1], 4)]
 
 
-def _top_reference(rows: list[dict], n: int) -> list[str]:
-    """The judge's answer: host operator rows (no labels, kernels or runtime calls) by self time, each once."""
-    from grader.profiling import is_runtime_call
-
-    ops = [r for r in rows if not r["is_label"] and r.get("device_type", "CPU") == "CPU" and not is_runtime_call(r)]
-    return [r["name"] for r in sorted(ops, key=lambda r: -r["self_us"])[:n]]
-
-
-def _judge_top_ops(top_ops: Callable) -> None:
-    """top_ops: the n operators with the most self time, most first, each operator once (no labels, no kernel rows)."""
-    got = call(top_ops, CPU_ROWS, 3)
-    if not isinstance(got, (list, tuple)) or not all(isinstance(name, str) for name in got):
-        fail(f"top_ops(rows, 3) returned {got!r}; return a list of the op names (strings).")
-    got = list(got)
-    ops = [r for r in CPU_ROWS if not r["is_label"]]
-
-    def names(rows: list[dict], key: str, most_first: bool = True) -> list[str]:
-        return [r["name"] for r in sorted(rows, key=lambda r: r[key], reverse=most_first)[:3]]
-
-    if got in (names(ops, "total_us"), names(CPU_ROWS, "total_us")):
-        fail(f"top_ops(rows, 3) returned {got}: sorted by total time. A range's total includes everything under it "
-             "(the backward pass's entry contains every op it ran): it counts the same time again at every level.")
-    if got in (names(ops, "self_us", False), names(CPU_ROWS, "self_us", False)):
-        fail(f"top_ops(rows, 3) returned {got}: the operators that cost least come first. Most time first.")
-    if "ProfilerStep*" in got or "backward" in got:
-        which = ", ".join(name for name in ("ProfilerStep*", "backward") if name in got)
-        fail(f"top_ops(rows, 3) returned {got}, which holds labels ({which}). A label is a range someone named "
-             "(record_function, the schedule's ProfilerStep#): it is not an operator you could make faster.")
-    if got == names(ops, "calls"):
-        fail(f"top_ops(rows, 3) returned {got}: sorted by number of calls. Many cheap calls are not where the time "
-             "goes.")
-    for case in _TOP_CASES[:5]:
-        mine = call(top_ops, *case)
-        if not isinstance(mine, (list, tuple)) or list(mine) != _top_reference(*case):
-            fail(f"top_ops(a CPU profile's rows, {case[1]}) returned {mine!r}: not the operators that cost the most "
-                 "time themselves, most first"
-                 + (" (n = 0 asks for none)" if case[1] == 0 else " (with fewer operators than n, all of them)"
-                    if case[1] > 6 else " (the rows may come in any order)" if case[0] is not CPU_ROWS else "") + ".")
-    cuda = call(top_ops, CUDA_ROWS, 4)
-    if not isinstance(cuda, (list, tuple)) or not all(isinstance(name, str) for name in cuda):
-        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda!r}; return a list of the op names (strings).")
-    cuda = list(cuda)
-    labels = [name for name in cuda if name in ("ProfilerStep*", "forward")]
-    if labels:
-        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with the label(s) {labels}. On a CUDA profile each "
-             "label has a row on the device too (device_type 'CUDA'), whose time is the labelled span, idle gaps "
-             "included: it is still not an operator.")
-    kernels = [name for name in cuda if name in (_GEMM, _SOFTMAX, _ADAM) or name.startswith("vectorized")]
-    if kernels:
-        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: it names kernels ({kernels[0][:40]}...), rows with "
-             "device_type 'CUDA'. A kernel is the device's side of the operator that launched it, with the same "
-             "device time: listing both counts one matmul twice and pushes another operator off the list.")
-    if "cudaLaunchKernel" in cuda:
-        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with cudaLaunchKernel: the host's call into the CUDA "
-             "runtime that queued each kernel, not an operator of the model.")
-    if "aten::linear" in cuda and cuda.index("aten::linear") < len(cuda) - 1:
-        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: aten::linear is ranked by its total time, which is "
-             "its aten::mm's. Rank each operator by the time spent in it itself.")
-    for case in _TOP_CASES[5:]:
-        mine = call(top_ops, *case)
-        if not isinstance(mine, (list, tuple)) or list(mine) != _top_reference(*case):
-            fail(f"top_ops(a CUDA profile's rows, {case[1]}) returned {mine!r}: not the operators that cost the device "
-                 "the most time themselves, each once, most first. Read the rows of a CUDA profile: which of them are "
-                 "the model's operators, and which are the same work seen again?")
+def _public_top_ops(top_ops: Replay) -> None:
+    """What can be said of top_ops without its answer: a list of names for every case, at most n of them."""
+    for rows, n in _TOP_CASES:
+        got = call(top_ops, rows, n)
+        which = "a CPU" if rows[0]["device_type"] == rows[-1]["device_type"] == "CPU" else "a CUDA"
+        if not isinstance(got, (list, tuple)) or not all(isinstance(name, str) for name in got):
+            fail(f"top_ops({which} profile's rows, {n}) returned {got!r}; return a list of the op names (strings).")
+        if len(got) > n:
+            fail(f"top_ops({which} profile's rows, {n}) returned {len(got)} names: at most n.")
 
 
-check_top_ops = guard(recorded("top_ops", "top_ops", _TOP_CASES, _judge_top_ops), "top_ops",
-                      {_top_reference: "grader.checks.lesson05._top_reference"})
+def _hints_top_ops(top_ops: Replay) -> None:
+    for rows, n in _TOP_CASES:
+        got = list(call(top_ops, rows, n))
+        if len(set(got)) < len(got):
+            fail(f"top_ops(a profile's rows, {n}) returned {got}: a name twice. Each operator once.")
+
+
+check_top_ops = guard(Keyed(
+    LESSON, "top_ops", "top_ops", _TOP_CASES, public=_public_top_ops, hints=_hints_top_ops,
+    unknown="top_ops is not the operators of the model that cost the most time themselves, most first, each once, "
+            "nor a mistake the course knows. Read the rows of both profiles: which column measures time spent in "
+            "an operator itself, which rows are not operators at all, and which are the same work seen again?"),
+    "top_ops", _SHORTCUTS)
 
 
 # --- idle_by_cause --------------------------------------------------------------------------------------------
