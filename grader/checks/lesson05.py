@@ -278,27 +278,22 @@ check_top_ops = guard(Keyed(
 
 
 # --- idle_by_cause --------------------------------------------------------------------------------------------
-# Cases: (compute ranges, loading ranges, start, end). The answer: (idle while the loop waited for data, idle for
-# other reasons), where idle means covered by no compute range, and waiting for data means idle under a loading range.
+# Cases: (compute ranges, loading ranges, start, end), the shapes a profile's ranges take.
 
-_I_OVERLAP = ([(0.0, 30.0), (60.0, 90.0)], [(20.0, 70.0)], 0.0, 100.0)  # (30, 10): 20-30 and 60-70 of the load overlap compute
-_I_MERGE = ([(0.0, 40.0), (30.0, 60.0)], [(50.0, 80.0)], 0.0, 100.0)  # (20, 20): compute 0-60, once
-_I_NESTED = ([(0.0, 50.0), (10.0, 20.0)], [(40.0, 45.0), (55.0, 70.0)], 0.0, 100.0)  # (15, 35): busy until 50
-_I_UNSORTED = ([(70.0, 80.0), (0.0, 10.0)], [(40.0, 60.0), (10.0, 30.0), (45.0, 55.0)], 0.0, 100.0)  # (40, 40)
-_I_SORTED = ([(0.0, 10.0), (70.0, 80.0)], [(10.0, 30.0), (40.0, 60.0), (45.0, 55.0)], 0.0, 100.0)  # the same, sorted
-_I_TOUCH = ([(0.0, 10.0), (10.0, 20.0)], [(20.0, 30.0)], 0.0, 40.0)  # (10, 10)
-_I_EDGES = ([(-20.0, 10.0), (90.0, 130.0)], [(-50.0, 0.0), (5.0, 30.0), (80.0, 120.0)], 0.0, 100.0)  # (30, 50)
-_I_NO_LOADING = ([(10.0, 20.0)], [], 0.0, 50.0)  # (0, 40): none of the idle time is the loader's
-_I_NO_COMPUTE = ([], [(2.0, 5.0)], 0.0, 10.0)  # (3, 7)
-_I_EMPTY = ([], [], 0.0, 10.0)  # (0, 10)
-_I_HIDDEN = ([(0.0, 10.0)], [(0.0, 10.0)], 0.0, 10.0)  # (0, 0): the load runs entirely under compute
-_IDLE = {  # name: (case, answer)
-    "overlap": (_I_OVERLAP, (30.0, 10.0)), "merge": (_I_MERGE, (20.0, 20.0)), "nested": (_I_NESTED, (15.0, 35.0)),
-    "unsorted": (_I_UNSORTED, (40.0, 40.0)), "sorted": (_I_SORTED, (40.0, 40.0)), "touch": (_I_TOUCH, (10.0, 10.0)),
-    "edges": (_I_EDGES, (30.0, 50.0)), "no_loading": (_I_NO_LOADING, (0.0, 40.0)),
-    "no_compute": (_I_NO_COMPUTE, (3.0, 7.0)), "empty": (_I_EMPTY, (0.0, 10.0)), "hidden": (_I_HIDDEN, (0.0, 0.0)),
+_IDLE = {  # name: case
+    "overlap": ([(0.0, 30.0), (60.0, 90.0)], [(20.0, 70.0)], 0.0, 100.0),  # a load that overlaps compute at both ends
+    "merge": ([(0.0, 40.0), (30.0, 60.0)], [(50.0, 80.0)], 0.0, 100.0),  # compute ranges that overlap
+    "nested": ([(0.0, 50.0), (10.0, 20.0)], [(40.0, 45.0), (55.0, 70.0)], 0.0, 100.0),  # one inside another
+    "unsorted": ([(70.0, 80.0), (0.0, 10.0)], [(40.0, 60.0), (10.0, 30.0), (45.0, 55.0)], 0.0, 100.0),
+    "sorted": ([(0.0, 10.0), (70.0, 80.0)], [(10.0, 30.0), (40.0, 60.0), (45.0, 55.0)], 0.0, 100.0),  # the same, sorted
+    "touch": ([(0.0, 10.0), (10.0, 20.0)], [(20.0, 30.0)], 0.0, 40.0),  # end to end
+    "edges": ([(-20.0, 10.0), (90.0, 130.0)], [(-50.0, 0.0), (5.0, 30.0), (80.0, 120.0)], 0.0, 100.0),  # sticking out
+    "no_loading": ([(10.0, 20.0)], [], 0.0, 50.0),
+    "no_compute": ([], [(2.0, 5.0)], 0.0, 10.0),
+    "empty": ([], [], 0.0, 10.0),
+    "hidden": ([(0.0, 10.0)], [(0.0, 10.0)], 0.0, 10.0),  # the load runs entirely under compute
 }
-_IDLE_CASES = [case for case, _ in _IDLE.values()]
+_IDLE_CASES = list(_IDLE.values())
 
 
 def _as_pair(value) -> tuple[float, float] | None:
@@ -312,57 +307,30 @@ def _idle_call(case: tuple) -> str:
     return f"idle_by_cause({compute}, {load}, {start:g}, {end:g})"
 
 
-def _judge_idle_by_cause(idle_by_cause: Callable) -> None:
-    """idle_by_cause: (idle under a loading range, idle under none) within the window; idle = covered by no compute."""
-    raw = {name: call(idle_by_cause, *case) for name, (case, _) in _IDLE.items()}
-    got = {}
-    for name, value in raw.items():
-        got[name] = _as_pair(value)
-        if got[name] is None:
-            fail(f"{_idle_call(_IDLE[name][0])} returned {value!r}; return a tuple of two numbers: (idle time while the "
-                 "loop waited for data, idle time for other reasons).")
-
-    def gave(name: str, *answers: tuple) -> bool:
-        return any(all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got[name], a)) for a in answers)
-
-    wrong = {name for name, (_, want) in _IDLE.items() if not gave(name, want)}
-    if not wrong:
-        return
-    shown = {name: f"{_idle_call(_IDLE[name][0])} returned {raw[name]!r}" for name in _IDLE}
-    if gave("no_compute", (7.0, 3.0)) and gave("overlap", (10.0, 30.0)):
-        fail(f"{shown['no_compute']}: the two numbers are swapped. The first is the idle time the loader caused, the "
-             "second the idle time it did not.")
-    if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
-        fail(f"{shown['no_loading']}: you blamed all the idle time on the loader, but here no batch was being fetched "
-             "at all. Idle time while nothing is loading (Python between steps, the profiler, a log line) is not "
-             "the loader's fault, and no number of workers shortens it.")
-    if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
-        fail(f"{shown['overlap']}: you counted loading time that overlaps compute as idle. The device was busy then: "
-             "a batch fetched while a step computes costs nothing. Only idle moments are split between the causes.")
-    if gave("overlap", (20.0, 20.0)) and gave("touch", (5.0, 15.0)):
-        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran. "
-             "Whose fault an idle moment is depends on what was happening at that moment, not on averages.")
-    if gave("overlap", (30.0, 0.0)) and gave("no_loading", (0.0, 0.0)):
-        fail(f"{shown['overlap']} and {shown['no_loading']}: you counted only the gaps between compute ranges. Idle "
-             "time before the first compute range and after the last counts too: the window runs from start to end.")
-    if "merge" in wrong and gave("merge", (10.0, 20.0), (20.0, 10.0), (10.0, 10.0)):
-        fail(f"{shown['merge']}: two compute ranges overlap, and you counted their common part twice (or took the "
-             "device as idle inside it). A moment covered by two ranges is busy, once.")
-    if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
-        fail(f"{shown['nested']}: one compute range sits inside another, and you took the device as idle from the "
-             "inner range's end. It stays busy until the outer range ends: keep the latest end seen so far.")
-    if "unsorted" in wrong and "sorted" not in wrong:
-        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted. A profile's ranges come in "
-             "any order: order them yourself before walking through them.")
-    if wrong == {"edges"}:
-        fail(f"{shown['edges']}: ranges that stick out of the window were counted outside it. Only the part of each "
-             "range between start and end counts.")
-    name = next(name for name in _IDLE if name in wrong)
-    fail(f"{shown[name]}. The device is idle at a moment no compute range covers; an idle moment under a loading range "
-         "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
+def _public_idle_by_cause(idle_by_cause: Replay) -> None:
+    """What can be said of idle_by_cause without its answer: two numbers for every case."""
+    for case in _IDLE_CASES:
+        value = call(idle_by_cause, *case)
+        if _as_pair(value) is None:
+            fail(f"{_idle_call(case)} returned {value!r}; return a tuple of two numbers: (idle time while the loop "
+                 "waited for data, idle time for other reasons).")
 
 
-check_idle_by_cause = recorded("idle_by_cause", "idle_by_cause", _IDLE_CASES, _judge_idle_by_cause)
+def _hints_idle_by_cause(idle_by_cause: Replay) -> None:
+    for case in _IDLE_CASES:
+        waiting, other = _as_pair(call(idle_by_cause, *case))
+        if min(waiting, other) < 0 or waiting + other > case[3] - case[2] + 1e-9:
+            fail(f"{_idle_call(case)} returned ({waiting!r}, {other!r}): each part of the idle time lies between "
+                 "nothing and the whole window, and together they are no more than the window.")
+
+
+check_idle_by_cause = guard(Keyed(
+    LESSON, "idle_by_cause", "idle_by_cause", _IDLE_CASES, floats=True, public=_public_idle_by_cause,
+    hints=_hints_idle_by_cause,
+    unknown="idle_by_cause is not the device's idle time split by owner, nor a mistake the course knows. The device "
+            "is idle at a moment no compute range covers; an idle moment under a loading range is the loop waiting "
+            "for data, one under none is something else's. Loading while compute runs costs nothing."),
+    "idle_by_cause", _SHORTCUTS)
 
 
 # --- fixed_loader ---------------------------------------------------------------------------------------------

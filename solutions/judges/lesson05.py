@@ -14,7 +14,8 @@ from typing import Callable
 
 from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SPAN,
-                                    _BUSY_CASES, _GEMM, _SOFTMAX, _TOP_CASES, CPU_ROWS, CUDA_ROWS)
+                                    _BUSY_CASES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, CPU_ROWS, CUDA_ROWS,
+                                    _as_pair, _idle_call)
 
 # --- busy_fraction -----------------------------------------------------------------------------------
 
@@ -126,4 +127,63 @@ def _top_ops(top_ops: Callable) -> None:
                  "the model's operators, and which are the same work seen again?")
 
 
-JUDGES = {"busy_fraction": _busy_fraction, "top_ops": _top_ops}
+# --- idle_by_cause -----------------------------------------------------------------------------------
+
+_IDLE_WANT = {  # name of the package's case (lesson05._IDLE): (idle waiting for data, idle for other reasons)
+    "overlap": (30.0, 10.0), "merge": (20.0, 20.0), "nested": (15.0, 35.0), "unsorted": (40.0, 40.0),
+    "sorted": (40.0, 40.0), "touch": (10.0, 10.0), "edges": (30.0, 50.0), "no_loading": (0.0, 40.0),
+    "no_compute": (3.0, 7.0), "empty": (0.0, 10.0), "hidden": (0.0, 0.0),
+}
+
+
+def _idle_by_cause(idle_by_cause: Callable) -> None:
+    """idle_by_cause: (idle under a loading range, idle under none) within the window; idle = covered by no compute."""
+    raw = {name: call(idle_by_cause, *case) for name, case in _IDLE.items()}
+    got = {}
+    for name, value in raw.items():
+        got[name] = _as_pair(value)
+        if got[name] is None:
+            fail(f"{_idle_call(_IDLE[name])} returned {value!r}; return a tuple of two numbers: (idle time while the "
+                 "loop waited for data, idle time for other reasons).")
+
+    def gave(name: str, *answers: tuple) -> bool:
+        return any(all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got[name], a)) for a in answers)
+
+    wrong = {name for name, want in _IDLE_WANT.items() if not gave(name, want)}
+    if not wrong:
+        return
+    shown = {name: f"{_idle_call(_IDLE[name])} returned {raw[name]!r}" for name in _IDLE}
+    if gave("no_compute", (7.0, 3.0)) and gave("overlap", (10.0, 30.0)):
+        fail(f"{shown['no_compute']}: the two numbers are swapped. The first is the idle time the loader caused, the "
+             "second the idle time it did not.")
+    if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
+        fail(f"{shown['no_loading']}: you blamed all the idle time on the loader, but here no batch was being fetched "
+             "at all. Idle time while nothing is loading (Python between steps, the profiler, a log line) is not "
+             "the loader's fault, and no number of workers shortens it.")
+    if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
+        fail(f"{shown['overlap']}: you counted loading time that overlaps compute as idle. The device was busy then: "
+             "a batch fetched while a step computes costs nothing. Only idle moments are split between the causes.")
+    if gave("overlap", (20.0, 20.0)) and gave("touch", (5.0, 15.0)):
+        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran. "
+             "Whose fault an idle moment is depends on what was happening at that moment, not on averages.")
+    if gave("overlap", (30.0, 0.0)) and gave("no_loading", (0.0, 0.0)):
+        fail(f"{shown['overlap']} and {shown['no_loading']}: you counted only the gaps between compute ranges. Idle "
+             "time before the first compute range and after the last counts too: the window runs from start to end.")
+    if "merge" in wrong and gave("merge", (10.0, 20.0), (20.0, 10.0), (10.0, 10.0)):
+        fail(f"{shown['merge']}: two compute ranges overlap, and you counted their common part twice (or took the "
+             "device as idle inside it). A moment covered by two ranges is busy, once.")
+    if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
+        fail(f"{shown['nested']}: one compute range sits inside another, and you took the device as idle from the "
+             "inner range's end. It stays busy until the outer range ends: keep the latest end seen so far.")
+    if "unsorted" in wrong and "sorted" not in wrong:
+        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted. A profile's ranges come in "
+             "any order: order them yourself before walking through them.")
+    if wrong == {"edges"}:
+        fail(f"{shown['edges']}: ranges that stick out of the window were counted outside it. Only the part of each "
+             "range between start and end counts.")
+    name = next(name for name in _IDLE if name in wrong)
+    fail(f"{shown[name]}. The device is idle at a moment no compute range covers; an idle moment under a loading range "
+         "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
+
+
+JUDGES = {"busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause}
