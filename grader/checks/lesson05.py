@@ -41,32 +41,26 @@ def reading(util_pct: float = 99.0, power_w: float = 500.0, power_limit_w: float
             "peak_allocated_mib": peak_allocated_mib, "total_mib": total_mib}
 
 
-# Each case is far from any threshold a sensible reading would choose: the check judges what is read, and in which
-# order, never where a line is drawn. An H100 (700 W, 80 GB) unless said otherwise.
+# Each case is far from any line a sensible reading would draw: the check judges what is read, and in which order,
+# never where a line is drawn. An H100 (700 W, 80 GB) unless said otherwise.
 _D = {
-    # dense bf16 matmuls at the power cap: the firmware holds the clock down (sw_power_cap); nvidia-smi's memory.used
-    # is 98% because the caching allocator keeps what the peak needed; torch's peak is 65%
     "at_cap": reading(99.0, 695.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 78_500.0, 52_000.0),
-    "oom_idle": reading(20.0, 120.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.6}, 79_800.0, 77_500.0),  # peak 97%
+    "oom_idle": reading(20.0, 120.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.6}, 79_800.0, 77_500.0),
     "oom_busy": reading(99.0, 690.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 79_900.0, 78_000.0),
     "waiting_full": reading(12.0, 90.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.8}, 79_000.0, 30_000.0),
-    "tiny": reading(100.0, 140.0, 700.0),  # a fifth of the limit at full utilisation
-    "t4_cap": reading(100.0, 68.0, 70.0, 1410.0, 1590.0, {"sw_power_cap": 1.0}, 15_000.0, 9_000.0, 15_360.0),
-    "same_watts_big": reading(100.0, 68.0, 700.0),  # the T4's watts on a 700 W card: a tenth of its limit
-    "same_share_big": reading(100.0, 680.0, 700.0),  # the T4's share on the 700 W card, clocks at their maximum
-    "hot": reading(99.0, 300.0, 700.0, 990.0, 1980.0, {"hw_thermal_slowdown": 1.0}),  # the clock halved: less power
+    "tiny": reading(100.0, 140.0, 700.0),
+    "t4_cap": reading(100.0, 68.0, 70.0, 1410.0, 1590.0, {"sw_power_cap": 1.0}, 15_000.0, 9_000.0, 15_360.0),  # a T4
+    "same_watts_big": reading(100.0, 68.0, 700.0),  # the T4's watts on a 700 W card
+    "same_share_big": reading(100.0, 680.0, 700.0),  # the T4's share of its limit on the 700 W card
+    "hot": reading(99.0, 300.0, 700.0, 990.0, 1980.0, {"hw_thermal_slowdown": 1.0}),
     "hot_sw": reading(98.0, 600.0, 700.0, 1500.0, 1980.0, {"sw_thermal_slowdown": 1.0}),
-    "hw_slow": reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9}),  # held down all along: a fault
+    "hw_slow": reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9}),
     "brake": reading(99.0, 260.0, 700.0, 900.0, 1980.0, {"hw_slowdown": 0.95, "hw_power_brake_slowdown": 0.95}),
-    "flash": reading(99.0, 610.0, 700.0, 1980.0, 1980.0, {"hw_slowdown": 0.03}),  # one sample in 30: a clock change
-    "mid": reading(96.0, 520.0, 700.0),  # three quarters of the limit: the chip works
+    "flash": reading(99.0, 610.0, 700.0, 1980.0, 1980.0, {"hw_slowdown": 0.03}),  # one sample in 30
+    "mid": reading(96.0, 520.0, 700.0),
 }
 _DIAGNOSE_NAMES = list(_D)
 _DIAGNOSE_CASES = [(_D[n],) for n in _DIAGNOSE_NAMES]
-_DIAGNOSE_WANT = {"at_cap": "busy", "oom_idle": "near-oom", "oom_busy": "near-oom", "waiting_full": "waiting",
-                  "tiny": "tiny-kernels", "t4_cap": "busy", "same_watts_big": "tiny-kernels", "same_share_big": "busy",
-                  "hot": "slowed", "hot_sw": "slowed", "hw_slow": "slowed", "brake": "slowed", "flash": "busy",
-                  "mid": "busy"}
 
 
 def describe(r: dict) -> str:
@@ -77,82 +71,20 @@ def describe(r: dict) -> str:
             f"{r['total_mib']:g} MiB, torch's peak allocated {r['peak_allocated_mib']:g} MiB")
 
 
-def _judge_diagnose(diagnose: Callable) -> None:
-    """diagnose: what ends the run, then what wastes it; torch's peak, utilisation, lasting slowdowns, power share."""
-    got = {n: call(diagnose, _D[n]) for n in _DIAGNOSE_NAMES}
-    for n, answer in got.items():
+def _public_diagnose(diagnose: Replay) -> None:
+    """What can be said of diagnose without its answer: one of the five words for every reading."""
+    for n in _DIAGNOSE_NAMES:
+        answer = call(diagnose, _D[n])
         if answer not in ANSWERS:
             fail(f"diagnose({describe(_D[n])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
 
-    def was(n: str) -> str:
-        return f"diagnose({describe(_D[n])}) returned {got[n]!r}"
 
-    def off(want: str, *names: str) -> str | None:
-        """The first of `names` whose answer is not `want`, or None."""
-        return next((n for n in names if got[n] != want), None)
-
-    if got["at_cap"] == "near-oom" or got["waiting_full"] == "near-oom":
-        n = "at_cap" if got["at_cap"] == "near-oom" else "waiting_full"
-        fail(f"{was(n)}: you read nvidia-smi's memory.used as the OOM signal. It counts the CUDA context, everything "
-             "PyTorch's caching allocator holds (what the run's peak once needed, plus rounding and fragmentation) and "
-             "memory allocated outside the allocator: a full-looking card says nothing about the next allocation. "
-             "Whether that fits is read from torch's own peak allocated against the card.")
-    if got["oom_idle"] != "near-oom" and got["oom_busy"] == "near-oom":
-        fail(f"{was('oom_idle')}: you read the utilisation before the memory. torch's peak allocated is nearly the "
-             "whole card: the run is one longer sequence away from an out-of-memory error, and what ends a run comes "
-             "before what wastes it.")
-    if n := off("near-oom", "oom_idle", "oom_busy"):
-        fail(f"{was(n)}: torch's peak allocated is nearly all of the card's memory. peak_allocated_mib and total_mib "
-             "are both MiB: their ratio is a fraction of the card, and a run that peaks this close to the total is "
-             "near an OOM whatever else the reading says.")
-    if got["waiting_full"] != "waiting":
-        if got["tiny"] == "waiting" or got["mid"] == "waiting":
-            fail("diagnose returned 'waiting' for a GPU at full utilisation: utilisation is the share of time a kernel "
-                 "ran, so a GPU that waits reads low, not high.")
-        fail(f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most of "
-             "the time, waiting for the host or for data. util_pct is a percent (0 to 100), not a fraction.")
-    if got["same_share_big"] == "slowed" or got["mid"] == "slowed":
-        fail(f"{was('same_share_big')}: you called a high power draw a fault. Sitting at the power cap is the normal "
-             "state of dense tensor-core work: the chip draws all it may, and the firmware trims the clock to stay "
-             "under the limit (sw_power_cap). A fault is told by the event reasons, not by the power.")
-    if got["at_cap"] == "slowed" or got["t4_cap"] == "slowed":
-        fail(f"{was('at_cap')}: an SM clock below its maximum says the chip slowed, not why, and the reason here is "
-             "sw_power_cap: the firmware holding power at the limit, the healthy state of dense work. Only a reason "
-             "from outside the workload (heat, a hardware slowdown, a power brake) is a fault.")
-    if got["flash"] == "slowed":
-        fail(f"{was('flash')}: hw_slowdown was active in one sample of thirty, with the clock at its maximum. nvidia-smi "
-             "notes that hw_slowdown may flash on while the chip changes its P-state or clock: a fault is a reason "
-             "that persists through the trace, so read the share of samples, not whether it ever appeared.")
-    if got["hot"] == "tiny-kernels" and got["hot_sw"] == "slowed":
-        fail(f"{was('hot')}: you read the power share before the event reasons. A chip slowed by heat runs its clock "
-             "lower, so it draws less power too: the low power is the slowdown's effect, not tiny kernels. Read what "
-             "holds the clock down first.")
-    if n := off("slowed", "hot_sw", "hot"):
-        fail(f"{was(n)}: a thermal slowdown is active all through the trace (reading['reasons']): the chip is too hot "
-             "and lowered its clock, a cooling fault.")
-    if n := off("slowed", "hw_slow", "brake"):
-        fail(f"{was(n)}: hw_slowdown (and hw_power_brake_slowdown) held the clock far below its maximum all through "
-             "the trace. They are not thermal by name, but they are faults all the same: the hardware cut the clock "
-             "for a reason outside the workload (too hot, a power draw too high, the system's power brake).")
-    if got["tiny"] == "busy":
-        fail(f"{was('tiny')}: high utilisation alone does not mean the chip is busy. Utilisation counts the time at "
-             "least one kernel ran, however small; a chip that draws a small share of its power limit at full "
-             "utilisation is running kernels too small to use it. Look at power before calling it busy.")
-    if got["mid"] == got["at_cap"] == "tiny-kernels":
-        fail("diagnose called a chip drawing most of its power limit 'tiny-kernels': power_w / power_limit_w is a "
-             "fraction (0 to 1), not a percent.")
-    if got["t4_cap"] != got["same_share_big"] or got["same_watts_big"] == got["t4_cap"]:
-        fail(f"diagnose gave {got['t4_cap']!r} for 68 W on a 70 W card, {got['same_watts_big']!r} for 68 W on a 700 W "
-             f"card and {got['same_share_big']!r} for 680 W on a 700 W card: you compared absolute watts. What a watt "
-             "means depends on the card: read the share of its limit.")
-    for n in _DIAGNOSE_NAMES:
-        if got[n] != _DIAGNOSE_WANT[n]:
-            fail(f"{was(n)}. Go back over what each number says: torch's peak for memory, utilisation for waiting, "
-                 "the event reasons that last for a fault, the share of the power limit for how hard the chip works, "
-                 "and the order: what ends the run before what wastes it.")
-
-
-check_diagnose = recorded("diagnose", "diagnose", _DIAGNOSE_CASES, _judge_diagnose)
+check_diagnose = guard(Keyed(
+    LESSON, "diagnose", "diagnose", _DIAGNOSE_CASES, public=_public_diagnose,
+    unknown="diagnose does not read the check's readings as the machine means them, nor in a way the course knows. "
+            "Go back over what each number measures physically and which of them can mislead, when a clock event "
+            "reason counts, and what comes first when several apply."),
+    "diagnose", _SHORTCUTS)
 
 
 def _observe_diagnose_on(diagnose: Callable, case: dict) -> dict:

@@ -14,8 +14,98 @@ from typing import Callable
 
 from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SPAN,
-                                    _BUSY_CASES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, CPU_ROWS, CUDA_ROWS,
-                                    _as_pair, _idle_call)
+                                    _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
+                                    CPU_ROWS, CUDA_ROWS, _as_pair, _idle_call, describe)
+
+# --- diagnose ----------------------------------------------------------------------------------------
+
+_DIAGNOSE_WANT = {  # name of the package's reading (lesson05._D): the answer, with why
+    "at_cap": "busy",  # dense bf16 matmuls at the power cap (sw_power_cap); nvidia-smi's used is the allocator's reserve
+    "oom_idle": "near-oom", "oom_busy": "near-oom",  # torch's peak at nearly the whole card comes first
+    "waiting_full": "waiting",  # a kernel in a small share of the samples, however full nvidia-smi's memory looks
+    "tiny": "tiny-kernels",  # a fifth of the limit at full utilisation
+    "t4_cap": "busy", "same_watts_big": "tiny-kernels", "same_share_big": "busy",  # the share of the limit, not watts
+    "hot": "slowed", "hot_sw": "slowed",  # heat; the clock halved draws less power
+    "hw_slow": "slowed", "brake": "slowed",  # held down all along: a fault
+    "flash": "busy",  # one sample in 30: a clock change, not a fault
+    "mid": "busy",  # three quarters of the limit: the chip works
+}
+
+
+def _diagnose(diagnose: Callable) -> None:
+    """diagnose: what ends the run, then what wastes it; torch's peak, utilisation, lasting slowdowns, power share."""
+    got = {n: call(diagnose, _D[n]) for n in _DIAGNOSE_NAMES}
+    for n, answer in got.items():
+        if answer not in ANSWERS:
+            fail(f"diagnose({describe(_D[n])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
+
+    def was(n: str) -> str:
+        return f"diagnose({describe(_D[n])}) returned {got[n]!r}"
+
+    def off(want: str, *names: str) -> str | None:
+        """The first of `names` whose answer is not `want`, or None."""
+        return next((n for n in names if got[n] != want), None)
+
+    if got["at_cap"] == "near-oom" or got["waiting_full"] == "near-oom":
+        n = "at_cap" if got["at_cap"] == "near-oom" else "waiting_full"
+        fail(f"{was(n)}: you read nvidia-smi's memory.used as the OOM signal. It counts the CUDA context, everything "
+             "PyTorch's caching allocator holds (what the run's peak once needed, plus rounding and fragmentation) and "
+             "memory allocated outside the allocator: a full-looking card says nothing about the next allocation. "
+             "Whether that fits is read from torch's own peak allocated against the card.")
+    if got["oom_idle"] != "near-oom" and got["oom_busy"] == "near-oom":
+        fail(f"{was('oom_idle')}: you read the utilisation before the memory. torch's peak allocated is nearly the "
+             "whole card: the run is one longer sequence away from an out-of-memory error, and what ends a run comes "
+             "before what wastes it.")
+    if n := off("near-oom", "oom_idle", "oom_busy"):
+        fail(f"{was(n)}: torch's peak allocated is nearly all of the card's memory. peak_allocated_mib and total_mib "
+             "are both MiB: their ratio is a fraction of the card, and a run that peaks this close to the total is "
+             "near an OOM whatever else the reading says.")
+    if got["waiting_full"] != "waiting":
+        if got["tiny"] == "waiting" or got["mid"] == "waiting":
+            fail("diagnose returned 'waiting' for a GPU at full utilisation: utilisation is the share of time a kernel "
+                 "ran, so a GPU that waits reads low, not high.")
+        fail(f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most of "
+             "the time, waiting for the host or for data. util_pct is a percent (0 to 100), not a fraction.")
+    if got["same_share_big"] == "slowed" or got["mid"] == "slowed":
+        fail(f"{was('same_share_big')}: you called a high power draw a fault. Sitting at the power cap is the normal "
+             "state of dense tensor-core work: the chip draws all it may, and the firmware trims the clock to stay "
+             "under the limit (sw_power_cap). A fault is told by the event reasons, not by the power.")
+    if got["at_cap"] == "slowed" or got["t4_cap"] == "slowed":
+        fail(f"{was('at_cap')}: an SM clock below its maximum says the chip slowed, not why, and the reason here is "
+             "sw_power_cap: the firmware holding power at the limit, the healthy state of dense work. Only a reason "
+             "from outside the workload (heat, a hardware slowdown, a power brake) is a fault.")
+    if got["flash"] == "slowed":
+        fail(f"{was('flash')}: hw_slowdown was active in one sample of thirty, with the clock at its maximum. nvidia-smi "
+             "notes that hw_slowdown may flash on while the chip changes its P-state or clock: a fault is a reason "
+             "that persists through the trace, so read the share of samples, not whether it ever appeared.")
+    if got["hot"] == "tiny-kernels" and got["hot_sw"] == "slowed":
+        fail(f"{was('hot')}: you read the power share before the event reasons. A chip slowed by heat runs its clock "
+             "lower, so it draws less power too: the low power is the slowdown's effect, not tiny kernels. Read what "
+             "holds the clock down first.")
+    if n := off("slowed", "hot_sw", "hot"):
+        fail(f"{was(n)}: a thermal slowdown is active all through the trace (reading['reasons']): the chip is too hot "
+             "and lowered its clock, a cooling fault.")
+    if n := off("slowed", "hw_slow", "brake"):
+        fail(f"{was(n)}: hw_slowdown (and hw_power_brake_slowdown) held the clock far below its maximum all through "
+             "the trace. They are not thermal by name, but they are faults all the same: the hardware cut the clock "
+             "for a reason outside the workload (too hot, a power draw too high, the system's power brake).")
+    if got["tiny"] == "busy":
+        fail(f"{was('tiny')}: high utilisation alone does not mean the chip is busy. Utilisation counts the time at "
+             "least one kernel ran, however small; a chip that draws a small share of its power limit at full "
+             "utilisation is running kernels too small to use it. Look at power before calling it busy.")
+    if got["mid"] == got["at_cap"] == "tiny-kernels":
+        fail("diagnose called a chip drawing most of its power limit 'tiny-kernels': power_w / power_limit_w is a "
+             "fraction (0 to 1), not a percent.")
+    if got["t4_cap"] != got["same_share_big"] or got["same_watts_big"] == got["t4_cap"]:
+        fail(f"diagnose gave {got['t4_cap']!r} for 68 W on a 70 W card, {got['same_watts_big']!r} for 68 W on a 700 W "
+             f"card and {got['same_share_big']!r} for 680 W on a 700 W card: you compared absolute watts. What a watt "
+             "means depends on the card: read the share of its limit.")
+    for n in _DIAGNOSE_NAMES:
+        if got[n] != _DIAGNOSE_WANT[n]:
+            fail(f"{was(n)}. Go back over what each number says: torch's peak for memory, utilisation for waiting, "
+                 "the event reasons that last for a fault, the share of the power limit for how hard the chip works, "
+                 "and the order: what ends the run before what wastes it.")
+
 
 # --- busy_fraction -----------------------------------------------------------------------------------
 
@@ -186,4 +276,4 @@ def _idle_by_cause(idle_by_cause: Callable) -> None:
          "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
 
 
-JUDGES = {"busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause}
+JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause}
