@@ -442,3 +442,26 @@ def test_diagnose_treats_hardware_slowdowns_as_faults_and_flashes_as_noise():
     old = lesson05.reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9})
     thermal_only = {"hw_thermal_slowdown", "sw_thermal_slowdown"} & set(old["reasons"])
     assert not thermal_only and old["power_w"] / old["power_limit_w"] < 0.5  # the old rules: 'tiny-or-memory-bound'
+
+
+def test_the_mfu_guess_model_counts_the_small_step_as_the_instructors_judge_does():
+    """The package holds the small transformer's FLOPs per step (the MFU_GUESS model needs the number), not the way to
+    count them: the count lives with the instructor's judge of mfu, and the two agree."""
+    assert lesson05._SMALL_STEP_FLOPS == _instructor_judges().small_step_flops()
+    assert not hasattr(lesson05, "_mfu_reference") and not hasattr(lesson05, "_matmul_params")
+    net, _, _ = lesson05._small_transformer()
+    with pytest.raises(ValueError, match="small transformer"):
+        lesson05._launch_bound_mfu(net, 4, 32, 100.0)
+    assert lesson05._launch_bound_mfu(net, 2, 32, 100.0) == pytest.approx(
+        lesson05._SMALL_STEP_FLOPS / (100.0 * specs.model_constants()["kernel_launch_seconds"]["value"])
+        / specs.chip(lesson05.MFU_GUESS_CHIP).peak("bf16"))
+
+
+def test_the_mfu_checks_models_leave_no_count_of_biases_or_layernorm_to_judge():
+    """Counting biases and LayerNorm or not changes an MFU by a percent; the keyed check compares exact answers, so
+    its models carry neither, and they still run."""
+    for name, (make, *_) in lesson05._MFU_MODELS.items():
+        model = make()
+        assert not [n for n, _ in model.named_parameters() if n.endswith("bias") or ".ln" in n or n.startswith("ln")], name
+    model = lesson05._MFU_MODELS["gpt"][0]()
+    assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 512)

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import torch
+
 from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SPAN,
                                     _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
-                                    CPU_ROWS, CUDA_ROWS, _as_pair, _idle_call, describe)
+                                    _MFU_MODELS, _MFU_TOL, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
+                                    _idle_call, _public_mfu, _small_transformer, describe)
 
 # --- diagnose ----------------------------------------------------------------------------------------
 
@@ -276,4 +279,79 @@ def _idle_by_cause(idle_by_cause: Callable) -> None:
          "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
 
 
-JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause}
+# --- mfu ---------------------------------------------------------------------------------------------
+
+
+def _matmul_params(model: torch.nn.Module) -> int:
+    """The count: parameters that take part in a matmul (every one but the position table and the small
+    elementwise ones, LayerNorm and biases, which cost a few FLOPs each and change the count by a percent)."""
+    skip = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings and
+            getattr(model, "positions", None) is m}
+    count = 0
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in skip or isinstance(module, torch.nn.LayerNorm) or name == "bias":
+                continue
+            count += p.numel()
+    return count
+
+
+def _mfu_reference(model: torch.nn.Module, batch: int, seq_len: int, step_seconds: float, peaks: dict,
+                   dtype: str, flops_per: int = 6, count: int | None = None) -> float:
+    n = _matmul_params(model) if count is None else count
+    return flops_per * n * batch * seq_len / step_seconds / peaks[dtype]
+
+
+def small_step_flops() -> int:
+    """The model FLOPs of one training step of the lesson's small transformer on its batch (lesson05._SMALL_STEP_FLOPS,
+    which the MFU_GUESS model uses): the same count as mfu's."""
+    net, _, _ = _small_transformer()
+    return 6 * _matmul_params(net) * _SMALL_TOKENS[0] * _SMALL_TOKENS[1]
+
+
+def _mfu(observation: dict) -> None:
+    """mfu: the FLOPs a training step needs (from the parameters that multiply), per second, over the dtype's peak."""
+    _public_mfu(observation)
+    got = {k: float(v) for k, v in observation["got"].items()}
+    models = {name: make() for name, (make, *_) in _MFU_MODELS.items()}
+    want = {name: _mfu_reference(models[name], *_MFU_MODELS[name][1:]) for name in _MFU_MODELS}
+    ratio = {name: got[name] / want[name] for name in want}
+
+    def near(r: float, target: float) -> bool:
+        return abs(r / target - 1) <= _MFU_TOL
+
+    if all(near(r, 100.0) for r in ratio.values()):
+        fail("mfu returned a percent: return a fraction of the peak (0 to 1).")
+    if all(near(r, 1 / 3) for r in ratio.values()):
+        fail("mfu counted the forward pass alone: a multiply and an add per weight per token. A training step also "
+             "runs backward, and backward must produce a gradient for both inputs of every matmul.")
+    if all(near(r, 2 / 3) for r in ratio.values()):
+        fail("mfu counted backward as much work as the forward pass. Backward computes two gradients for every matmul "
+             "of the forward pass: one for the activation that came in (to pass further back) and one for the weight "
+             "(to update it).")
+    if math.isclose(got["gpt"], got["gpt_fp32"], rel_tol=1e-9):
+        fail("mfu gave the same answer for the same run in bf16 and in fp32: a chip's peak depends on the number format "
+             "(an H100's tensor cores are many times faster in bf16); divide by the peak of the format the run used.")
+    total = {name: sum(p.numel() for p in models[name].parameters()) for name in models}
+    if near(got["long_context"] / _mfu_reference(models["long_context"], *_MFU_MODELS["long_context"][1:],
+                                                 count=total["long_context"]), 1.0) and not near(ratio["long_context"], 1):
+        fail("mfu counted every parameter, the position embeddings included. A position embedding is a table the "
+             "forward pass looks rows up in: no multiply, no add, no FLOPs (the token table is different: the head "
+             "multiplies by it). In a long-context model that table is most of the parameters.")
+    for name, (_, batch, seq, *_r) in _MFU_MODELS.items():
+        if near(ratio[name], 1 / seq) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][2]):
+            fail("mfu counted one token per sequence: every token of every sequence goes through every weight.")
+        if near(ratio[name], 1 / batch) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][1]):
+            fail("mfu counted the tokens of one sequence only: a step processes every sequence of the batch.")
+    if all(near(ratio[n], _MFU_MODELS[n][3]) or near(ratio[n], _MFU_MODELS[n][3] ** 2) for n in want):
+        fail("mfu ignored the step time: FLOPs per step become a rate (FLOP/s) once divided by the step time, and only "
+             "a rate compares with a peak.")
+    for name in want:
+        if not near(ratio[name], 1.0):
+            fail(f"mfu on the check's {name} model is not the model's FLOPs per second over the peak. Count the FLOPs "
+                 "a training step needs per token from the parameters that take part in a matmul, in the forward "
+                 "pass and in backward, then divide by the step time and by the peak of the run's format.")
+
+
+JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause,
+          "mfu": _mfu}
