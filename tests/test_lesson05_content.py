@@ -20,6 +20,16 @@ from notebook_cells import namespace
 LESSON = "05_reading_the_machine"
 
 
+def _instructor_judges():
+    """solutions/judges/lesson05.py, which holds the answers of the keyed checks (never packaged)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_keys
+
+    return build_keys.instructor_judges(LESSON)
+
+
 @pytest.fixture(scope="module")
 def small_profile():
     layer = torch.nn.Linear(8, 8)
@@ -124,8 +134,8 @@ def test_judges_never_pass_a_forged_observation(check, forged):
 
 
 def test_a_judge_reads_plain_answers_and_names_the_mistake():
-    always = lesson05.check_diagnose.observe(lambda reading: "busy")
-    with pytest.raises(CheckFailed, match="near an OOM whatever else"):
+    always = lesson05.check_diagnose.observe(lambda reading: "busy")  # no mistake the keys know: the principle
+    with pytest.raises(CheckFailed, match="what each number measures physically"):
         lesson05.check_diagnose.judge(always)
     crashed = lesson05.check_busy_fraction.observe(lambda intervals, start, end: 1 / 0)
     with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
@@ -297,7 +307,9 @@ def test_idle_exercise_asks_whose_fault_the_idle_time_is():
 
 def test_idle_check_cases_cover_every_branch_the_lesson_teaches():
     """The visible cases hold each shape a profile gives, so no mistake passes the ✓ and fails only a hidden test."""
-    cases = [case for case, _ in lesson05._IDLE.values()]
+    cases = list(lesson05._IDLE.values())
+    want = _instructor_judges()._IDLE_WANT  # the answers live with the instructor (solutions/judges), not in the package
+    answered = [(lesson05._IDLE[name], want[name]) for name in lesson05._IDLE]
 
     def pairs(ranges):
         return [(a, b) for i, a in enumerate(ranges) for j, b in enumerate(ranges) if i != j]
@@ -310,8 +322,8 @@ def test_idle_check_cases_cover_every_branch_the_lesson_teaches():
     assert any(list(loading) != sorted(loading) for _, loading, _, _ in cases)
     assert any(a < start or b > end for compute, loading, start, end in cases for a, b in compute + loading)
     assert any(not compute for compute, _, _, _ in cases) and any(not loading for _, loading, _, _ in cases)
-    assert any(want[1] > 0 and loading for (_, loading, _, _), want in lesson05._IDLE.values())  # idle outside loading
-    assert any(want == (0.0, 0.0) and loading for (_, loading, _, _), want in lesson05._IDLE.values())  # load hidden
+    assert any(split[1] > 0 and loading for (_, loading, _, _), split in answered)  # idle outside loading
+    assert any(split == (0.0, 0.0) and loading for (_, loading, _, _), split in answered)  # load hidden
 
 
 def test_loop_ranges_reads_a_starved_loop():
@@ -430,3 +442,26 @@ def test_diagnose_treats_hardware_slowdowns_as_faults_and_flashes_as_noise():
     old = lesson05.reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9})
     thermal_only = {"hw_thermal_slowdown", "sw_thermal_slowdown"} & set(old["reasons"])
     assert not thermal_only and old["power_w"] / old["power_limit_w"] < 0.5  # the old rules: 'tiny-or-memory-bound'
+
+
+def test_the_mfu_guess_model_counts_the_small_step_as_the_instructors_judge_does():
+    """The package holds the small transformer's FLOPs per step (the MFU_GUESS model needs the number), not the way to
+    count them: the count lives with the instructor's judge of mfu, and the two agree."""
+    assert lesson05._SMALL_STEP_FLOPS == _instructor_judges().small_step_flops()
+    assert not hasattr(lesson05, "_mfu_reference") and not hasattr(lesson05, "_matmul_params")
+    net, _, _ = lesson05._small_transformer()
+    with pytest.raises(ValueError, match="small transformer"):
+        lesson05._launch_bound_mfu(net, 4, 32, 100.0)
+    assert lesson05._launch_bound_mfu(net, 2, 32, 100.0) == pytest.approx(
+        lesson05._SMALL_STEP_FLOPS / (100.0 * specs.model_constants()["kernel_launch_seconds"]["value"])
+        / specs.chip(lesson05.MFU_GUESS_CHIP).peak("bf16"))
+
+
+def test_the_mfu_checks_models_leave_no_count_of_biases_or_layernorm_to_judge():
+    """Counting biases and LayerNorm or not changes an MFU by a percent; the keyed check compares exact answers, so
+    its models carry neither, and they still run."""
+    for name, (make, *_) in lesson05._MFU_MODELS.items():
+        model = make()
+        assert not [n for n, _ in model.named_parameters() if n.endswith("bias") or ".ln" in n or n.startswith("ln")], name
+    model = lesson05._MFU_MODELS["gpt"][0]()
+    assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 512)

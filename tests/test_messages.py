@@ -341,16 +341,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),
     ],
     "05_reading_the_machine": [
-        ("busy_fraction_check",
-         "from grader.checks import lesson05\n\ndef busy_fraction(intervals, start, end):\n"
-         "    return lesson05._busy_reference(intervals, start, end)\n", r"calls grader\.checks\.lesson05\._busy_reference"),
-        ("top_ops_check",
-         "from grader.checks import lesson05\n\ndef top_ops(rows, n):\n    return lesson05._top_reference(rows, n)\n",
-         r"calls grader\.checks\.lesson05\._top_reference"),
-        ("mfu_check",
-         "from grader.checks import lesson05\n\ndef mfu(model, batch, seq_len, step_seconds, peaks, dtype):\n"
-         "    return lesson05._mfu_reference(model, batch, seq_len, step_seconds, peaks, dtype)\n",
-         r"calls grader\.checks\.lesson05\._mfu_reference"),
+        ("busy_fraction_check", "from grader.checks import lesson05\nlesson05._busy_reference\n", "gone"),
+        ("top_ops_check", "from grader.checks import lesson05\nlesson05._top_reference\n", "gone"),
+        ("mfu_check", "from grader.checks import lesson05\nlesson05._mfu_reference\n", "gone"),
+        ("mfu_check", "from grader.checks import lesson05\nlesson05._matmul_params\n", "gone"),
     ],
     "06_mixed_precision": [
         ("amp_step_check",

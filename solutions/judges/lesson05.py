@@ -1,0 +1,357 @@
+"""The instructor's judges of lesson 05's keyed checks (busy_fraction, top_ops, idle_by_cause, diagnose, mfu): they
+hold the answers, so they are never packaged nor released.
+
+scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson05.py) and keeps
+only digests and messages in grader/checks/keys/05_reading_the_machine.json; the learner's checks
+(grader/checks/lesson05.py) judge by those. A message names the kind of mistake and the principle, never the
+expected value nor the formula. The cases stay in the package: they are inputs, not answers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from grader.checks._common import call, close, fail, is_number
+from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SPAN,
+                                    _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
+                                    _MFU_MODELS, _MFU_TOL, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
+                                    _idle_call, _public_mfu, _small_transformer, describe)
+
+# --- diagnose ----------------------------------------------------------------------------------------
+
+_DIAGNOSE_WANT = {  # name of the package's reading (lesson05._D): the answer, with why
+    "at_cap": "busy",  # dense bf16 matmuls at the power cap (sw_power_cap); nvidia-smi's used is the allocator's reserve
+    "oom_idle": "near-oom", "oom_busy": "near-oom",  # torch's peak at nearly the whole card comes first
+    "waiting_full": "waiting",  # a kernel in a small share of the samples, however full nvidia-smi's memory looks
+    "tiny": "tiny-kernels",  # a fifth of the limit at full utilisation
+    "t4_cap": "busy", "same_watts_big": "tiny-kernels", "same_share_big": "busy",  # the share of the limit, not watts
+    "hot": "slowed", "hot_sw": "slowed",  # heat; the clock halved draws less power
+    "hw_slow": "slowed", "brake": "slowed",  # held down all along: a fault
+    "flash": "busy",  # one sample in 30: a clock change, not a fault
+    "mid": "busy",  # three quarters of the limit: the chip works
+}
+
+
+def _diagnose(diagnose: Callable) -> None:
+    """diagnose: what ends the run, then what wastes it; torch's peak, utilisation, lasting slowdowns, power share."""
+    got = {n: call(diagnose, _D[n]) for n in _DIAGNOSE_NAMES}
+    for n, answer in got.items():
+        if answer not in ANSWERS:
+            fail(f"diagnose({describe(_D[n])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
+
+    def was(n: str) -> str:
+        return f"diagnose({describe(_D[n])}) returned {got[n]!r}"
+
+    def off(want: str, *names: str) -> str | None:
+        """The first of `names` whose answer is not `want`, or None."""
+        return next((n for n in names if got[n] != want), None)
+
+    if got["at_cap"] == "near-oom" or got["waiting_full"] == "near-oom":
+        n = "at_cap" if got["at_cap"] == "near-oom" else "waiting_full"
+        fail(f"{was(n)}: you read nvidia-smi's memory.used as the OOM signal. It counts the CUDA context, everything "
+             "PyTorch's caching allocator holds (what the run's peak once needed, plus rounding and fragmentation) and "
+             "memory allocated outside the allocator: a full-looking card says nothing about the next allocation. "
+             "Whether that fits is read from torch's own peak allocated against the card.")
+    if got["oom_idle"] != "near-oom" and got["oom_busy"] == "near-oom":
+        fail(f"{was('oom_idle')}: you read the utilisation before the memory. torch's peak allocated is nearly the "
+             "whole card: the run is one longer sequence away from an out-of-memory error, and what ends a run comes "
+             "before what wastes it.")
+    if n := off("near-oom", "oom_idle", "oom_busy"):
+        fail(f"{was(n)}: torch's peak allocated is nearly all of the card's memory. peak_allocated_mib and total_mib "
+             "are both MiB: their ratio is a fraction of the card, and a run that peaks this close to the total is "
+             "near an OOM whatever else the reading says.")
+    if got["waiting_full"] != "waiting":
+        if got["tiny"] == "waiting" or got["mid"] == "waiting":
+            fail("diagnose returned 'waiting' for a GPU at full utilisation: utilisation is the share of time a kernel "
+                 "ran, so a GPU that waits reads low, not high.")
+        fail(f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most of "
+             "the time, waiting for the host or for data. util_pct is a percent (0 to 100), not a fraction.")
+    if got["same_share_big"] == "slowed" or got["mid"] == "slowed":
+        fail(f"{was('same_share_big')}: you called a high power draw a fault. Sitting at the power cap is the normal "
+             "state of dense tensor-core work: the chip draws all it may, and the firmware trims the clock to stay "
+             "under the limit (sw_power_cap). A fault is told by the event reasons, not by the power.")
+    if got["at_cap"] == "slowed" or got["t4_cap"] == "slowed":
+        fail(f"{was('at_cap')}: an SM clock below its maximum says the chip slowed, not why, and the reason here is "
+             "sw_power_cap: the firmware holding power at the limit, the healthy state of dense work. Only a reason "
+             "from outside the workload (heat, a hardware slowdown, a power brake) is a fault.")
+    if got["flash"] == "slowed":
+        fail(f"{was('flash')}: hw_slowdown was active in one sample of thirty, with the clock at its maximum. nvidia-smi "
+             "notes that hw_slowdown may flash on while the chip changes its P-state or clock: a fault is a reason "
+             "that persists through the trace, so read the share of samples, not whether it ever appeared.")
+    if got["hot"] == "tiny-kernels" and got["hot_sw"] == "slowed":
+        fail(f"{was('hot')}: you read the power share before the event reasons. A chip slowed by heat runs its clock "
+             "lower, so it draws less power too: the low power is the slowdown's effect, not tiny kernels. Read what "
+             "holds the clock down first.")
+    if n := off("slowed", "hot_sw", "hot"):
+        fail(f"{was(n)}: a thermal slowdown is active all through the trace (reading['reasons']): the chip is too hot "
+             "and lowered its clock, a cooling fault.")
+    if n := off("slowed", "hw_slow", "brake"):
+        fail(f"{was(n)}: hw_slowdown (and hw_power_brake_slowdown) held the clock far below its maximum all through "
+             "the trace. They are not thermal by name, but they are faults all the same: the hardware cut the clock "
+             "for a reason outside the workload (too hot, a power draw too high, the system's power brake).")
+    if got["tiny"] == "busy":
+        fail(f"{was('tiny')}: high utilisation alone does not mean the chip is busy. Utilisation counts the time at "
+             "least one kernel ran, however small; a chip that draws a small share of its power limit at full "
+             "utilisation is running kernels too small to use it. Look at power before calling it busy.")
+    if got["mid"] == got["at_cap"] == "tiny-kernels":
+        fail("diagnose called a chip drawing most of its power limit 'tiny-kernels': power_w / power_limit_w is a "
+             "fraction (0 to 1), not a percent.")
+    if got["t4_cap"] != got["same_share_big"] or got["same_watts_big"] == got["t4_cap"]:
+        fail(f"diagnose gave {got['t4_cap']!r} for 68 W on a 70 W card, {got['same_watts_big']!r} for 68 W on a 700 W "
+             f"card and {got['same_share_big']!r} for 680 W on a 700 W card: you compared absolute watts. What a watt "
+             "means depends on the card: read the share of its limit.")
+    for n in _DIAGNOSE_NAMES:
+        if got[n] != _DIAGNOSE_WANT[n]:
+            fail(f"{was(n)}. Go back over what each number says: torch's peak for memory, utilisation for waiting, "
+                 "the event reasons that last for a fault, the share of the power limit for how hard the chip works, "
+                 "and the order: what ends the run before what wastes it.")
+
+
+# --- busy_fraction -----------------------------------------------------------------------------------
+
+
+def _busy_reference(intervals, start: float, end: float) -> float:
+    """The share of [start, end] covered by at least one interval."""
+    busy, reached = 0.0, start
+    for a, b in sorted(intervals):
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            busy, reached = busy + b - a, b
+    return busy / (end - start)
+
+
+def _busy_fraction(busy_fraction: Callable) -> None:
+    """busy_fraction: the share of [start, end] covered by at least one interval."""
+    got = {i: call(busy_fraction, *case) for i, case in enumerate(_BUSY_CASES)}
+    for i, value in got.items():
+        if not is_number(value):
+            fail(f"busy_fraction{_BUSY_CASES[i]} returned {value!r} ({type(value).__name__}); return a float from 0 to 1.")
+    simple, overlap, clip, span, outside, empty, nested = (float(got[i]) for i in range(len(_BUSY_CASES)))
+    if close(simple, 50.0):
+        fail(f"busy_fraction{_B_SIMPLE} returned {simple!r}: a share is a fraction from 0 to 1, not a percent.")
+    if overlap > 1.0 or close(overlap, 1.75) or close(nested, 1.1):
+        fail(f"busy_fraction{_B_OVERLAP} returned {overlap!r}, more than the whole window: you summed intervals that "
+             "overlap. Kernels on two streams run at the same time, and a moment when two run counts once: "
+             "utilisation is the share of the window in which at least one kernel ran.")
+    if close(clip, 1.0) or close(outside, 0.275):
+        fail(f"busy_fraction{_B_CLIP} returned {clip!r}: the intervals were not clipped to the window. A kernel that "
+             "started before the window opened, or ran on after it closed, was busy inside the window only for the "
+             "part between start and end.")
+    if close(span, 2 / 3) or close(simple, 2 / 3):
+        fail(f"busy_fraction{_B_SPAN} returned {span!r}: you divided by the intervals' span (first start to last end), "
+             "not by the window. Idle time before the first kernel and after the last is idle time too.")
+    for value, case in ((simple, _B_SIMPLE), (overlap, _B_OVERLAP), (clip, _B_CLIP), (span, _B_SPAN),
+                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED)):
+        if not math.isclose(value, _busy_reference(*case), rel_tol=1e-9, abs_tol=1e-12):
+            fail(f"busy_fraction{case} returned {value!r}: not the share of the window in which at least one interval "
+                 "ran. Walk the window from start to end: each moment is busy or not, whatever the number of kernels "
+                 "running then and whichever order the intervals came in.")
+
+
+# --- top_ops -----------------------------------------------------------------------------------------
+
+
+def _top_reference(rows: list[dict], n: int) -> list[str]:
+    """The answer: host operator rows (no labels, kernels or runtime calls) by self time, each once."""
+    from grader.profiling import is_runtime_call
+
+    ops = [r for r in rows if not r["is_label"] and r.get("device_type", "CPU") == "CPU" and not is_runtime_call(r)]
+    return [r["name"] for r in sorted(ops, key=lambda r: -r["self_us"])[:n]]
+
+
+def _top_ops(top_ops: Callable) -> None:
+    """top_ops: the n operators with the most self time, most first, each operator once (no labels, no kernel rows)."""
+    got = call(top_ops, CPU_ROWS, 3)
+    if not isinstance(got, (list, tuple)) or not all(isinstance(name, str) for name in got):
+        fail(f"top_ops(rows, 3) returned {got!r}; return a list of the op names (strings).")
+    got = list(got)
+    ops = [r for r in CPU_ROWS if not r["is_label"]]
+
+    def names(rows: list[dict], key: str, most_first: bool = True) -> list[str]:
+        return [r["name"] for r in sorted(rows, key=lambda r: r[key], reverse=most_first)[:3]]
+
+    if got in (names(ops, "total_us"), names(CPU_ROWS, "total_us")):
+        fail(f"top_ops(rows, 3) returned {got}: sorted by total time. A range's total includes everything under it "
+             "(the backward pass's entry contains every op it ran): it counts the same time again at every level.")
+    if got in (names(ops, "self_us", False), names(CPU_ROWS, "self_us", False)):
+        fail(f"top_ops(rows, 3) returned {got}: the operators that cost least come first. Most time first.")
+    if "ProfilerStep*" in got or "backward" in got:
+        which = ", ".join(name for name in ("ProfilerStep*", "backward") if name in got)
+        fail(f"top_ops(rows, 3) returned {got}, which holds labels ({which}). A label is a range someone named "
+             "(record_function, the schedule's ProfilerStep#): it is not an operator you could make faster.")
+    if got == names(ops, "calls"):
+        fail(f"top_ops(rows, 3) returned {got}: sorted by number of calls. Many cheap calls are not where the time "
+             "goes.")
+    for case in _TOP_CASES[:5]:
+        mine = call(top_ops, *case)
+        if not isinstance(mine, (list, tuple)) or list(mine) != _top_reference(*case):
+            fail(f"top_ops(a CPU profile's rows, {case[1]}) returned {mine!r}: not the operators that cost the most "
+                 "time themselves, most first"
+                 + (" (n = 0 asks for none)" if case[1] == 0 else " (with fewer operators than n, all of them)"
+                    if case[1] > 6 else " (the rows may come in any order)" if case[0] is not CPU_ROWS else "") + ".")
+    cuda = call(top_ops, CUDA_ROWS, 4)
+    if not isinstance(cuda, (list, tuple)) or not all(isinstance(name, str) for name in cuda):
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda!r}; return a list of the op names (strings).")
+    cuda = list(cuda)
+    labels = [name for name in cuda if name in ("ProfilerStep*", "forward")]
+    if labels:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with the label(s) {labels}. On a CUDA profile each "
+             "label has a row on the device too (device_type 'CUDA'), whose time is the labelled span, idle gaps "
+             "included: it is still not an operator.")
+    kernels = [name for name in cuda if name in (_GEMM, _SOFTMAX, _ADAM) or name.startswith("vectorized")]
+    if kernels:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: it names kernels ({kernels[0][:40]}...), rows with "
+             "device_type 'CUDA'. A kernel is the device's side of the operator that launched it, with the same "
+             "device time: listing both counts one matmul twice and pushes another operator off the list.")
+    if "cudaLaunchKernel" in cuda:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with cudaLaunchKernel: the host's call into the CUDA "
+             "runtime that queued each kernel, not an operator of the model.")
+    if "aten::linear" in cuda and cuda.index("aten::linear") < len(cuda) - 1:
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: aten::linear is ranked by its total time, which is "
+             "its aten::mm's. Rank each operator by the time spent in it itself.")
+    for case in _TOP_CASES[5:]:
+        mine = call(top_ops, *case)
+        if not isinstance(mine, (list, tuple)) or list(mine) != _top_reference(*case):
+            fail(f"top_ops(a CUDA profile's rows, {case[1]}) returned {mine!r}: not the operators that cost the device "
+                 "the most time themselves, each once, most first. Read the rows of a CUDA profile: which of them are "
+                 "the model's operators, and which are the same work seen again?")
+
+
+# --- idle_by_cause -----------------------------------------------------------------------------------
+
+_IDLE_WANT = {  # name of the package's case (lesson05._IDLE): (idle waiting for data, idle for other reasons)
+    "overlap": (30.0, 10.0), "merge": (20.0, 20.0), "nested": (15.0, 35.0), "unsorted": (40.0, 40.0),
+    "sorted": (40.0, 40.0), "touch": (10.0, 10.0), "edges": (30.0, 50.0), "no_loading": (0.0, 40.0),
+    "no_compute": (3.0, 7.0), "empty": (0.0, 10.0), "hidden": (0.0, 0.0),
+}
+
+
+def _idle_by_cause(idle_by_cause: Callable) -> None:
+    """idle_by_cause: (idle under a loading range, idle under none) within the window; idle = covered by no compute."""
+    raw = {name: call(idle_by_cause, *case) for name, case in _IDLE.items()}
+    got = {}
+    for name, value in raw.items():
+        got[name] = _as_pair(value)
+        if got[name] is None:
+            fail(f"{_idle_call(_IDLE[name])} returned {value!r}; return a tuple of two numbers: (idle time while the "
+                 "loop waited for data, idle time for other reasons).")
+
+    def gave(name: str, *answers: tuple) -> bool:
+        return any(all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got[name], a)) for a in answers)
+
+    wrong = {name for name, want in _IDLE_WANT.items() if not gave(name, want)}
+    if not wrong:
+        return
+    shown = {name: f"{_idle_call(_IDLE[name])} returned {raw[name]!r}" for name in _IDLE}
+    if gave("no_compute", (7.0, 3.0)) and gave("overlap", (10.0, 30.0)):
+        fail(f"{shown['no_compute']}: the two numbers are swapped. The first is the idle time the loader caused, the "
+             "second the idle time it did not.")
+    if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
+        fail(f"{shown['no_loading']}: you blamed all the idle time on the loader, but here no batch was being fetched "
+             "at all. Idle time while nothing is loading (Python between steps, the profiler, a log line) is not "
+             "the loader's fault, and no number of workers shortens it.")
+    if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
+        fail(f"{shown['overlap']}: you counted loading time that overlaps compute as idle. The device was busy then: "
+             "a batch fetched while a step computes costs nothing. Only idle moments are split between the causes.")
+    if gave("overlap", (20.0, 20.0)) and gave("touch", (5.0, 15.0)):
+        fail(f"{shown['overlap']}: you split the idle time in proportion to the share of the window the loader ran. "
+             "Whose fault an idle moment is depends on what was happening at that moment, not on averages.")
+    if gave("overlap", (30.0, 0.0)) and gave("no_loading", (0.0, 0.0)):
+        fail(f"{shown['overlap']} and {shown['no_loading']}: you counted only the gaps between compute ranges. Idle "
+             "time before the first compute range and after the last counts too: the window runs from start to end.")
+    if "merge" in wrong and gave("merge", (10.0, 20.0), (20.0, 10.0), (10.0, 10.0)):
+        fail(f"{shown['merge']}: two compute ranges overlap, and you counted their common part twice (or took the "
+             "device as idle inside it). A moment covered by two ranges is busy, once.")
+    if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
+        fail(f"{shown['nested']}: one compute range sits inside another, and you took the device as idle from the "
+             "inner range's end. It stays busy until the outer range ends: keep the latest end seen so far.")
+    if "unsorted" in wrong and "sorted" not in wrong:
+        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted. A profile's ranges come in "
+             "any order: order them yourself before walking through them.")
+    if wrong == {"edges"}:
+        fail(f"{shown['edges']}: ranges that stick out of the window were counted outside it. Only the part of each "
+             "range between start and end counts.")
+    name = next(name for name in _IDLE if name in wrong)
+    fail(f"{shown[name]}. The device is idle at a moment no compute range covers; an idle moment under a loading range "
+         "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
+
+
+# --- mfu ---------------------------------------------------------------------------------------------
+
+
+def _matmul_params(model: torch.nn.Module) -> int:
+    """The count: parameters that take part in a matmul (every one but the position table and the small
+    elementwise ones, LayerNorm and biases, which cost a few FLOPs each and change the count by a percent)."""
+    skip = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings and
+            getattr(model, "positions", None) is m}
+    count = 0
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in skip or isinstance(module, torch.nn.LayerNorm) or name == "bias":
+                continue
+            count += p.numel()
+    return count
+
+
+def _mfu_reference(model: torch.nn.Module, batch: int, seq_len: int, step_seconds: float, peaks: dict,
+                   dtype: str, flops_per: int = 6, count: int | None = None) -> float:
+    n = _matmul_params(model) if count is None else count
+    return flops_per * n * batch * seq_len / step_seconds / peaks[dtype]
+
+
+def small_step_flops() -> int:
+    """The model FLOPs of one training step of the lesson's small transformer on its batch (lesson05._SMALL_STEP_FLOPS,
+    which the MFU_GUESS model uses): the same count as mfu's."""
+    net, _, _ = _small_transformer()
+    return 6 * _matmul_params(net) * _SMALL_TOKENS[0] * _SMALL_TOKENS[1]
+
+
+def _mfu(observation: dict) -> None:
+    """mfu: the FLOPs a training step needs (from the parameters that multiply), per second, over the dtype's peak."""
+    _public_mfu(observation)
+    got = {k: float(v) for k, v in observation["got"].items()}
+    models = {name: make() for name, (make, *_) in _MFU_MODELS.items()}
+    want = {name: _mfu_reference(models[name], *_MFU_MODELS[name][1:]) for name in _MFU_MODELS}
+    ratio = {name: got[name] / want[name] for name in want}
+
+    def near(r: float, target: float) -> bool:
+        return abs(r / target - 1) <= _MFU_TOL
+
+    if all(near(r, 100.0) for r in ratio.values()):
+        fail("mfu returned a percent: return a fraction of the peak (0 to 1).")
+    if all(near(r, 1 / 3) for r in ratio.values()):
+        fail("mfu counted the forward pass alone: a multiply and an add per weight per token. A training step also "
+             "runs backward, and backward must produce a gradient for both inputs of every matmul.")
+    if all(near(r, 2 / 3) for r in ratio.values()):
+        fail("mfu counted backward as much work as the forward pass. Backward computes two gradients for every matmul "
+             "of the forward pass: one for the activation that came in (to pass further back) and one for the weight "
+             "(to update it).")
+    if math.isclose(got["gpt"], got["gpt_fp32"], rel_tol=1e-9):
+        fail("mfu gave the same answer for the same run in bf16 and in fp32: a chip's peak depends on the number format "
+             "(an H100's tensor cores are many times faster in bf16); divide by the peak of the format the run used.")
+    total = {name: sum(p.numel() for p in models[name].parameters()) for name in models}
+    if near(got["long_context"] / _mfu_reference(models["long_context"], *_MFU_MODELS["long_context"][1:],
+                                                 count=total["long_context"]), 1.0) and not near(ratio["long_context"], 1):
+        fail("mfu counted every parameter, the position embeddings included. A position embedding is a table the "
+             "forward pass looks rows up in: no multiply, no add, no FLOPs (the token table is different: the head "
+             "multiplies by it). In a long-context model that table is most of the parameters.")
+    for name, (_, batch, seq, *_r) in _MFU_MODELS.items():
+        if near(ratio[name], 1 / seq) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][2]):
+            fail("mfu counted one token per sequence: every token of every sequence goes through every weight.")
+        if near(ratio[name], 1 / batch) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][1]):
+            fail("mfu counted the tokens of one sequence only: a step processes every sequence of the batch.")
+    if all(near(ratio[n], _MFU_MODELS[n][3]) or near(ratio[n], _MFU_MODELS[n][3] ** 2) for n in want):
+        fail("mfu ignored the step time: FLOPs per step become a rate (FLOP/s) once divided by the step time, and only "
+             "a rate compares with a peak.")
+    for name in want:
+        if not near(ratio[name], 1.0):
+            fail(f"mfu on the check's {name} model is not the model's FLOPs per second over the peak. Count the FLOPs "
+                 "a training step needs per token from the parameters that take part in a matmul, in the forward "
+                 "pass and in backward, then divide by the step time and by the peak of the run's format.")
+
+
+JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause,
+          "mfu": _mfu}
