@@ -349,9 +349,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls grader\.checks\.lesson05\._mfu_reference"),
     ],
     "06_mixed_precision": [
-        ("amp_step_check",
-         "from grader.checks import lesson06\n\ndef amp_step(*args):\n    return lesson06.reference_amp_step(*args)\n",
-         r"calls grader\.checks\.lesson06\.reference_amp_step"),
+        ("amp_step_check", "from grader.checks import lesson06\nlesson06.reference_amp_step\n", "gone"),
         ("low_precision_ops_check",
          "from grader.checks import lesson06\n\ndef low_precision_ops(model, x, device_type, dtype):\n"
          "    return lesson06._reference_ops(dtype)\n", r"calls grader\.checks\.lesson06\._reference_ops"),
