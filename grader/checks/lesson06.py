@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grader import floats
 from grader.checks._common import Check, Replay, call, close, fail, guard, is_number, require_callable
 from grader.checks._keys import Keyed, outcomes
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson06.expect
@@ -587,10 +588,14 @@ def _public_smallest_kept(fn: Replay) -> None:
             fail(f"smallest_kept{case} returned {value!r}; return a positive number (a float).")
 
 
-check_smallest_kept = Keyed(
+# grader.floats (lesson 03's explorer) computes this number for a Format; a smallest_kept that asks it is noticed.
+_KEPT_SHORTCUTS = {floats.Format.smallest_subnormal.fget: "grader.floats.Format.smallest_subnormal",
+                   floats.value_of: "grader.floats.value_of", floats.kind_of: "grader.floats.kind_of"}
+
+check_smallest_kept = guard(Keyed(
     "06_mixed_precision", "smallest_kept", "smallest_kept", _KEPT_CASES,
     floats=True, public=_public_smallest_kept,
-    sig=8,  # at 6 figures fp8 e4m3's 2^-9 = 0.001953125 sits on a rounding edge; powers of two are exact anyway
+    sig=8,  # at 6 figures one of the visible answers sits on a rounding edge; powers of two are exact anyway
     unknown="smallest_kept is not the smallest positive number the format keeps, nor a mistake the course knows. "
             "Work it out from the bits: the bias, the smallest normal exponent, and how far the subnormals go "
-            "below it.")
+            "below it."), "smallest_kept", _KEPT_SHORTCUTS)

@@ -230,7 +230,7 @@ def _smooth(smooth: Callable) -> None:
                  "about 10 steps and beta = 0 returns the losses unchanged.")
         if _same_list(got, smooth_reference(*args, correct=False)):
             fail("smooth has no bias correction: the average starts at 0, so its first values are pulled towards 0. "
-                 "A first loss of 4.0 must smooth to 4.0.")
+                 "Once corrected, the first smoothed value is the first loss itself: nothing came before it.")
         values, beta = args
         for shift in (1, -1):
             weights = [1 - beta ** (t + shift) for t in range(1, len(values) + 1)]
@@ -238,7 +238,7 @@ def _smooth(smooth: Callable) -> None:
                                                                        weights)]):
                 fail("smooth's bias correction is one step off. After t steps the real losses carry part of the "
                      "weight and the starting 0 the rest: divide by the real losses' share after exactly t steps, "
-                     "so a first loss of 4.0 smooths to 4.0.")
+                     "so that the first smoothed value is the first loss itself.")
         if args[0] == [2.0] * 5:
             fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
         fail("smooth is not the bias-corrected exponential moving average of the losses.")
