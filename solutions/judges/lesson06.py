@@ -19,8 +19,8 @@ from torch import nn
 
 from grader.checks import _plain
 from grader.checks._common import Replay, call, close, fail, is_number
-from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VERDICT_CASES, NO_CLIP, _public_amp_step,
-                                    _run_scenario)
+from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VERDICT_CASES, DEVICE_TYPE, NO_CLIP,
+                                    _probe, _public_amp_step, _public_ops, _run_scenario)
 
 # --- amp_step ----------------------------------------------------------------------------------------
 # (what grader/checks/lesson06.py held before the step's answer left the package)
@@ -189,6 +189,77 @@ def amp_step_on(observation: dict, scenario: str, seed: int, steps: int, why: st
         fail(why)
 
 
+# --- low_precision_ops ---------------------------------------------------------------------------------
+# (what grader/checks/lesson06.py held before the answer left the package)
+
+
+def policy_word(received: torch.dtype, returned: torch.dtype, dtype: torch.dtype) -> str:
+    """What autocast's policy did to a module, read from the dtype it received and the one it returned."""
+    if received == torch.float32 and returned == dtype:
+        return "lowered"
+    if received == dtype and returned == torch.float32:
+        return "float32"
+    return "as input"
+
+
+def seen_dtypes(dtype: torch.dtype, conv: bool = False) -> dict:
+    """(first input's dtype, output's dtype) of each leaf module fed a floating-point tensor, under autocast here."""
+    model, x = _probe(conv)
+    found = {}
+    handles = [m.register_forward_hook(lambda mod, i, o, n=n: found.__setitem__(n, (i[0].dtype, o.dtype)))
+               for n, m in model.named_modules() if not list(m.children())]
+    try:
+        with torch.autocast(DEVICE_TYPE, dtype=dtype):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: io for n, io in found.items() if io[0].is_floating_point}
+
+
+def reference_ops(dtype: torch.dtype, conv: bool = False) -> dict:
+    """The answer: what the policy did to each leaf module."""
+    return {n: policy_word(i, o, dtype) for n, (i, o) in seen_dtypes(dtype, conv).items()}
+
+
+def _ops_result(got: dict, dtype: torch.dtype, conv: bool) -> None:
+    want = reference_ops(dtype, conv)
+    seen = seen_dtypes(dtype, conv)
+    if set(got) - set(want):
+        fail("low_precision_ops reported a module that is not a leaf fed a floating-point tensor in this forward "
+             "pass: only modules with no children whose first input is floating-point are asked for.")
+    if set(want) - set(got):
+        fail("low_precision_ops left out leaf modules that ran on a floating-point input: every leaf module the "
+             "forward pass ran is asked for, whatever the policy did to it.")
+    if all(v == "as input" for v in got.values()):
+        fail(f"every module came out 'as input' with dtype={dtype}: the forward pass never ran under "
+             "`torch.autocast(device_type, dtype=dtype)`, so no policy acted on anything.")
+    fed_low = [n for n, (i, o) in seen.items() if i == dtype and o == dtype]
+    if fed_low and all(got[n] == "lowered" for n in fed_low):
+        fail("low_precision_ops called a module 'lowered' that received the low-precision type and returned it: you "
+             "read the output alone. A module that runs in its input's type returns a low-precision tensor when it "
+             "was given one; only a module given float32 that returns low precision was lowered by the policy.")
+    fed_fp32 = [n for n, (i, o) in seen.items() if i == torch.float32 and o == torch.float32]
+    if fed_fp32 and all(got[n] == "float32" for n in fed_fp32):
+        fail("low_precision_ops called a module 'float32' that received float32 and returned it: you read the output "
+             "alone. Only a module that was given low precision and returned float32 shows the policy's float32 "
+             "list; one that was given float32 says nothing about it.")
+    lowered = [n for n, w in want.items() if w == "lowered"]
+    if lowered and all(got[n] == "float32" for n in lowered):
+        fail("low_precision_ops called the matmul-like modules 'float32' and the float32-list ops 'lowered': the input "
+             "and the output dtypes are swapped (a forward hook receives the inputs before the output).")
+    if any(got[n] != w for n, w in want.items()):
+        fail("low_precision_ops misread what the policy did to some modules: read what each received and what it "
+             "returned under autocast here, and what each pair says about the policy.")
+
+
+def low_precision_ops(observation: dict, conv: bool = False) -> None:
+    """low_precision_ops: what autocast did to each leaf module, read from its input and output dtypes."""
+    _public_ops(observation)
+    for label, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("bf16 again", torch.bfloat16)):
+        _ops_result(observation[label], dtype, conv)
+
+
 # --- smooth ------------------------------------------------------------------------------------------
 
 
@@ -350,4 +421,4 @@ def _smallest_kept(fn: Callable) -> None:
              "the bits, not from a table of formats.")
 
 
-JUDGES = {"amp_step": _amp_step, "smooth": _smooth, "verdict": _verdict, "smallest_kept": _smallest_kept}
+JUDGES = {"amp_step": _amp_step, "low_precision_ops": low_precision_ops, "smooth": _smooth, "verdict": _verdict, "smallest_kept": _smallest_kept}
