@@ -16,9 +16,11 @@ LESSON = "06_mixed_precision"
 
 
 def _step(dtype, scaler):
-    """The course's reference step on the CPU, as the lessons' runs call it."""
+    """The course's reference step on the CPU (the instructor's, solutions/judges), as the lessons' runs call it."""
+    reference = _instructor_judges().reference_amp_step
+
     def step(model, opt, x, y, loss_fn):
-        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, "cpu", dtype, scaler, lesson06.NO_CLIP)
+        return reference(model, opt, x, y, loss_fn, "cpu", dtype, scaler, lesson06.NO_CLIP)
 
     return step
 
@@ -105,15 +107,15 @@ def test_gpu_amp_figures_refuse_clearly_without_cuda():
 
 
 def _reference_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
-    return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm)
+    return _instructor_judges().reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm)
 
 
 def test_hidden_amp_step_test_passes_the_reference_and_fails_a_step_without_zero_grad():
     lesson06.amp_step_on(_reference_step, scenario="bf16, no scaler", seed=7, steps=3, why="x")
 
     def forgetful(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
-        return lesson06.reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm,
-                                           zero_grad=False)
+        return _instructor_judges().reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler,
+                                                       max_norm, zero_grad=False)
 
     with pytest.raises(CheckFailed, match="should match"):
         lesson06.amp_step_on(forgetful, scenario="bf16, no scaler", seed=7, steps=3, why="should match")

@@ -347,12 +347,13 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("mfu_check", "from grader.checks import lesson05\nlesson05._matmul_params\n", "gone"),
     ],
     "06_mixed_precision": [
-        ("amp_step_check",
-         "from grader.checks import lesson06\n\ndef amp_step(*args):\n    return lesson06.reference_amp_step(*args)\n",
-         r"calls grader\.checks\.lesson06\.reference_amp_step"),
-        ("low_precision_ops_check",
-         "from grader.checks import lesson06\n\ndef low_precision_ops(model, x, device_type, dtype):\n"
-         "    return lesson06._reference_ops(dtype)\n", r"calls grader\.checks\.lesson06\._reference_ops"),
+        ("amp_step_check", "from grader.checks import lesson06\nlesson06.reference_amp_step\n", "gone"),
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+         "    return floats.Format('x', e, m, None).smallest_subnormal\n", r"calls grader\.floats\.Format\.smallest_subnormal"),
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+         "    return floats.value_of(0, 0, 1, floats.Format('x', e, m, None))\n", r"calls grader\.floats\.value_of"),
+        ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06._reference_ops\n", "gone"),
+        ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],
     "07_data_parallel": [
         ("allreduce_seconds_check", "from grader.checks import lesson07\n\ndef allreduce_seconds(nbytes, world, latency, "

@@ -1,5 +1,6 @@
-"""The instructor's judges of lesson 06's keyed checks (smooth, verdict, smallest_kept): they hold the answers, so
-they are never packaged nor released.
+"""The instructor's judges of lesson 06's keyed checks (amp_step, low_precision_ops, smooth, verdict, smallest_kept):
+they hold the answers (the course's reference step, what autocast's policy did to each module, the formulas), so they
+are never packaged nor released.
 
 scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson06.py) and keeps
 only digests and messages in grader/checks/keys/06_mixed_precision.json; the learner's checks
@@ -9,13 +10,255 @@ expected value nor the formula.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
 import torch
+from torch import nn
 
+from grader.checks import _plain
 from grader.checks._common import Replay, call, close, fail, is_number
-from grader.checks.lesson06 import _KEPT_CASES, _SMOOTH_CASES, _VERDICT_CASES
+from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VERDICT_CASES, DEVICE_TYPE, NO_CLIP,
+                                    _probe, _public_amp_step, _public_ops, _run_scenario)
+
+# --- amp_step ----------------------------------------------------------------------------------------
+# (what grader/checks/lesson06.py held before the step's answer left the package)
+
+
+def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm, zero_grad: bool = True,
+                       clip: str = "unscaled"):
+    """The course's reference step (the judge runs it on the same task).
+
+    zero_grad=False and clip="scaled" (clipping the gradients while they are still S times too large) are the
+    known mistakes the judge compares a failing step with.
+    """
+    if zero_grad:
+        opt.zero_grad(set_to_none=True)
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        if clip == "unscaled":
+            scaler.unscale_(opt)  # the gradients are the true ones from here on; step() does not divide again
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scaler.update()
+    return loss.detach()
+
+
+@functools.lru_cache(maxsize=32)
+def _reference(name: str, seed: int = 0, steps: int | None = None, zero_grad: bool = True, clip: str = "unscaled") -> dict:
+    step = functools.partial(reference_amp_step, zero_grad=zero_grad, clip=clip)
+    return _plain.roundtrip(_run_scenario(step, name, seed, steps))
+
+
+def _no_clip_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
+    return reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, NO_CLIP)
+
+
+@functools.lru_cache(maxsize=4)
+def _no_clip_reference(name: str) -> dict:
+    return _plain.roundtrip(_run_scenario(_no_clip_step, name))
+
+
+def _matches(a: Any, b: Any, rel: float = 2e-3, allowed: float = 0.02) -> bool:
+    """Two recorded parameter tensors agree: finite, and at most `allowed` of the elements off by more than `rel`.
+
+    Low-precision kernels may round differently in the grader's process (another thread count),
+    and Adam's first step moves a weight by about ±lr whatever its gradient's size, so a
+    gradient within rounding of 0 can flip one weight; a real mistake moves most of them.
+    """
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape or not a.numel():
+        return False
+    if not bool(torch.isfinite(a).all()):
+        return False
+    scale = float(b.abs().max()) or 1.0
+    off = (a.double() - b.double()).abs() > rel * scale
+    return float(off.double().mean()) <= allowed
+
+
+def _amp_step(observation: dict) -> None:
+    """amp_step: autocast forward and loss, scaled backward, unscale, clip, scaler.step, scaler.update; zero_grad
+    first."""
+    _public_amp_step(observation)
+    fp16, overflow, bf16, clip16, clip_bf = (observation[n] for n in _SCENARIOS)
+    ref16, ref_over, ref_bf, ref_clip16, ref_clip_bf = (_reference(n) for n in _SCENARIOS)
+
+    if not fp16.get("linear_out") or fp16["linear_out"][0] == "torch.float32":
+        fail(f"the Linear layers produced {', '.join(fp16.get('linear_out') or ['nothing'])} in an fp16 step: the "
+             "forward ran outside autocast. The model and the loss run inside the autocast block, so that the "
+             "matmuls run in low precision.")
+    if fp16["linear_out"][0] != "torch.float16":
+        fail(f"with dtype=torch.float16 the first Linear produced {fp16['linear_out'][0]}: pass dtype to autocast.")
+    if fp16["loss_autocast"] and not fp16["loss_autocast"][0]:
+        fail("the model ran under autocast but loss_fn did not: the loss was computed after the `with torch.autocast` "
+             "block had closed. The loss is part of the forward pass: its ops follow autocast's policy too (on CUDA "
+             "log_softmax, cross-entropy and mse_loss are sent to float32 by it), so compute it inside the block.")
+    got, computed = fp16["losses"][0], fp16["loss_values"][0]
+    if computed and close(got, computed * fp16["init_scale"], rel=1e-2):
+        fail("amp_step returned the scaled loss (scaler.scale(loss)); return the loss itself, as loss_fn gave it.")
+    if not close(got, computed, rel=1e-2):
+        fail("amp_step returned a loss other than the one loss_fn computed in that step, and not that loss times the "
+             "scale either. Return the loss of this step as loss_fn gave it, unscaled.")
+
+    # the forced overflow: 2^40 × the gradients is far beyond fp16's largest number
+    if overflow["changed"] and overflow["changed"][0]:
+        state = "are no longer finite" if not overflow["finite"][0] else "changed"
+        fail(f"with a scale this large the fp16 gradients overflow to inf, yet the step was applied: the weights {state}. "
+             "The step must go through the scaler, which unscales the gradients, finds the inf and skips the step.")
+    if overflow["scales"][0] == overflow["init_scale"]:
+        fail("after a step whose gradients overflowed, the scale is still the one it started with: scaler.update() was "
+             "never called. update() lowers the scale after a skipped step and raises it after a run of good ones.")
+    if overflow["scales"][0] != ref_over["scales"][0]:
+        fail("after one overflowing step the scale is not what GradScaler's update() makes of a skipped step: update() "
+             "runs once per step, after scaler.step(opt), and lowers the scale by its backoff factor after a skip.")
+
+    # the tiny loss must learn: the scaler carries its gradients past fp16's underflow
+    if fp16["zero_grads"][0] == 1.0 and ref16["zero_grads"][0] < 1.0:
+        fail("every gradient of the first layer came out 0 in fp16 with a loss of about 1e-6: the backward ran on the "
+             "unscaled loss, so the gradients underflowed in fp16 (below about 6e-8) before the scaler could help. "
+             "The scale must enter the loss before backward, so that every gradient carries it.")
+    if not (fp16["losses"][-1] < 0.9 * fp16["losses"][0]):
+        fail("in fp16 with GradScaler the loss of the task scaled by 1e-6 hardly fell over the run's steps, where the "
+             "course's step learns it. The scaled backward and scaler.step must both be there: the scale carries the "
+             "gradients past fp16's underflow, and the step must use them with the scale taken out.")
+
+    # bf16, no scaler: two steps must match the reference
+    if bf16["scales"] and any(s is not None for s in bf16["scales"]):
+        fail("with scaler=None amp_step must not use a scaler.")
+    grads_in = [g for g in bf16.get("loss_grad", []) if is_number(g)]
+    if grads_in and any(g != 1.0 for g in grads_in):
+        fail("in the bf16 step (scaler=None) backward sent a gradient other than 1 into the loss: the step scaled its "
+             "loss anyway (a GradScaler made inside amp_step?). bf16 has fp32's 8 exponent bits, so its gradients do "
+             "not underflow and need no scaler: with scaler=None nothing is scaled.")
+    scaled_in = [g for g in fp16.get("loss_grad", []) if is_number(g)]
+    if scaled_in and scaled_in[0] == 1.0:
+        fail("every gradient of the first layer came out as if the loss were not scaled: backward sent a gradient of "
+             "1 into the fp16 loss, so the backward ran on the unscaled loss. The scale must enter the loss before "
+             "backward: the gradient entering the loss is then the scale S, and every gradient is S times larger.")
+    if len(bf16["params"]) == 2 and not _matches(bf16["params"][1], ref_bf["params"][1]):
+        accumulated = _reference("bf16, no scaler", zero_grad=False)
+        if _matches(bf16["params"][1], accumulated["params"][1]):
+            fail("after two bf16 steps the weights match a step that never clears the gradients: the second step used "
+                 "the first step's gradient plus its own. backward adds to .grad; each step must start from cleared "
+                 "gradients.")
+        if _matches(bf16["params"][0], ref_bf["params"][0]):
+            fail("the first bf16 step matches the reference step but the second does not: each step must start from "
+                 "cleared gradients and apply exactly one optimizer step.")
+        fail("after two bf16 steps (scaler=None) the weights differ from the reference step's: each step starts from "
+             "cleared gradients, runs the forward pass and the loss under autocast, and applies one optimizer step.")
+    for i, (mine, ref) in enumerate(zip(fp16["params"], ref16["params"])):
+        if not _matches(mine, ref):
+            fail(f"after {i + 1} fp16 step(s) with GradScaler the weights differ from the reference step's. Go back "
+                 "over where the scale enters the gradients, where it leaves them, which call may skip the step, and "
+                 "what the next step must start from.")
+
+    # clipping: the gradients' norm must be the true one's, so the scale has left them before clip_grad_norm_
+    _judge_clipping(clip16, ref_clip16, "fp16, GradScaler, clipped")
+    _judge_clipping(clip_bf, ref_clip_bf, "bf16, clipped")
+
+
+def _judge_clipping(seen: dict, ref: dict, name: str) -> None:
+    params = seen.get("params") or []
+    if len(params) == len(ref["params"]) and all(_matches(a, b) for a, b in zip(params, ref["params"])):
+        return
+    if params and _matches(params[0], _no_clip_reference(name)["params"][0]):
+        fail(f"in the {name} run the gradients' norm is above max_norm, yet the weights moved as if nothing had "
+             "clipped them: clip the gradients after backward has made them and before the optimizer uses them.")
+    if name.startswith("fp16") and params and _matches(params[0], _reference(name, clip="scaled")["params"][0]):
+        fail(f"in the {name} run the weights moved far less than a step clipped to max_norm: you clipped the "
+             "gradients while they were still multiplied by the scale S. Their norm was S times too large, so the "
+             "clip cut them S times too much. The scale must leave the gradients before their norm is measured "
+             "(scaler.unscale_(opt) does it in place, once per step, and scaler.step then divides no more).")
+    fail(f"in the {name} run the weights differ from a step whose true gradients were clipped to max_norm: the clip "
+         "must see the gradients as backward made them for the unscaled loss, and the optimizer must use the clipped "
+         "ones.")
+
+
+def amp_step_on(observation: dict, scenario: str, seed: int, steps: int, why: str) -> None:
+    """The hidden test's judge (grader.checks.lesson06.amp_step_on): the weights after `steps` steps of a scenario
+    on task(seed) match the reference step's."""
+    ref = _reference(scenario, seed, steps)
+    params = observation.get("params") or []
+    if len(params) != len(ref["params"]) or not all(_matches(a, b) for a, b in zip(params, ref["params"])):
+        fail(why)
+
+
+# --- low_precision_ops ---------------------------------------------------------------------------------
+# (what grader/checks/lesson06.py held before the answer left the package)
+
+
+def policy_word(received: torch.dtype, returned: torch.dtype, dtype: torch.dtype) -> str:
+    """What autocast's policy did to a module, read from the dtype it received and the one it returned."""
+    if received == torch.float32 and returned == dtype:
+        return "lowered"
+    if received == dtype and returned == torch.float32:
+        return "float32"
+    return "as input"
+
+
+def seen_dtypes(dtype: torch.dtype, conv: bool = False) -> dict:
+    """(first input's dtype, output's dtype) of each leaf module fed a floating-point tensor, under autocast here."""
+    model, x = _probe(conv)
+    found = {}
+    handles = [m.register_forward_hook(lambda mod, i, o, n=n: found.__setitem__(n, (i[0].dtype, o.dtype)))
+               for n, m in model.named_modules() if not list(m.children())]
+    try:
+        with torch.autocast(DEVICE_TYPE, dtype=dtype):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: io for n, io in found.items() if io[0].is_floating_point}
+
+
+def reference_ops(dtype: torch.dtype, conv: bool = False) -> dict:
+    """The answer: what the policy did to each leaf module."""
+    return {n: policy_word(i, o, dtype) for n, (i, o) in seen_dtypes(dtype, conv).items()}
+
+
+def _ops_result(got: dict, dtype: torch.dtype, conv: bool) -> None:
+    want = reference_ops(dtype, conv)
+    seen = seen_dtypes(dtype, conv)
+    if set(got) - set(want):
+        fail("low_precision_ops reported a module that is not a leaf fed a floating-point tensor in this forward "
+             "pass: only modules with no children whose first input is floating-point are asked for.")
+    if set(want) - set(got):
+        fail("low_precision_ops left out leaf modules that ran on a floating-point input: every leaf module the "
+             "forward pass ran is asked for, whatever the policy did to it.")
+    if all(v == "as input" for v in got.values()):
+        fail(f"every module came out 'as input' with dtype={dtype}: the forward pass never ran under "
+             "`torch.autocast(device_type, dtype=dtype)`, so no policy acted on anything.")
+    fed_low = [n for n, (i, o) in seen.items() if i == dtype and o == dtype]
+    if fed_low and all(got[n] == "lowered" for n in fed_low):
+        fail("low_precision_ops called a module 'lowered' that received the low-precision type and returned it: you "
+             "read the output alone. A module that runs in its input's type returns a low-precision tensor when it "
+             "was given one; only a module given float32 that returns low precision was lowered by the policy.")
+    fed_fp32 = [n for n, (i, o) in seen.items() if i == torch.float32 and o == torch.float32]
+    if fed_fp32 and all(got[n] == "float32" for n in fed_fp32):
+        fail("low_precision_ops called a module 'float32' that received float32 and returned it: you read the output "
+             "alone. Only a module that was given low precision and returned float32 shows the policy's float32 "
+             "list; one that was given float32 says nothing about it.")
+    lowered = [n for n, w in want.items() if w == "lowered"]
+    if lowered and all(got[n] == "float32" for n in lowered):
+        fail("low_precision_ops called the matmul-like modules 'float32' and the float32-list ops 'lowered': the input "
+             "and the output dtypes are swapped (a forward hook receives the inputs before the output).")
+    if any(got[n] != w for n, w in want.items()):
+        fail("low_precision_ops misread what the policy did to some modules: read what each received and what it "
+             "returned under autocast here, and what each pair says about the policy.")
+
+
+def low_precision_ops(observation: dict, conv: bool = False) -> None:
+    """low_precision_ops: what autocast did to each leaf module, read from its input and output dtypes."""
+    _public_ops(observation)
+    for label, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("bf16 again", torch.bfloat16)):
+        _ops_result(observation[label], dtype, conv)
+
 
 # --- smooth ------------------------------------------------------------------------------------------
 
@@ -58,7 +301,7 @@ def _smooth(smooth: Callable) -> None:
                  "about 10 steps and beta = 0 returns the losses unchanged.")
         if _same_list(got, smooth_reference(*args, correct=False)):
             fail("smooth has no bias correction: the average starts at 0, so its first values are pulled towards 0. "
-                 "A first loss of 4.0 must smooth to 4.0.")
+                 "Once corrected, the first smoothed value is the first loss itself: nothing came before it.")
         values, beta = args
         for shift in (1, -1):
             weights = [1 - beta ** (t + shift) for t in range(1, len(values) + 1)]
@@ -66,7 +309,7 @@ def _smooth(smooth: Callable) -> None:
                                                                        weights)]):
                 fail("smooth's bias correction is one step off. After t steps the real losses carry part of the "
                      "weight and the starting 0 the rest: divide by the real losses' share after exactly t steps, "
-                     "so a first loss of 4.0 smooths to 4.0.")
+                     "so that the first smoothed value is the first loss itself.")
         if args[0] == [2.0] * 5:
             fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
         fail("smooth is not the bias-corrected exponential moving average of the losses.")
@@ -178,4 +421,4 @@ def _smallest_kept(fn: Callable) -> None:
              "the bits, not from a table of formats.")
 
 
-JUDGES = {"smooth": _smooth, "verdict": _verdict, "smallest_kept": _smallest_kept}
+JUDGES = {"amp_step": _amp_step, "low_precision_ops": low_precision_ops, "smooth": _smooth, "verdict": _verdict, "smallest_kept": _smallest_kept}
