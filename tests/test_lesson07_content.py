@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -48,16 +49,26 @@ def test_synthetic_timings_are_the_same_every_time_and_noise_free_without_a_seed
     assert xs[0] == 256 and xs[-1] == 2**28
 
 
-def test_bucket_cases_hold_what_their_comments_say():
-    assert [lesson07._walk(*case) for case in lesson07._BUCKET_CASES] == [
+def _judges():
+    """The instructor's judges of lesson 07 (solutions/judges/lesson07.py): the models that hold the answers."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_keys
+
+    return build_keys.instructor_judges("07_data_parallel")
+
+
+def test_bucket_cases_are_what_ddp_makes_of_them():
+    walk = _judges()._walk
+    assert [walk(*case) for case in lesson07._BUCKET_CASES] == [
         [[5, 4, 3], [2, 1, 0]], [[3, 2], [1, 0]], [[3, 2, 1], [0]], [[3, 2], [1, 0]], [[5, 4], [3, 2, 1, 0]], [], [[0]],
         [[7], [6, 5, 4], [3, 2, 1], [0]], [[4, 3, 2], [1, 0]], [[1, 0], [3, 2, 5, 4]], [[1, 0], [5, 4], [3, 2]],
         [[0], [2, 1], [3]]]
 
 
 def test_each_bucket_mistake_differs_from_the_rule_on_some_case():
-    for flags, _ in lesson07._BUCKET_MISTAKES:
-        assert any(lesson07._walk(*c[:3], **({"first_cap": c[3]} | flags)) != lesson07._walk(*c)
+    judges = _judges()
+    for flags, _ in judges._BUCKET_MISTAKES:
+        assert any(judges._walk(*c[:3], **({"first_cap": c[3]} | flags)) != judges._walk(*c)
                    for c in lesson07._BUCKET_CASES), flags
 
 
@@ -374,7 +385,7 @@ def test_ddp_default_buckets_start_with_1_mib_and_the_first_step_is_one_bucket()
     trace = distributed.bucket_trace(model, 2, None, steps=2)
     sizes = trace["param_bytes"]
     assert [b["params"] for b in trace["steps"][0]] == [[0, 1, 2, 3]]  # step 1: one bucket
-    assert [b["params"] for b in trace["steps"][1]] == lesson07._walk(sizes, [0, 1, 2, 3], 25 * 2**20, 2**20) == [[3, 2], [1, 0]]
+    assert [b["params"] for b in trace["steps"][1]] == _judges()._walk(sizes, [0, 1, 2, 3], 25 * 2**20, 2**20) == [[3, 2], [1, 0]]
     assert distributed.live_ranks() == []
     text = _lesson_text()
     assert "bucket_plan(param_bytes, forward_order, cap, first_cap)" in text and "_DEFAULT_FIRST_BUCKET_BYTES" in text
@@ -407,8 +418,9 @@ def test_ddp_buckets_follow_the_order_forward_used_the_parameters_not_registrati
     trace = distributed.bucket_trace(_HeadFirst, 2, 64 * 1024, steps=2)
     sizes, used = trace["param_bytes"], [4, 5, 2, 3, 0, 1]
     ddp = [b["params"] for b in trace["steps"][1]]
-    assert ddp == lesson07._walk(sizes, used, 64 * 1024, 64 * 1024)
-    assert ddp != lesson07._walk(sizes, used, 64 * 1024, 64 * 1024, registration=True)
+    walk = _judges()._walk
+    assert ddp == walk(sizes, used, 64 * 1024, 64 * 1024)
+    assert ddp != walk(sizes, used, 64 * 1024, 64 * 1024, registration=True)
     assert distributed.live_ranks() == []
 
 

@@ -1,5 +1,5 @@
-"""The instructor's judges of lesson 07's keyed checks (bytes_per_rank, bubble_fraction): they hold the answers, so
-they are never packaged nor released.
+"""The instructor's judges of lesson 07's keyed checks (fit_latency_bandwidth, bucket_plan, bytes_per_rank,
+bubble_fraction): they hold the answers, so they are never packaged nor released.
 
 scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson07.py) and keeps
 only digests and messages in grader/checks/keys/07_data_parallel.json; the learner's checks
@@ -12,7 +12,140 @@ from __future__ import annotations
 from typing import Callable
 
 from grader.checks._common import Replay, call, close, fail, is_number
-from grader.checks.lesson07 import _BUBBLE_CASES, _MEM_CASES, _PSI, STAGES
+from grader.checks.lesson07 import (_BUBBLE_CASES, _BUCKET_CASES, _FITS, _MEM_CASES, _PSI, STAGES, _as_buckets,
+                                    _fit_cases, _judge_fit_one)
+
+# --- fit_latency_bandwidth -------------------------------------------------------------------------
+
+
+def _weighted_fit(nbytes: list[float], seconds: list[float], world: int, power: float) -> tuple[float, float]:
+    """(latency, bandwidth) of the line fitted with weights 1/t^power on the squared residuals (2: relative error)."""
+    w = [1.0 / t**power for t in seconds]
+    s0, sx = sum(w), sum(a * x for a, x in zip(w, nbytes))
+    sxx = sum(a * x * x for a, x in zip(w, nbytes))
+    st, sxt = sum(a * t for a, t in zip(w, seconds)), sum(a * x * t for a, x, t in zip(w, nbytes, seconds))
+    det = s0 * sxx - sx * sx
+    intercept, slope = (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
+    steps = 2 * (world - 1)
+    return intercept / steps, steps / (world * slope)
+
+
+def _fit_weights(data: tuple, label: str, latency: float, bandwidth: float) -> Callable:
+    """The wrongly weighted fits of `data` (1/t⁴ and 1/t on the squared residuals), told from the right one."""
+    def weights(lat: float, bw: float, lat_tol: float, bw_tol: float) -> None:
+        for power, words in ((4, "1/t⁴ on the squared residuals: np.polyfit multiplies each residual by w before "
+                                 "squaring it (its documentation), so a weight meant for the squared residual was "
+                                 "squared again"),
+                             (1, "1/t on the squared residuals: that minimises neither the absolute nor the relative "
+                                 "error")):
+            wrong = _weighted_fit(*data, power)
+            if close(lat, wrong[0], 1e-6) and close(bw, wrong[1], 1e-6) and not (
+                    close(lat, latency, lat_tol) and close(bw, bandwidth, bw_tol)):
+                fail(f"fit_latency_bandwidth{label} returned the line weighted by {words}. Write one point's relative "
+                     "error, square it, and read off what multiplies its squared residual.")
+    return weights
+
+
+def _judge_fit(fn: Callable) -> None:
+    """fit_latency_bandwidth recovers the latency and bandwidth the data were made with, noise or not."""
+    for case, (world, latency, bandwidth, seed) in zip(_fit_cases(), _FITS):
+        label = f"(..., world={world})" + (" on noise-free data" if seed is None else " on data with 5% noise")
+        _judge_fit_one(call(fn, *case, label=f"fit_latency_bandwidth{label}"), world, latency, bandwidth,
+                       seed is not None, label, weights=_fit_weights(case, label, latency, bandwidth))
+
+
+# --- bucket_plan -------------------------------------------------------------------------------------
+
+
+def _walk(sizes: list[int], forward: list[int], cap: int, first_cap: int | None = None, reverse: bool = True,
+          reach: bool = True, add_first: bool = True, keep_last: bool = True, positions: bool = False,
+          big_alone: bool = False, first_for_all: bool = False, registration: bool = False) -> list[list[int]]:
+    """Bucketing by size, the judge's model of it and of the usual ways to get it wrong (the flags).
+
+    Gradients become ready in the reverse of the order the forward pass used the parameters; the first bucket
+    closes at `first_cap` (DDP: 1 MiB by default), every later one at `cap`. first_cap=None is the mistake of one
+    cap for all, first_for_all the mistake of the first cap for every bucket, registration the mistake of the
+    reverse registration order whatever forward_order says.
+    """
+    used = list(range(len(sizes))) if registration else list(forward)
+    order = list(reversed(used)) if reverse else used
+    out, bucket, size = [], [], 0
+
+    def limit() -> int:
+        if first_cap is None:
+            return cap
+        return first_cap if (not out or first_for_all) else cap
+
+    for pos, i in enumerate(order):
+        label = pos if positions else i
+        if big_alone and sizes[i] >= limit():
+            out += [bucket, [label]] if bucket else [[label]]
+            bucket, size = [], 0
+            continue
+        if not add_first and bucket and size + sizes[i] > limit():
+            out.append(bucket)
+            bucket, size = [], 0
+        bucket.append(label)
+        size += sizes[i]
+        if add_first and (size >= limit() if reach else size > limit()):
+            out.append(bucket)
+            bucket, size = [], 0
+    return out + ([bucket] if bucket and keep_last else [])
+
+
+_BUCKET_MISTAKES = [  # (the mistake's flags, what the learner is told)
+    ({"positions": True}, "the indices are positions in the order you walked, not the parameters' own indices. Bucket "
+                          "entries are indices into param_bytes"),
+    ({"registration": True}, "the buckets follow the reverse of the registration order, whatever forward_order "
+                             "says. A gradient is ready when backward has passed the layer that used it, and backward "
+                             "runs through the layers in the reverse of the order the forward pass used them: a model "
+                             "need not use its parameters in the order it registered them"),
+    ({"reverse": False}, "the first bucket starts with the parameter the forward pass used first. Backward produces "
+                         "gradients from the last layer used to the first, and a bucket goes out when all of its "
+                         "gradients are ready"),
+    ({"reach": False}, "a bucket that reaches its cap exactly did not close. Close it once its bytes reach the cap, "
+                       "not only once they exceed it"),
+    ({"add_first": False}, "you closed a bucket before adding the parameter that would take it past the cap, so no "
+                           "bucket exceeds the cap. DDP adds the parameter first and then closes the bucket once it "
+                           "has reached the cap: a parameter larger than the cap joins the open bucket"),
+    ({"big_alone": True}, "a parameter at least as large as the cap got a bucket of its own. DDP does not treat it "
+                          "apart: it joins the open bucket like any other parameter, and that bucket then closes "
+                          "because it has reached the cap"),
+    ({"keep_last": False}, "the last bucket is missing. A bucket still open when the parameters run out is sent too, "
+                           "or its gradients are never averaged"),
+    ({"first_cap": None}, "first_cap was ignored: every bucket closed at cap. The first bucket (the gradients ready "
+                          "first) closes at first_cap, so its all-reduce starts as early as possible"),
+    ({"first_for_all": True}, "every bucket closed at first_cap. Only the first bucket is small; once it closes, "
+                              "the next ones close at cap"),
+]
+
+
+def _judge_bucket_plan(fn: Callable) -> None:
+    """bucket_plan: ready order (the reverse of forward_order), add, close once the bucket reaches its cap, send the rest."""
+    got = [call(fn, *case) for case in _BUCKET_CASES]
+    plans = [_as_buckets(v) for v in got]
+    for case, value, plan in zip(_BUCKET_CASES, got, plans):
+        if plan is None:
+            fail(f"bucket_plan{tuple(case)} returned {value!r}; return a list of buckets, each a list of parameter "
+                 "indices (ints).")
+    wants = [_walk(*case) for case in _BUCKET_CASES]
+    if plans == wants:
+        return
+    first = next(i for i, (p, w) in enumerate(zip(plans, wants)) if p != w)
+    sizes, forward, cap, first_cap = _BUCKET_CASES[first]
+    label = f"bucket_plan({sizes}, forward_order={forward}, cap={cap}, first_cap={first_cap}) returned {plans[first]}"
+    for flags, mistake in _BUCKET_MISTAKES:
+        if all(plan == _walk(*case[:3], **({"first_cap": case[3]} | flags)) for plan, case in zip(plans, _BUCKET_CASES)):
+            fail(f"{label}: {mistake}.")
+    for plan, (sizes, forward, cap, first_cap) in zip(plans, _BUCKET_CASES):
+        if sorted(j for b in plan for j in b) != list(range(len(sizes))):
+            fail(f"bucket_plan({sizes}, forward_order={forward}, cap={cap}, first_cap={first_cap}) returned {plan}; "
+                 "every parameter index must appear exactly once (a bucket holds whole parameters: DDP never splits "
+                 "one).")
+    fail(f"{label}, not DDP's buckets. Which gradient is ready first, which next? Add each to the open bucket in that "
+         "order, close it when its bytes reach its cap (first_cap for the first bucket, cap after), and send what is "
+         "left at the end.")
+
 
 # --- bytes_per_rank ----------------------------------------------------------------------------------
 
@@ -77,4 +210,4 @@ def _bubble_fraction(fn: Callable) -> None:
                  ", though right elsewhere: count the slots of this schedule") + ".")
 
 
-JUDGES = {"bytes_per_rank": _bytes_per_rank, "bubble_fraction": _bubble_fraction}
+JUDGES = {"fit_latency_bandwidth": _judge_fit, "bucket_plan": _judge_bucket_plan, "bytes_per_rank": _bytes_per_rank, "bubble_fraction": _bubble_fraction}
