@@ -17,6 +17,11 @@ Two ways to ask, one registry of names:
   for an answer a learner could compute in a cell of its own before the check
   runs (a quiz's answer key), where no learner function is there to watch.
   `guard` sees a marked function too (by the function it wraps).
+- A prediction (grader.checks._common.Prediction) marks the model it is
+  scored against this way (`watch=`, with its own band, feedback and reveal):
+  one of them called from a cell before the first guess is recorded makes
+  that guess count as asked-for (a reveal), as COURSE.md's protocol says of
+  an answer asked for on purpose.
 """
 
 from __future__ import annotations
@@ -30,18 +35,21 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _USED: dict[str, int] = {}
 
 
-def course_only(name: str) -> Callable:
-    """Decorator: count calls of the function from outside the grader package under `name`."""
+def course_only(name: str | None = None) -> Callable:
+    """Decorator: count calls of the function from outside the grader package under `name` (default: its
+    module and name, e.g. grader.checks.lesson07._ring)."""
 
     def wrap(fn: Callable) -> Callable:
+        label = name or f"{fn.__module__}.{fn.__qualname__}"
+
         @functools.wraps(fn)
         def counted(*args, **kwargs):
             caller = sys._getframe(1).f_code.co_filename  # "<string>", a cell's file: outside, whatever the cwd
             if not (os.path.isabs(caller) and caller.startswith(_PACKAGE + os.sep)):
-                _USED[name] = _USED.get(name, 0) + 1
+                _USED[label] = _USED.get(label, 0) + 1
             return fn(*args, **kwargs)
 
-        counted.course_only = name
+        counted.course_only = label
         return counted
 
     return wrap

@@ -114,6 +114,9 @@ def test_a_malformed_or_huge_record_counts_as_none(tmp_path):
 def test_known_mistakes_are_named_without_the_value(record, capsys):
     fixed, cpu, gpu = lesson01._crossover_inputs()
     squared = lesson01._crossover_n(fixed, cpu, gpu, 2)
+    from grader import shortcuts
+
+    shortcuts.reset()  # the test computed the mistake with the course's model; a learner's kernel would count it
     CHECK({"n": squared, "why": "n² outputs"})
     out = capsys.readouterr().out
     assert "n² outputs" in out and f"{RIGHT:.0f}" not in out
@@ -162,3 +165,102 @@ def test_the_measured_context_is_frozen_with_the_first_guess(record, capsys):
     assert predictions.context("99_test") == {"bandwidth": 2e10}
     with pytest.raises(ValueError):
         predictions.note_measured("99_test", bandwidth=float("nan"))
+
+
+# --- the model a prediction is scored against, called from a cell before the first guess ---------------------------
+
+# Functions a band reads that are the prediction's inputs, not its answer: the page prints what they return.
+_INPUTS = {"gpu_fixed_seconds", "_crossover_inputs", "timing_text", "_near", "_ratio_off", "_seven_b", "_naive",
+           "_measured", "_named", "snippet_reads", "snippet_waits"}  # lesson 02's quiz key: _Quiz fails on it outright
+
+
+def _reached(module) -> dict[str, set[str]]:
+    """Per prediction name: the module's own functions its band, feedback and model reach (read from the source)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))
+    funcs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    found = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) > 1):
+            continue
+        kinds = {kw.arg: kw.value for kw in node.keywords if kw.arg in ("band", "mistakes", "model")}
+        if "band" not in kinds:
+            continue
+        name = node.args[1].value if isinstance(node.args[1], ast.Constant) else getattr(module, node.args[1].id)
+        todo = [n.id for v in kinds.values() for n in ast.walk(v) if isinstance(n, ast.Name) and n.id in funcs]
+        seen = set()
+        while todo:
+            f = todo.pop()
+            if f in seen or f in _INPUTS:
+                continue
+            seen.add(f)
+            todo += [n.id for n in ast.walk(funcs[f]) if isinstance(n, ast.Name) and n.id in funcs]
+        found[name] = seen
+    return found
+
+
+def _predictions():
+    import importlib
+
+    from grader.checks._common import Prediction
+
+    for n in ("01", "02", "03", "04", "05", "07", "08", "09"):
+        module = importlib.import_module(f"grader.checks.lesson{n}")
+        checks = {v.name: v for v in vars(module).values() if isinstance(v, Prediction)}
+        for name, reached in _reached(module).items():
+            yield pytest.param(module, checks[name], reached, id=name)
+
+
+@pytest.mark.parametrize("module,check,reached", list(_predictions()))
+def test_every_function_a_prediction_is_scored_with_is_watched(module, check, reached):
+    """A copy test read COMPUTE_BOUND_N, CROSSOVER_PREDICTION, ADD_PREDICTION and LINEAR_PREDICTION off the package's
+    private models (lesson01._crossover_n, ...) before guessing, unrecorded: each one is now watched."""
+    assert reached, "the test found nothing the band reads"
+    for name in sorted(reached):
+        label = getattr(getattr(module, name), "course_only", None)
+        assert label, f"{module.__name__}.{name} is what {check.name} is scored with; mark it @course_only()"
+        assert label in check.watched, f"{check.name} does not watch {label}"
+
+
+def test_the_model_called_from_a_cell_before_the_first_guess_is_a_reveal(record, capsys):
+    from grader import shortcuts
+
+    exec(compile("from grader.checks import lesson01\nlesson01._crossover_n(*lesson01._crossover_inputs())\n",
+                 "<cell>", "exec"), {})
+    assert shortcuts.used("grader.checks.lesson01._crossover_n")
+    assert CHECK({"n": RIGHT, "why": "computed it with the course's model"}) == 0.0
+    out = capsys.readouterr().out
+    assert "called grader.checks.lesson01._crossover_n before your first guess" in out and "reveal" in out
+    found = predictions.entry(lesson01.LESSON, CHECK.name)
+    assert found.get("revealed") and not predictions.committed(found)
+    assert _in_class_grader({"n": RIGHT, "why": "x"}, predictions.read(record))["score"] == 0.0
+
+
+@pytest.mark.parametrize("how", ["band", "private band", "after the guess", "inside the check"])
+def test_what_counts_as_asking_for_the_model(record, capsys, how):
+    """The check's band called on purpose counts; the course's own calls, and any call after the first guess, do not."""
+    from grader.checks import lesson07
+
+    check = lesson07.check_allreduce_prediction
+    guess = {"16 GPUs ms": 3.0, "why": "a ring in each node, then the rails"}
+    cell = {"band": "check.band(guess, {})", "private band": "lesson07._allreduce_band(guess, {})",
+            "after the guess": "check(guess); lesson07._ring(1e9, 16, 0.0, 5e10)", "inside the check": "check(guess)"}
+    exec(compile(cell[how], "<cell>", "exec"), {"check": check, "guess": guess, "lesson07": lesson07})
+    check(guess)
+    found = predictions.entry(lesson07.LESSON, check.name)
+    asked = how in ("band", "private band")
+    assert bool(found.get("revealed")) == asked and predictions.committed(found) == (not asked)
+    assert ("counts as asking for the answer" in capsys.readouterr().out) == asked
+
+
+def test_mfu_guess_record_holds_the_kernel_count_not_the_models_answer(record):
+    """The record beside the notebook is the learner's to read: it held MFU_GUESS's answer (`mfu_model`) before."""
+    from grader.checks import lesson05
+
+    lesson05._count_launches()
+    context = predictions.context(lesson05.LESSON)
+    model = lesson05._mfu_model(context)
+    assert model and context.get("launches_per_step", 0) > 0
+    assert not any(isinstance(v, float) and abs(v - model) <= 1e-3 * model for v in context.values()), context

@@ -276,11 +276,26 @@ class Prediction(Check):
     """
 
     def __init__(self, lesson: str, name: str, keys: dict, points: float, band: Callable, mistakes: Callable | None = None,
-                 model: Callable | None = None, share: float = 0.5):
+                 model: Callable | None = None, share: float = 0.5, watch: tuple[Callable, ...] = ()):
+        from grader.shortcuts import course_only
+
         super().__init__(name, self._observe, self._judge)
         self.lesson, self.name, self.points, self.share = lesson, name, float(points), share
         self.keys = {**keys, "why": "reason"}
-        self.band, self.mistakes, self._model = band, mistakes, model
+
+        def counted(fn: Callable | None, role: str) -> Callable | None:
+            if fn is None or getattr(fn, "course_only", None):
+                return fn
+            return course_only(f"{name}'s {role}")(fn)
+
+        self.band, self.mistakes, self._model = counted(band, "band"), counted(mistakes, "feedback"), counted(model, "model")
+        unmarked = [getattr(f, "__name__", f) for f in watch if not getattr(f, "course_only", None)]
+        if unmarked:
+            raise TypeError(f"{name}: watch= takes course_only functions (grader.shortcuts); not {unmarked}")
+        # The model this prediction is scored against, and what reads it: called from a cell before the first guess,
+        # they make that guess one made after asking for the answer (grader.shortcuts).
+        self.watched = tuple(dict.fromkeys(f.course_only for f in (self.band, self.mistakes, self._model, *watch)
+                                           if f is not None))
 
     def _observe(self, answer: Any) -> Any:
         if isinstance(answer, dict) and not answer:
@@ -358,10 +373,25 @@ class Prediction(Check):
         observation = _plain.roundtrip(self.observe(answer))
         value = self.valid(observation)
         if not predictions.grading():
+            self._asked_first()
             predictions.commit(self.lesson, self.name, value, value["why"])
         points, feedback = self.score(observation, predictions._load())
         print(feedback)
         return points
+
+    def _asked_first(self) -> None:
+        """Before a first guess is recorded: the model called from a cell of this kernel counts as the reveal."""
+        from grader import predictions, shortcuts
+
+        found = predictions.entry(self.lesson, self.name)
+        if found and (found.get("first") or found.get("revealed")):
+            return
+        took = shortcuts.used(*self.watched)
+        if took:
+            predictions.mark(self.lesson, self.name, "revealed")
+            print(f"{self.name}: a cell of this kernel called {took[0]} before your first guess was recorded. That is "
+                  "the model this prediction is scored against, so it counts as asking for the answer: recorded as "
+                  "a reveal, and a guess after it earns no commitment credit.")
 
     def revealed(self, shown: str = ""):
         """`with check.revealed():` around the cell that shows the answer: skips with one line until recorded."""

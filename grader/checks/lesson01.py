@@ -14,6 +14,7 @@ from grader.checks._common import Check, Prediction, call, close, fail, is_numbe
 from grader.checks._common import Replay, expect  # noqa: F401  the hidden tests call lesson01.expect
 from grader.checks._keys import Keyed
 from grader.notebook import NotDone
+from grader.shortcuts import course_only
 
 
 
@@ -489,6 +490,7 @@ def _matmul_intensity(n: int, itemsize: int) -> float:
     return 2 * n**3 / (3 * n * n * itemsize)
 
 
+@course_only()
 def _compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
     """The n (not rounded) at which an n×n matmul's intensity reaches the chip's balance point in `fmt`."""
     from grader import specs
@@ -501,6 +503,7 @@ _BOUND_CHIP = "H100"
 _BOUND_FORMATS = (("fp32", 4), ("bf16", 2))
 
 
+@course_only()
 def _compute_bound_mistake(got: dict) -> str | None:
     """The known mistake a COMPUTE_BOUND_N answer makes, in words with no value in them; None if none."""
     from grader import specs
@@ -527,6 +530,7 @@ def _compute_bound_mistake(got: dict) -> str | None:
     return None
 
 
+@course_only()
 def _compute_bound_band(first: dict, context: dict) -> tuple[float, str]:
     """COMPUTE_BOUND_N's first guess: per format, full within 2% of the model's n, half within a factor 1.5."""
     from grader import predictions
@@ -544,17 +548,19 @@ def _compute_bound_band(first: dict, context: dict) -> tuple[float, str]:
                       "balance point in each format")
 
 
+@course_only()
 def _compute_bound_final(answer: dict, context: dict) -> str | None:
     return _compute_bound_mistake(answer)
 
 
+@course_only()
 def _compute_bound_said(context: dict) -> str:
     fp32, bf16 = (math.ceil(_compute_bound_from(_BOUND_CHIP, fmt, size)) for fmt, size in _BOUND_FORMATS)
     return f"on the H100 an n×n matmul is compute-bound from n = {fp32} in fp32 and n = {bf16} in bf16 (datasheet)"
 
 
 check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16": "number"}, points=1,
-                                   band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said)
+                                   band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said, watch=(_compute_bound_from, _compute_bound_mistake,))
 
 
 # ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a
@@ -562,6 +568,7 @@ check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "
 _ADD_NEEDS = ("copy_bandwidth", "matmul_peak")
 
 
+@course_only()
 def _add_model(context: dict) -> float | None:
     """The model's add rate in FLOP/s: one FLOP per output element, three float32 arrays crossing memory once each,
     at the bandwidth the copy measured. None without that measurement."""
@@ -569,6 +576,7 @@ def _add_model(context: dict) -> float | None:
     return None if got is None else got["copy_bandwidth"] / 12
 
 
+@course_only()
 def _add_mistake(gflops: float, context: dict) -> str | None:
     got = _measured(context, _ADD_NEEDS)
     if got is None:
@@ -587,6 +595,7 @@ def _add_mistake(gflops: float, context: dict) -> str | None:
     ]) or _named(flops, [(bw / 12 * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
 
 
+@course_only()
 def _add_band(first: dict, context: dict) -> tuple[float, str]:
     """ADD_PREDICTION's first guess against the model fed with this run's copy bandwidth: full within 20%, half within 2×."""
     from grader import predictions
@@ -604,10 +613,12 @@ def _add_band(first: dict, context: dict) -> tuple[float, str]:
                       "each of its FLOPs, and how fast did this machine move bytes?")
 
 
+@course_only()
 def _add_final(answer: dict, context: dict) -> str | None:
     return _add_mistake(answer["add GFLOP/s"], context)
 
 
+@course_only()
 def _add_said(context: dict) -> str:
     want = _add_model(context)
     if want is None:
@@ -617,7 +628,7 @@ def _add_said(context: dict) -> str:
 
 check_add_prediction = OnThisMachine("01_crossover", "ADD_PREDICTION", {"add GFLOP/s": "number"}, points=1,
                                      band=_add_band, mistakes=_add_final, model=_add_said,
-                                     needs=_ADD_NEEDS, where="section 7's copy cell")
+                                     needs=_ADD_NEEDS, where="section 7's copy cell", watch=(_add_mistake, _add_model,))
 
 
 
@@ -635,6 +646,7 @@ CROSSOVER_CHIP = "T4"
 LESSON = "01_crossover"  # the lesson's name in the predictions record (grader.predictions)
 
 
+@course_only()
 def _crossover_n(fixed: float, cpu_flops: float, gpu_flops: float, work_power: int = 3) -> float:
     """The n at which fixed + 2n^p/gpu_flops = 2n^p/cpu_flops (p = 3: a matmul's work; p = 2: the outputs only)."""
     return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / work_power)
@@ -646,6 +658,7 @@ def _crossover_inputs() -> tuple[float, float, float]:
     return gpu_fixed_seconds(), CROSSOVER_CPU_FLOPS, specs.chip(CROSSOVER_CHIP).peak("fp32")
 
 
+@course_only()
 def _crossover_mistake(n: float) -> str | None:
     """The known mistake an answer matches (to 3%), in words with no value in them; None if it matches none."""
     fixed, cpu, gpu = _crossover_inputs()
@@ -661,6 +674,7 @@ def _crossover_mistake(n: float) -> str | None:
     return None
 
 
+@course_only()
 def _crossover_band(first: dict, context: dict) -> tuple[float, str]:
     """CROSSOVER_PREDICTION's first guess against the model: full within 10%, half within a factor 1.5."""
     from grader import predictions
@@ -676,17 +690,19 @@ def _crossover_band(first: dict, context: dict) -> tuple[float, str]:
                       "CPU's arithmetic alone equals the GPU's fixed cost plus the GPU's arithmetic")
 
 
+@course_only()
 def _crossover_final(answer: dict, context: dict) -> str | None:
     mistake = _crossover_mistake(answer["n"])
     return mistake
 
 
+@course_only()
 def _crossover_said(context: dict) -> str:
     return f"the model puts the crossover at n ≈ {_crossover_n(*_crossover_inputs()):.0f}"
 
 
 check_crossover_prediction = Prediction(LESSON, "CROSSOVER_PREDICTION", {"n": "number"}, points=2,
-                                        band=_crossover_band, mistakes=_crossover_final, model=_crossover_said)
+                                        band=_crossover_band, mistakes=_crossover_final, model=_crossover_said, watch=(_crossover_mistake, _crossover_n,))
 
 
 # LINEAR_PREDICTION: how many times batch 1's time per call a batch of 8 takes through a linear_d² float32 Linear on
@@ -695,6 +711,7 @@ _LINEAR_NEEDS = ("matmul_peak", "copy_bandwidth", "linear_d")
 LINEAR_KEY = "batch 8 / batch 1"
 
 
+@course_only()
 def _linear_ratio_model(context: dict, terms: str = "roofline") -> float | None:
     """Time per call of batch 8 over batch 1 by the model on this run's figures; None without them.
 
@@ -714,6 +731,7 @@ def _linear_ratio_model(context: dict, terms: str = "roofline") -> float | None:
     return call_seconds(8) / call_seconds(1)
 
 
+@course_only()
 def _linear_mistake(ratio: float, context: dict) -> str | None:
     want = _linear_ratio_model(context)
     if want is None:
@@ -728,6 +746,7 @@ def _linear_mistake(ratio: float, context: dict) -> str | None:
     return _named(ratio, known)
 
 
+@course_only()
 def _linear_band(first: dict, context: dict) -> tuple[float, str]:
     """LINEAR_PREDICTION's first guess against the roofline on this run's peak and bandwidth: full within 20%, half
     within 2×."""
@@ -746,10 +765,12 @@ def _linear_band(first: dict, context: dict) -> tuple[float, str]:
                       "machine, reading the weights or the arithmetic, and how does each grow with the batch?")
 
 
+@course_only()
 def _linear_final(answer: dict, context: dict) -> str | None:
     return _linear_mistake(answer[LINEAR_KEY], context)
 
 
+@course_only()
 def _linear_said(context: dict) -> str:
     want = _linear_ratio_model(context)
     if want is None:
@@ -759,4 +780,4 @@ def _linear_said(context: dict) -> str:
 
 check_linear_prediction = OnThisMachine("01_crossover", "LINEAR_PREDICTION", {LINEAR_KEY: "number"}, points=1,
                                         band=_linear_band, mistakes=_linear_final, model=_linear_said,
-                                        needs=_LINEAR_NEEDS, where="section 7")
+                                        needs=_LINEAR_NEEDS, where="section 7", watch=(_linear_mistake, _linear_ratio_model,))

@@ -46,6 +46,7 @@ KiB, MiB = 2**10, 2**20
 _LINK = (8.0e-6, 24e9)  # (latency s, bandwidth bytes/s)
 
 
+@course_only()
 def _costs(latency: float, bandwidth: float) -> dict:
     return {"1000 copies of 4 KiB": 1000 * (latency + 4 * KiB / bandwidth), "1 copy of 4 MiB": latency + 4 * MiB / bandwidth}
 
@@ -59,6 +60,7 @@ def _naive() -> tuple[float, float]:
 _COPY_KEYS = {"1000 copies of 4 KiB": "number", "1 copy of 4 MiB": "number"}
 
 
+@course_only()
 def _copy_mistake(got: dict) -> str | None:
     """The kind of mistake in a COPY_PREDICTION (seconds), or None; never a value."""
     latency, bandwidth = _LINK
@@ -84,6 +86,7 @@ def _copy_mistake(got: dict) -> str | None:
     return None
 
 
+@course_only()
 def _copy_band(first: dict, context: dict) -> tuple[float, str]:
     """COPY_PREDICTION's first guess: 1 when both costs are within 25% of the link's, 0.5 within a factor 2, else 0."""
     want = _costs(*_LINK)
@@ -93,6 +96,7 @@ def _copy_band(first: dict, context: dict) -> tuple[float, str]:
                       else f"your first guess: {mistake}")
 
 
+@course_only()
 def _copy_model(context: dict) -> str:
     costs = _costs(*_LINK)
     return (f"1000 copies of 4 KiB take {timing_text(costs['1000 copies of 4 KiB'])}, one copy of 4 MiB "
@@ -106,7 +110,7 @@ def timing_text(seconds: float) -> str:
 
 
 check_copy_prediction = Prediction(LESSON, "COPY_PREDICTION", _COPY_KEYS, points=1, band=_copy_band,
-                                   mistakes=lambda answer, context: _copy_mistake(answer), model=_copy_model)
+                                   mistakes=lambda answer, context: _copy_mistake(answer), model=_copy_model, watch=(_copy_mistake, _costs,))
 
 
 # link_from_copies: the learner's inference, on copies of its own. (bytes, seconds) lists; each on an exact line.
@@ -240,10 +244,12 @@ def snippet_waits(label: str) -> bool:
 _QUIZ_SHORTCUTS = ("grader.checks.lesson02.snippet_reads", "grader.checks.lesson02.snippet_waits")
 
 
+@course_only()
 def _quiz_right(answers: dict) -> int:
     return sum(answers[label] == snippet_waits(label) for label in SYNC_SNIPPETS)
 
 
+@course_only()
 def _quiz_mistakes(answers: dict) -> str | None:
     """The ideas behind the lines answered wrongly (never which labels, never the answers); None when all agree."""
     if all(answers[k] for k in SYNC_SNIPPETS):
@@ -259,6 +265,7 @@ def _quiz_mistakes(answers: dict) -> str | None:
             + "; ".join(_CONCEPTS[c] for c in missed))
 
 
+@course_only()
 def _quiz_band(first: dict, context: dict) -> tuple[float, str]:
     """Each line earns its share: all right 1; one or two wrong 2/3; three or four 1/3; more (or all one answer) 0."""
     wrong = len(SYNC_SNIPPETS) - _quiz_right(first)
@@ -286,7 +293,7 @@ class _Quiz(Prediction):
 check_sync_answers = _Quiz(LESSON, "SYNC_ANSWERS", {label: "bool" for label in SYNC_SNIPPETS}, points=2,
                            band=_quiz_band, mistakes=lambda answer, context: _quiz_mistakes(answer),
                            model=lambda context: ", ".join(f"({k}) {'waits' if snippet_waits(k) else 'does not wait'}"
-                                                           for k in SYNC_SNIPPETS))
+                                                           for k in SYNC_SNIPPETS), watch=(_quiz_mistakes, _quiz_right,))
 
 
 # --- the data and the loop the notebook starts from ------------------------------------------

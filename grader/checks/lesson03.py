@@ -29,6 +29,7 @@ from grader.checks._common import expect  # noqa: F401  the hidden tests call le
 from grader.checks._keys import Keyed, outcomes
 from grader.floats import FORMATS, value_of
 from grader.notebook import CheckFailed, NotDone
+from grader.shortcuts import course_only
 
 LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
@@ -379,12 +380,14 @@ _SPREAD = (-12, -2, 10001)  # torch.logspace(-12, -2, 10001): made-up magnitudes
 _SHARE_TOLERANCE = 0.02
 
 
+@course_only()
 def _zero_share(dtype: torch.dtype) -> float:
     """Share of torch.logspace(-12, -2, 10001) that a cast to dtype turns into 0 (measured)."""
     spread = torch.logspace(*_SPREAD)
     return float((spread.to(dtype) == 0).float().mean())
 
 
+@course_only()
 def _share_below(threshold: float, inclusive: bool = True) -> float:
     spread = torch.logspace(*_SPREAD).double()
     return float(((spread <= threshold) if inclusive else (spread < threshold)).double().mean())
@@ -392,6 +395,7 @@ def _share_below(threshold: float, inclusive: bool = True) -> float:
 
 
 
+@course_only()
 def _zero_share_mistake(answer: dict) -> str | None:
     """ZERO_SHARE's known mistakes, in words with no value in them; None when the answer matches none."""
     fp16, bf16 = answer["fp16"], answer["bf16"]
@@ -412,6 +416,7 @@ def _zero_share_mistake(answer: dict) -> str | None:
     return None
 
 
+@course_only()
 def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
     """ZERO_SHARE's first guess: one half for each format (fp16 within 0.02 of the measured cast, bf16 'none')."""
     right16 = first["fp16"] <= 1 and abs(first["fp16"] - _zero_share(torch.float16)) <= _SHARE_TOLERANCE
@@ -424,7 +429,7 @@ def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
 check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"fp16": "number", "bf16": ("none", "some", "most")}, points=1,
                               band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
                               model=lambda context: (f"a cast turns {_zero_share(torch.float16):.1%} of the spread into 0 "
-                                                     "in fp16, none of it in bf16"))
+                                                     "in fp16, none of it in bf16"), watch=(_share_below, _zero_share, _zero_share_mistake,))
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -546,6 +551,7 @@ _SCALER_CASES = (
 )
 
 
+@course_only()
 def _drive_gradscaler(steps: int, overflows, **settings) -> list[tuple[bool, float]]:
     """torch.amp.GradScaler on the CPU for `steps` steps, step i overflowing when overflows(i, scale): (applied, scale after)."""
     with warnings.catch_warnings():
@@ -575,11 +581,13 @@ FORECAST_CEILING = 2.0**24  # the largest scale that keeps the gradients finite,
 _FORECAST_STEPS, _FORECAST_FROM = 210, 100  # run this long; the long run is counted from here on (ten 11-step cycles)
 
 
+@course_only()
 def _gradscaler_with_ceiling(ceiling: float, steps: int, **settings) -> list[bool]:
     """torch.amp.GradScaler on the CPU when a step overflows exactly when its scale exceeds `ceiling`: skipped, per step."""
     return [not applied for applied, _ in _drive_gradscaler(steps, lambda i, scale: scale > ceiling, **settings)]
 
 
+@course_only()
 @functools.lru_cache(maxsize=1)
 def _forecast_reference() -> tuple[int, float]:
     """GradScaler itself on the forecast's case: steps skipped before the first applied one, and the long-run share."""
@@ -591,6 +599,7 @@ def _forecast_reference() -> tuple[int, float]:
 _FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "number"}
 
 
+@course_only()
 def _forecast_mistakes(answer: dict) -> list[str]:
     """What is off in a SCALER_FORECAST, in words with no value in them (empty when both parts are right)."""
     want_start, want_share = _forecast_reference()
@@ -615,6 +624,7 @@ def _forecast_mistakes(answer: dict) -> list[str]:
     return said
 
 
+@course_only()
 def _forecast_band(first: dict, context: dict) -> tuple[float, str]:
     """SCALER_FORECAST's first guess against GradScaler run on the case: one half for each part."""
     said = _forecast_mistakes(first)
@@ -622,6 +632,7 @@ def _forecast_band(first: dict, context: dict) -> tuple[float, str]:
     return fraction, "your first guess is what GradScaler does" if not said else "your first guess: " + "; ".join(said)
 
 
+@course_only()
 def _forecast_said(context: dict) -> str:
     start, share = _forecast_reference()
     return f"GradScaler skips {start} steps at the start and {share:.3f} of the steps in the long run"
@@ -629,7 +640,7 @@ def _forecast_said(context: dict) -> str:
 
 check_scaler_forecast = Prediction(LESSON, "SCALER_FORECAST", _FORECAST_KEYS, points=1, band=_forecast_band,
                                    mistakes=lambda answer, context: "; ".join(_forecast_mistakes(answer)) or None,
-                                   model=_forecast_said)
+                                   model=_forecast_said, watch=(_drive_gradscaler, _forecast_mistakes, _forecast_reference, _gradscaler_with_ceiling,))
 
 
 def _same_flag(got: Any, want: bool) -> bool:

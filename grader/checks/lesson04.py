@@ -20,6 +20,7 @@ from grader.checks._common import Check, Prediction, Replay, call, fail, guard, 
 from grader.checks._keys import Keyed
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import NotDone
+from grader.shortcuts import course_only
 
 _KINDS = ("parameters", "gradients", "optimizer")
 
@@ -43,6 +44,7 @@ def _stepped_model(optimizer: str = "adam", step: bool = True) -> tuple[nn.Modul
 
 # --- predict, then measure: bytes per parameter before and after AdamW's first step ------------------
 
+@course_only()
 def _measured_bytes_per_param() -> dict[str, float]:
     """A float32 MLP with AdamW after one backward: bytes per parameter of everything, before and after step()."""
     with torch.random.fork_rng(devices=[]):
@@ -59,6 +61,7 @@ def _measured_bytes_per_param() -> dict[str, float]:
 LESSON = "04_memory"  # the lesson's name in the predictions record (grader.predictions)
 
 
+@course_only()
 def _bytes_per_param_mistakes(answer: dict) -> list[str]:
     """What is off in a BYTES_PER_PARAM, in words with no value in them (empty when both phases are right)."""
     before, after = answer["before step()"], answer["after step()"]
@@ -83,6 +86,7 @@ def _bytes_per_param_mistakes(answer: dict) -> list[str]:
     return said
 
 
+@course_only()
 def _bytes_per_param_band(first: dict, context: dict) -> tuple[float, str]:
     """BYTES_PER_PARAM's first guess against the measured MLP: one half for each phase."""
     said = _bytes_per_param_mistakes(first)
@@ -90,6 +94,7 @@ def _bytes_per_param_band(first: dict, context: dict) -> tuple[float, str]:
                                  else "your first guess: " + "; ".join(said))
 
 
+@course_only()
 def _bytes_per_param_said(context: dict) -> str:
     want = _measured_bytes_per_param()
     return f"{want['before step()']:.2f} bytes per parameter before step(), {want['after step()']:.2f} after"
@@ -97,7 +102,7 @@ def _bytes_per_param_said(context: dict) -> str:
 
 check_bytes_per_param = Prediction(LESSON, "BYTES_PER_PARAM", {"before step()": "number", "after step()": "number"},
                                    points=1, band=_bytes_per_param_band, model=_bytes_per_param_said,
-                                   mistakes=lambda answer, context: "; ".join(_bytes_per_param_mistakes(answer)) or None)
+                                   mistakes=lambda answer, context: "; ".join(_bytes_per_param_mistakes(answer)) or None, watch=(_bytes_per_param_mistakes, _measured_bytes_per_param,))
 
 
 

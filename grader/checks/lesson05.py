@@ -18,6 +18,7 @@ from grader import loading
 from grader.checks._common import (Check, Prediction, Replay, call, close, expect, fail, guard, is_number, recorded,
                                   require_callable, same)
 from grader.checks._keys import Keyed
+from grader.shortcuts import course_only
 
 __all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "check_idle_by_cause", "check_fixed_loader",
            "loader_on", "check_mfu", "mfu_on", "check_mfu_guess", "check_idle_guess", "LESSON"]
@@ -512,6 +513,7 @@ def _small_transformer():
     return net, torch.optim.AdamW(net.parameters(), lr=1e-3), batch_of_tokens(shape, *_SMALL_TOKENS, "cpu")
 
 
+@course_only()
 def _launch_bound_mfu(model: torch.nn.Module, batch: int, seq_len: int, launches_per_step: float) -> float:
     """The course's model of a launch-bound step of the lesson's small transformer on MFU_GUESS_CHIP: one launch
     (kernel_launch_seconds) per kernel, each kernel done within its launch."""
@@ -520,19 +522,36 @@ def _launch_bound_mfu(model: torch.nn.Module, batch: int, seq_len: int, launches
     shape = getattr(model, "shape", None)
     if (batch, seq_len) != _SMALL_TOKENS or {k: getattr(shape, k, None) for k in _SMALL} != _SMALL:
         raise ValueError("the MFU_GUESS model knows the lesson's small transformer on its batch only (section 3)")
+    return _mfu_of_launches(launches_per_step)
+
+
+@course_only()
+def _mfu_of_launches(launches_per_step: float) -> float:
+    from grader import specs
+
     launch_s = specs.model_constants()["kernel_launch_seconds"]["value"]
     return _SMALL_STEP_FLOPS / (launches_per_step * launch_s) / specs.chip(MFU_GUESS_CHIP).peak("bf16")
 
 
-def note_mfu_context(model: torch.nn.Module, batch: int, seq_len: int, launches_per_step: float) -> None:
-    """Record the model's answer to MFU_GUESS for this run's profile (its kernel count) as the guess's context.
+@course_only()
+def _mfu_model(context: dict) -> float | None:
+    """The launch-bound model's MFU for the kernel count a first guess's context holds; None without one."""
+    launches = context.get("launches_per_step")
+    if not is_number(launches) or not math.isfinite(float(launches)) or float(launches) <= 0:
+        return None
+    return _mfu_of_launches(float(launches))
 
-    Prints nothing: the lesson shows the value only once the first guess is recorded.
+
+def note_mfu_context(model: torch.nn.Module, batch: int, seq_len: int, launches_per_step: float) -> None:
+    """Record this run's profile (its kernel count, for the lesson's small transformer) as MFU_GUESS's context.
+
+    Only the count is kept beside the notebook, never the model's answer (a learner could read that off the record
+    before guessing); the band works the answer out from it. Prints nothing.
     """
     from grader import predictions
 
-    predictions.note_measured(LESSON, mfu_model=_launch_bound_mfu(model, batch, seq_len, launches_per_step),
-                              launches_per_step=float(launches_per_step))
+    _launch_bound_mfu(model, batch, seq_len, launches_per_step)  # the model knows this transformer only: it says so
+    predictions.note_measured(LESSON, launches_per_step=float(launches_per_step))
 
 
 def _count_launches() -> None:
@@ -561,16 +580,17 @@ class _ModelledPrediction(Prediction):
         from grader import predictions
 
         if not predictions.grading() and predictions.entry(LESSON, self.name) is None \
-                and not predictions.context(LESSON).get("mfu_model"):
+                and _mfu_model(predictions.context(LESSON)) is None:
             _count_launches()
         return super().__call__(answer, **kwargs)
 
 
+@course_only()
 def _mfu_guess_band(first: dict, context: dict) -> tuple[float, str]:
     """MFU_GUESS's first guess against the launch-bound model fed with the kernel count recorded with it."""
     from grader import predictions
 
-    guess, model = first["mfu"], context.get("mfu_model")
+    guess, model = first["mfu"], _mfu_model(context)
     if guess > 1:
         return 0.0, "your first guess is not a fraction (20% is 0.2): MFU is a share of the peak"
     if not model:
@@ -586,8 +606,9 @@ def _mfu_guess_band(first: dict, context: dict) -> tuple[float, str]:
                       "cost, against the arithmetic the step needs")
 
 
+@course_only()
 def _mfu_guess_said(context: dict) -> str:
-    model = context.get("mfu_model")
+    model = _mfu_model(context)
     return (f"the launch-bound model gives an MFU of {model:.3%} on the {MFU_GUESS_CHIP}" if model else
             "the model needs section 3's profile (its kernel count)")
 
@@ -595,11 +616,13 @@ def _mfu_guess_said(context: dict) -> str:
 check_mfu_guess = _ModelledPrediction(LESSON, "MFU_GUESS", {"mfu": "number"}, points=1, band=_mfu_guess_band,
                                       model=_mfu_guess_said,
                                       mistakes=lambda answer, context: ("a fraction of the peak is at most 1 (20% is 0.2)"
-                                                                        if answer["mfu"] > 1 else None))
+                                                                        if answer["mfu"] > 1 else None),
+                                      watch=(_launch_bound_mfu, _mfu_of_launches, _mfu_model))
 
 _IDLE_WORDS = ("waiting", "other", "both", "neither")
 
 
+@course_only()
 def _idle_guess_words(answer: dict) -> str | None:
     said = {"other": "workers read batches in processes of their own: they make a batch arrive sooner, and so can only "
                      "shorten the time the loop spends waiting for one; the other idle time is not the loader's",
@@ -610,6 +633,7 @@ def _idle_guess_words(answer: dict) -> str | None:
     return said.get(answer["shrinks"])
 
 
+@course_only()
 def _idle_guess_band(first: dict, context: dict) -> tuple[float, str]:
     """IDLE_GUESS's first guess: which idle time workers can shrink follows from what a worker does (no measurement)."""
     words = _idle_guess_words(first)
@@ -618,5 +642,5 @@ def _idle_guess_band(first: dict, context: dict) -> tuple[float, str]:
 
 check_idle_guess = Prediction(LESSON, "IDLE_GUESS", {"shrinks": _IDLE_WORDS}, points=1, band=_idle_guess_band,
                               mistakes=lambda answer, context: _idle_guess_words(answer),
-                              model=lambda context: "workers shrink the idle time spent waiting for data, and only that")
+                              model=lambda context: "workers shrink the idle time spent waiting for data, and only that", watch=(_idle_guess_words,))
 

@@ -24,10 +24,12 @@ from grader.checks._common import (Check, Prediction, Raised, Replay, call, clos
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson07.expect
 from grader.checks._keys import Keyed, as_floats, outcomes, table
 from grader.notebook import CheckFailed, NotDone
+from grader.shortcuts import course_only
 
 # --- allreduce_seconds -----------------------------------------------------------------------------
 
 
+@course_only()
 def _ring(nbytes: float, world: int, latency: float, bandwidth: float) -> float:
     """What the judge expects: 2(n-1) steps of latency, and 2(n-1)/n of the message over the link."""
     if world == 1:
@@ -635,6 +637,7 @@ LESSON = "07_data_parallel"  # the lesson's name in the predictions record (grad
 PREDICTED_CHIP, PREDICTED_GPUS, PREDICTED_BYTES = "NVIDIA H100 SXM5 80GB", 16, 1e9
 
 
+@course_only()
 def _allreduce_model() -> dict:
     """The hierarchical model of ALLREDUCE_PREDICTION and the usual wrong prices, in seconds (data/ figures)."""
     from grader import distributed, specs
@@ -663,6 +666,7 @@ _ALLREDUCE_MISTAKES = {
 }
 
 
+@course_only()
 def _allreduce_said(ms: float) -> str | None:
     prices = _allreduce_model()
     for key, words in _ALLREDUCE_MISTAKES.items():
@@ -671,6 +675,7 @@ def _allreduce_said(ms: float) -> str | None:
     return None
 
 
+@course_only()
 def _allreduce_band(first: dict, context: dict) -> tuple[float, str]:
     from grader import predictions
 
@@ -687,12 +692,13 @@ def _allreduce_band(first: dict, context: dict) -> tuple[float, str]:
 check_allreduce_prediction = Prediction(
     LESSON, "ALLREDUCE_PREDICTION", {"16 GPUs ms": "number"}, points=1, band=_allreduce_band,
     model=lambda context: f"the hierarchical model: {_allreduce_model()['model'] * 1e3:.2f} ms",
-    mistakes=lambda answer, context: (lambda s: f"it prices {s}" if s else None)(_allreduce_said(answer["16 GPUs ms"])))
+    mistakes=lambda answer, context: (lambda s: f"it prices {s}" if s else None)(_allreduce_said(answer["16 GPUs ms"])), watch=(_allreduce_model, _allreduce_said, _ring,))
 
 ZERO_MODEL, ZERO_WORLD = "LLaMA-13B", 8
 _ZERO_CHOICES = ("ddp", "zero1", "zero2", "zero3", "none")
 
 
+@course_only()
 def _zero_fits() -> dict[str, bool]:
     """For each stage, whether LLaMA-13B's training state per rank (DeepSpeed's layout) fits one H100 on 8 ranks."""
     from grader import memory, specs
@@ -703,11 +709,13 @@ def _zero_fits() -> dict[str, bool]:
     return {s: whole[s] * n + (16 - whole[s]) * n / ZERO_WORLD <= card for s in STAGES}
 
 
+@course_only()
 def _zero_answer() -> str:
     fits = _zero_fits()
     return next((s for s in STAGES if fits[s]), "none")
 
 
+@course_only()
 def _zero_said(stage: str) -> str | None:
     want, fits = _zero_answer(), _zero_fits()
     if stage == want:
@@ -720,6 +728,7 @@ def _zero_said(stage: str) -> str | None:
     return f"{stage} fits, but an earlier stage already does: sharding more than you need costs communication"
 
 
+@course_only()
 def _zero_band(first: dict, context: dict) -> tuple[float, str]:
     said = _zero_said(first["stage"])
     return (1.0, "your first guess is the model's") if said is None else (0.0, f"your first guess: {said}")
@@ -728,4 +737,4 @@ def _zero_band(first: dict, context: dict) -> tuple[float, str]:
 check_zero_prediction = Prediction(
     LESSON, "ZERO_PREDICTION", {"stage": _ZERO_CHOICES}, points=1, band=_zero_band,
     model=lambda context: f"the first stage at which {ZERO_MODEL} fits {ZERO_WORLD} H100s: {_zero_answer()}",
-    mistakes=lambda answer, context: _zero_said(answer["stage"]))
+    mistakes=lambda answer, context: _zero_said(answer["stage"]), watch=(_zero_answer, _zero_fits, _zero_said,))

@@ -28,6 +28,7 @@ from grader.checks._common import (Check, Prediction, Raised, Replay, _key, call
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson08.expect
 from grader.checks._keys import Keyed
 from grader.notebook import CheckFailed, NotDone
+from grader.shortcuts import course_only
 
 LESSON = "08_inside_a_kernel"  # the lesson's name in the keys and the predictions record (grader.predictions)
 NAN = float("nan")
@@ -448,11 +449,13 @@ _BEST_CASES = [(4096, 4096, 4096, 64, 2, 233472, _REGS, 4, _SIZES), (4096, 4096,
 # The on-chip budget stays in the package: TILE_PREDICTION's model (below) judges a guessed tile by it. best_tiles'
 # answer (the least traffic among the tiles that fit) is judged by digests, and the guard notices a best_tiles that
 # calls these.
+@course_only()
 def _footprint(BM: int, BN: int, BK: int, b: int, stages: int) -> int:
     """Bytes of shared memory: num_stages stages, each a BM × BK piece of A and a BK × BN piece of B."""
     return stages * (BM * BK + BK * BN) * b
 
 
+@course_only()
 def _fits(BM: int, BN: int, BK: int, b: int, stages: int, smem: int, regs: int) -> bool:
     """Shared memory holds the staged pieces; the float32 accumulator must leave registers for everything else."""
     return _footprint(BM, BN, BK, b, stages) <= smem and BM * BN * 4 < regs
@@ -504,6 +507,7 @@ _TILE_WORDS = tuple(f"{bm}x{bn}" for bm in TILE_SIZES[2:] for bn in TILE_SIZES[2
 _TILE_CASE = (8192, 64, 2, 3)  # M = N = K, BK, dtype_bytes, num_stages
 
 
+@course_only()
 def _tile_model() -> tuple[tuple[int, int], str, dict]:
     """(the best tile, what stops 256 × 256, {tile: (fits, re-reads, footprint)}) for TILE_PREDICTION's matmul on
     an H100, from data/sm.csv. Only this case: every tile divides its square sides, so a tile's traffic falls with
@@ -521,6 +525,7 @@ def _tile_model() -> tuple[tuple[int, int], str, dict]:
     return best, limit, tiles
 
 
+@course_only()
 def _tile_said(answer: dict) -> list[str]:
     """What is off in a TILE_PREDICTION (tile, then limit), in words that give no figure."""
     best, limit, tiles = _tile_model()
@@ -538,12 +543,14 @@ def _tile_said(answer: dict) -> list[str]:
     return said
 
 
+@course_only()
 def _tile_band(first: dict, context: dict) -> tuple[float, str]:
     said = _tile_said(first)
     fraction = 1.0 - 0.5 * len(said) if len(said) < 2 else 0.0
     return fraction, ("your first guess is the model's" if not said else "your first guess: " + "; ".join(said))
 
 
+@course_only()
 def _tile_model_said(context: dict) -> str:
     best, limit, _ = _tile_model()
     return f"the model's best tile is {best[0]}x{best[1]}; the '256x256' tile is stopped by: {limit}"
@@ -551,7 +558,7 @@ def _tile_model_said(context: dict) -> str:
 
 check_tile_prediction = Prediction(LESSON, "TILE_PREDICTION", {"tile": _TILE_WORDS, "256x256": _LIMITS},
                                    points=1, band=_tile_band, model=_tile_model_said,
-                                   mistakes=lambda answer, context: "; ".join(_tile_said(answer)) or None)
+                                   mistakes=lambda answer, context: "; ".join(_tile_said(answer)) or None, watch=(_fits, _footprint, _tile_model, _tile_said,))
 
 
 # --- exercise 5: blocked attention with the online softmax -------------------------------------------

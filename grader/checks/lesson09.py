@@ -23,6 +23,7 @@ from grader.checks._common import Check, Prediction, Replay, call, fail, is_numb
 from grader.checks import _keys
 from grader.checks._keys import Keyed
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson09.expect
+from grader.shortcuts import course_only
 
 LESSON = "09_serving"  # the lesson's name in the predictions record (grader.predictions)
 
@@ -46,6 +47,7 @@ def _seven_b() -> int:
     return next(int(m["n_params"]) for m in specs.load_models() if m["model"] == "LLaMA-7B")
 
 
+@course_only()
 def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
     """Per key (target tokens/s, bytes per weight, peak FLOP/s): the batch-1 ceiling set by reading the weights."""
     h100 = specs.chip("H100")
@@ -70,6 +72,7 @@ def batch1_ceilings() -> dict[str, tuple[float, float]]:
     return {key: (t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
 
 
+@course_only()
 def _tps_mistake(key: str, value: float, target: float, width: float, flop_bound: float) -> str | None:
     """The kind of mistake a tokens/s figure shows, in words with no value; None when it is within the band."""
     if _ratio_off(value, target) <= 1.25:
@@ -88,6 +91,7 @@ def _tps_mistake(key: str, value: float, target: float, width: float, flop_bound
             "and how fast can it?")
 
 
+@course_only()
 def _tps_band(first: dict, context: dict) -> tuple[float, str]:
     """Each part judged against the bandwidth ceiling; the run's part only when it was measured before the guess."""
     targets = _tps_targets(context)
@@ -106,11 +110,13 @@ def _tps_band(first: dict, context: dict) -> tuple[float, str]:
     return fraction, ("your first guess: " + "; ".join(said)) if said else "your first guess is the ceiling the bytes set"
 
 
+@course_only()
 def _tps_final(answer: dict, context: dict) -> str | None:
     found = [m for key, (t, w, f) in _tps_targets(context).items() if (m := _tps_mistake(key, answer[key], t, w, f))]
     return "; ".join(found) or None
 
 
+@course_only()
 def _tps_said(context: dict) -> str:
     targets = _tps_targets(context)
     said = [f"{key}: about {t:.3g} tokens/s (bytes of the weights over the bandwidth)" for key, (t, _, _) in targets.items()]
@@ -118,7 +124,7 @@ def _tps_said(context: dict) -> str:
 
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
-                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said)
+                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said, watch=(_tps_mistake, _tps_targets,))
 
 
 # --- decode_step_seconds ----------------------------------------------------------------------------
@@ -156,6 +162,7 @@ check_decode_step_seconds = Keyed(
 _BATCH_KEY = "tokens/s at batch 16 over batch 1"
 
 
+@course_only()
 def _batch_model(context: dict) -> float:
     """Model: 16 x t(1) / t(16) with t(b) the slower of reading the weights and the arithmetic at b (measured rates)."""
     bw, weights, n, rate = (context.get(k) for k in ("bandwidth", "weight_bytes", "n_params", "matmul_rate_16"))
@@ -166,6 +173,7 @@ def _batch_model(context: dict) -> float:
     return 16 * t1 / t16
 
 
+@course_only()
 def _batch_mistake(value: float) -> str | None:
     if value <= 1.3:
         return ("about no gain from the batch: as if each sequence read the weights again. In one step every weight "
@@ -176,6 +184,7 @@ def _batch_mistake(value: float) -> str | None:
     return None
 
 
+@course_only()
 def _batch_band(first: dict, context: dict) -> tuple[float, str]:
     from grader.predictions import band
 
@@ -190,13 +199,14 @@ def _batch_band(first: dict, context: dict) -> tuple[float, str]:
     return fraction, "your first guess agrees with the model fed with this run's measured rates"
 
 
+@course_only()
 def _batch_said(context: dict) -> str:
     return f"the model fed with this run's rates gives about {_batch_model(context):.2g}x (at most 16x)"
 
 
 check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "number"}, points=2, band=_batch_band,
                                     mistakes=lambda answer, context: _batch_mistake(answer[_BATCH_KEY]),
-                                    model=_batch_said)
+                                    model=_batch_said, watch=(_batch_mistake, _batch_model,))
 
 
 # --- knee_batch -----------------------------------------------------------------------------------
