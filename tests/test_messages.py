@@ -336,6 +336,8 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("decode_step_seconds_check", "from grader import serving\nserving.step_seconds\n", "gone"),
         ("knee_batch_check", "from grader import serving\nserving.knee\n", "gone"),
         ("kv_cache_bytes_check", "from grader import serving\nserving.cache_bytes\n", "gone"),
+        ("kv_cache_bytes_check", "from grader import memory\n\ndef kv_cache_bytes(shape, context, batch, bytes_per_value):\n"
+         "    return memory.kv_cache_bytes(shape, batch, context, bytes_per_value)\n", r"calls grader\.memory\.kv_cache_bytes"),
         ("max_batch_to_serve_check", "from grader import serving\nserving.serve_batch\n", "gone"),
         ("max_batch_to_serve_check", "from grader import serving\nserving.weights_bytes\n", "gone"),
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),

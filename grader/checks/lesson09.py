@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from grader import specs
-from grader.checks._common import Check, Prediction, Replay, call, fail, is_number, require_callable
+from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable
 from grader.checks import _keys
 from grader.checks._keys import Keyed
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson09.expect
@@ -283,10 +283,19 @@ def _public_kv_cache_bytes(fn: Replay) -> None:
             fail(f"{_kv_shown(args)} returned {got!r} ({type(got).__name__}); return a whole number of bytes (an int).")
 
 
-check_kv_cache_bytes = Keyed(
+def _memory_models() -> dict:
+    from grader import memory
+
+    return {memory.kv_cache_bytes: "grader.memory.kv_cache_bytes", memory.inference_bytes: "grader.memory.inference_bytes"}
+
+
+# grader.memory keeps lesson 04's model of a KV cache (its inference_bytes cell): a kv_cache_bytes that calls it is
+# noticed (a copy test passed with `memory.kv_cache_bytes` and the arguments reordered).
+check_kv_cache_bytes = guard(Keyed(
     "09_serving", "kv_cache_bytes", "kv_cache_bytes", _KV_CASES, public=_public_kv_cache_bytes,
     unknown="kv_cache_bytes is not the bytes of the cache, nor a mistake the course knows. What does attention need "
-            "from each past position, in which layers and heads, for how many sequences?")
+            "from each past position, in which layers and heads, for how many sequences?"),
+    "kv_cache_bytes", _memory_models())
 
 
 # --- max_batch_to_serve ------------------------------------------------------------------------------
