@@ -293,6 +293,9 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "SYNC_ANSWERS = {l: lesson02.snippet_reads(l).sync_points > 0 for l in lesson02.SYNC_SNIPPETS}\n",
          r"called grader\.checks\.lesson02\.snippet_reads"),
         ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._line\n", "gone"),
+        ("sync_points_check", "from grader.syncs import SyncCounter\n\ndef sync_points(version, steps, n_batches):\n"
+         "    with SyncCounter('cuda') as counter:  # the loop of `version`, measured instead of predicted\n"
+         "        pass\n    return counter.sync_points + 3 * steps\n", r"calls grader\.syncs\.SyncCounter"),
         ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._link\n", "gone"),
     ],
     "03_float_formats": [

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from grader import predictions
-from grader.checks._common import Check, Prediction, Replay, call, close, fail, is_number, require_callable, same
+from grader.checks._common import (Check, Prediction, Replay, call, close, fail, guard, is_number, require_callable,
+                                   same)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson02.expect
 from grader.checks._keys import Keyed
 from grader.notebook import NotDone
@@ -374,12 +375,15 @@ def _public_sync_points(sync_points: Replay) -> None:
             fail(f"{shown} returned {got}: a count of sync points is not negative.")
 
 
-check_sync_points = Keyed(
+# sync_points predicts what the counter measures: one that runs the loops under the counter measures instead (a copy
+# test passed that way), and is noticed.
+check_sync_points = guard(Keyed(
     LESSON, "sync_points", "sync_points", _PREDICT_CASES, public=_public_sync_points,
     unknown="sync_points is not what the counter measures for every loop version, nor a mistake the course knows. "
             "For each version, count what makes the host wait: each read of a value from the device, and each copy "
             "to the device from ordinary (pageable) host memory; a copy from pinned memory with non_blocking=True "
-            "waits for nothing. Where in the loop is each one, and how many times does it run?")
+            "waits for nothing. Where in the loop is each one, and how many times does it run?"),
+    "sync_points", {SyncCounter: "grader.syncs.SyncCounter"})
 
 
 # --- the fixed training loop ----------------------------------------------------------------
