@@ -269,11 +269,12 @@ check_idle_by_cause = guard(Keyed(
 # --- fixed_loader ---------------------------------------------------------------------------------------------
 
 _N, _BATCH = 23, 5  # 23 items in batches of 5: the last batch holds 3
-# (seconds to read one item, batch size, seconds a step computes): workers needed = ceil(batch × item / step)
-_RATIOS = [(0.002, 8, 0.004), (0.002, 8, 0.0015), (0.001, 5, 0.010)]  # 16/4 ms: 4; 16/1.5 ms: 11; 5/10 ms: 1
+# (seconds to read one item, batch size, seconds a step computes); how many workers each needs is the exercise
+_RATIOS = [(0.002, 8, 0.004), (0.002, 8, 0.0015), (0.001, 5, 0.010)]
 _ITER = (0.0001, _BATCH, 0.010)  # the loader whose batches are read: 0.5 ms per batch, 1 worker
 
 
+@course_only()
 def workers_needed(item_seconds: float, batch_size: int, step_seconds: float) -> int:
     """k workers each read a whole batch at a time, so together deliver k batches per batch-read time."""
     return max(1, math.ceil(round(batch_size * item_seconds / step_seconds, 9)))
@@ -326,21 +327,20 @@ def _judge_fixed_loader(observation: dict) -> None:
     texts = [f"{b} items of {i * 1e3:g} ms with a {s * 1e3:g} ms step: {k} worker(s)" for (i, b, s), k in zip(_RATIOS, chosen)]
     if chosen == [math.ceil(i / s) for i, _, s in _RATIOS] and chosen != needed:
         fail(f"fixed_loader chose {'; '.join(texts)}. You divided one item's read time by the step time, but a "
-             "worker builds a whole batch before handing it over: one batch takes batch_size × item_seconds to read.")
+             "worker builds a whole batch before handing it over: what the loop waits for is a batch, not an item.")
     for (item_s, batch, step_s), k, need in zip(_RATIOS, chosen, needed):
         load_ms, step_ms = batch * item_s * 1e3, step_s * 1e3
         if k < need:
             rounded = " (you rounded down: a fraction of a worker is still a whole worker)" if k == math.floor(
                 load_ms / step_ms) else ""
-            fail(f"fixed_loader chose {k} worker(s) for batches that take {load_ms:g} ms to read ({batch} items of "
-                 f"{item_s * 1e3:g} ms) and a step of {step_ms:g} ms: too few{rounded}. Each worker reads one whole "
-                 f"batch at a time, so k workers deliver k batches every {load_ms:g} ms, and the loop eats one every "
-                 f"{step_ms:g} ms: k >= {load_ms:g} / {step_ms:g}, so at least {need}.")
+            fail(f"fixed_loader chose {k} worker(s) for {batch} items of {item_s * 1e3:g} ms a batch and a step "
+                 f"of {step_ms:g} ms: too few{rounded}. Each worker reads one whole batch at a time: how many batches "
+                 "must be on their way at once for one to be ready each time the loop asks for the next?")
         if k > need + 2:
-            fail(f"fixed_loader chose {k} workers for batches that take {load_ms:g} ms to read and a step of "
-                 f"{step_ms:g} ms: {need} keep up (k workers deliver k batches per {load_ms:g} ms). Each extra worker "
-                 "is one more process holding a copy of the data set and its prefetched batches; choose the number "
-                 "from the ratio of read time to step time.")
+            fail(f"fixed_loader chose {k} workers for {batch} items of {item_s * 1e3:g} ms a batch and a step of "
+                 f"{step_ms:g} ms: more than keep up with the loop, by more than a couple. Each extra worker is one "
+                 "more process holding a copy of the data set and its prefetched batches; choose the number from "
+                 "how long a batch takes to read against how long a step takes.")
     if cpu["shuffle"]:
         fail("fixed_loader shuffles (shuffle=True): its batches are no longer the slow loader's. Keep the order "
              "(shuffle=False, the default); the fix is about who loads the items, not which items come.")
@@ -367,7 +367,9 @@ def _judge_fixed_loader(observation: dict) -> None:
              "only pin_memory should depend on the device.")
 
 
-check_fixed_loader = Check("fixed_loader", _observe_fixed_loader, _judge_fixed_loader)
+# workers_needed is the judge's count (it must run where the check does): a fixed_loader that calls it is noticed.
+check_fixed_loader = guard(Check("fixed_loader", _observe_fixed_loader, _judge_fixed_loader), "fixed_loader",
+                           {workers_needed: "grader.checks.lesson05.workers_needed"})
 
 
 def _observe_loader_on(fixed_loader: Callable, n: int, batch_size: int, item_seconds: float, step_seconds: float) -> dict:
