@@ -374,6 +374,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
     ],
     "08_inside_a_kernel": [
         ("fusion_bytes_check", "from grader.checks import lesson08\nlesson08._fusion\n", "gone"),
+        ("fusion_bytes_check", "import torch\nfrom grader import triton_kernels\n\ndef fusion_bytes(rows, cols, dtype_bytes):\n"
+         "    z, first, second = triton_kernels.unfused_bias_gelu(torch.zeros(2, 4), torch.zeros(4))  # measured\n"
+         "    return rows * cols * dtype_bytes * 4, rows * cols * dtype_bytes * 2\n",
+         r"calls grader\.triton_kernels\.unfused_bias_gelu"),
         ("tile_traffic_check", "from grader.checks import lesson08\nlesson08._traffic\n", "gone"),
         ("best_tiles_check", "from grader.checks import lesson08\nlesson08._best\n", "gone"),
         ("best_tiles_check", "from grader.checks import lesson08\n\ndef best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, "

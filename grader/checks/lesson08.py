@@ -183,10 +183,23 @@ _FUSION_CASES = [(1024, 4096, 2), (4, 8, 4), (3, 5, 4), (1, 1, 8), (256, 1000, 4
 # never released).
 
 
+def _instruments() -> dict:
+    """The course's kernels the lesson measures with grader.triton_counter: run under the counter they report the very
+    bytes fusion_bytes, tile_traffic and flash_traffic ask for (a copy test passed all three that way)."""
+    try:
+        from grader import triton_kernels
+    except ImportError:  # no triton here (macOS): the kernels cannot run, so no function can measure with them
+        return {}
+    return {triton_kernels.unfused_bias_gelu: "grader.triton_kernels.unfused_bias_gelu",
+            triton_kernels.matmul: "grader.triton_kernels.matmul",
+            triton_kernels.flash_attention: "grader.triton_kernels.flash_attention"}
+
+
 def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callable[[Replay], None],
-                 unknown: str) -> Keyed:
+                 unknown: str) -> Any:
     """The keyed check of the byte count `what`, one number or a `pair`: its public half says what it `returns` on
-    every case; numbers are keyed as floats (an int and a float of the same bytes are one answer)."""
+    every case; numbers are keyed as floats (an int and a float of the same bytes are one answer). A function that
+    measures with the course's kernels instead of counting is noticed."""
     def public(fn: Replay) -> None:
         for case in cases:
             got = call(fn, *case)
@@ -194,7 +207,8 @@ def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callab
                     else is_number(got)):
                 fail(f"{what}{case} returned {got!r}; return {returns}.")
 
-    return Keyed(LESSON, what, what, cases, floats=True, public=public, hints=hints, unknown=unknown)
+    return guard(Keyed(LESSON, what, what, cases, floats=True, public=public, hints=hints, unknown=unknown), what,
+                 _instruments())
 
 
 def _hints_fusion_bytes(fn: Replay) -> None:
@@ -658,11 +672,13 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
         if torch.allclose(got.float(), reference_attention(q, k, v, scale=False), atol=1e-4, rtol=1e-4):
             fail(f"{text}: this is softmax(q kᵀ) v: the scores were not divided by √d (= {math.sqrt(d):.3g}).")
         if torch.allclose(got.float(), _no_rescale(q, k, v, block), atol=1e-4, rtol=1e-4):
-            fail(f"{text}: when a block raises the running max, what was summed before is relative to the old max. "
-                 "Multiply both l and the accumulator by exp(m_old − m_new) before adding the new block.")
-        fail(f"{text}: differs from softmax(q kᵀ/√d) v by up to {float((got.float() - want).abs().max()):.3g}. Per "
-             "block: m_new = max(m, block max); rescale l and acc by exp(m − m_new); add the block's "
-             "exp(scores − m_new) to l and exp(scores − m_new) @ v_block to acc; divide acc by l once at the end.")
+            fail(f"{text}: when a block raises the running max, what was summed before is relative to the old max, "
+                 "in the running sum and in the accumulator alike: bring both to the new max before adding the new "
+                 "block.")
+        fail(f"{text}: differs from softmax(q kᵀ/√d) v by up to {float((got.float() - want).abs().max()):.3g}. "
+             "Every block's exponentials must be taken against one and the same maximum by the time they are added "
+             "together, and each row is divided by the sum of all of its exponentials, over every block: which of "
+             "your running quantities still refer to an older maximum, and when does the division happen?")
 
 
 check_attention_blocked = guard(Check("attention_blocked", _observe_attention, _judge_attention), "attention_blocked",

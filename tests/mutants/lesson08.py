@@ -268,7 +268,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
         l = l + p.sum(dim=1, keepdim=True)
         acc = acc + p @ v[j:j + block]
     return acc / l
-""", r"Multiply both l and the accumulator by exp\(m_old − m_new\)"),
+""", r"in the running sum and in the accumulator alike"),
         ("the block's max instead of the running max", _ATTN + """    m = torch.full((s, 1), float("-inf"))
 """ + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
         m_new = scores.max(dim=1, keepdim=True).values
