@@ -168,8 +168,9 @@ def entry(lesson: str, name: str, data: dict | None = None) -> dict | None:
 
 def note_measured(lesson: str, **values: float) -> None:
     """A show cell's measured figures (plain numbers), recorded as the context later first guesses are judged with."""
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values.values()):
-        raise ValueError("note_measured takes finite numbers")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+               for v in values.values()):  # a zero bandwidth made a model fall back to the naive answer (a copy test)
+        raise ValueError("note_measured takes what a run measured: finite positive numbers (a rate, a size, a count)")
     data = _load()
     _part(data, lesson)["measured"].update({k: float(v) for k, v in values.items()})
     _write(data)
@@ -202,10 +203,16 @@ def commit(lesson: str, name: str, value: dict, reason: str, measured: dict | No
 
 
 def mark(lesson: str, name: str, what: str) -> None:
-    """Stamp prediction `name` as 'revealed' (asked for on purpose) or 'shown' (its reveal cell ran), once each."""
+    """Stamp prediction `name` as 'revealed' (asked for on purpose) or 'shown' (its reveal cell ran), once each.
+
+    'revealed' means asked for before any first guess: once a first guess is recorded, reading the model (the cell
+    that shows the answer does) stamps nothing, so a Run All that commits and shows within one second keeps its
+    commitment credit."""
     data = _load()
     part = _part(data, lesson)
     found = part["entries"].get(name)
+    if what == "revealed" and found is not None and found.get("first"):
+        return
     if found is None:  # revealed before any guess: an entry with no first guess
         found = part["entries"][name] = {"first": {}, "reason": "", "at": "", "context": dict(part["measured"]),
                                          "last": {}, "revealed": None, "shown": None, "answers": 0}
@@ -218,7 +225,7 @@ def committed(found: dict | None) -> bool:
     """A first guess with a reason, recorded before any deliberate reveal: what the commitment credit is for."""
     if not found or not found.get("first") or not str(found.get("reason", "")).strip() or not found.get("at"):
         return False
-    revealed = found.get("revealed")
+    revealed = found.get("revealed")  # stamped only while no first guess existed (mark); older records compare times
     return not revealed or str(found["at"]) < str(revealed)
 
 

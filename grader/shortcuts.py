@@ -26,33 +26,46 @@ Two ways to ask, one registry of names:
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from typing import Any, Callable
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _USED: dict[str, int] = {}
+_ON_CALL: dict[str, list[Callable[[str], None]]] = {}  # label -> what to do when code outside the package calls it
+_INNER: dict[Callable, Callable] = {}  # a course_only wrapper -> the function it counts calls of
 
 
 def course_only(name: str | None = None) -> Callable:
     """Decorator: count calls of the function from outside the grader package under `name` (default: its
-    module and name, e.g. grader.checks.lesson07._ring)."""
+    module and name, e.g. grader.checks.lesson07._ring).
+
+    The wrapper carries no `__wrapped__` (functools.wraps would add one, and calling that skips the count)."""
 
     def wrap(fn: Callable) -> Callable:
         label = name or f"{fn.__module__}.{fn.__qualname__}"
 
-        @functools.wraps(fn)
         def counted(*args, **kwargs):
             caller = sys._getframe(1).f_code.co_filename  # "<string>", a cell's file: outside, whatever the cwd
             if not (os.path.isabs(caller) and caller.startswith(_PACKAGE + os.sep)):
                 _USED[label] = _USED.get(label, 0) + 1
+                for then in _ON_CALL.get(label, ()):
+                    then(label)
             return fn(*args, **kwargs)
 
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(counted, attr, getattr(fn, attr, None))
         counted.course_only = label
+        _INNER[counted] = fn
         return counted
 
     return wrap
+
+
+def on_call(label: str, then: Callable[[str], None]) -> None:
+    """Run `then(label)` whenever code outside the package calls the course_only function `label` (a prediction records
+    a reveal this way, in its record on disk, which no count reset undoes)."""
+    _ON_CALL.setdefault(label, []).append(then)
 
 
 def reset(*names: str) -> None:
@@ -81,7 +94,7 @@ def _codes(target: Any) -> list:
     codes = []
     for f in found:
         f = getattr(f, "__func__", f)
-        f = getattr(f, "__wrapped__", f) if getattr(f, "course_only", None) else f
+        f = _INNER.get(f, f) if getattr(f, "course_only", None) else f
         code = getattr(f, "__code__", None)
         if code is not None:
             codes.append(code)

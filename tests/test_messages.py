@@ -254,8 +254,8 @@ _MEASURE = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats)
             "    return timing.measure(fn, sync, warmup, repeats).median\n")
 _MEASURE_BOUND = ("from grader.timing import measure\n\ndef time_op(fn, sync, warmup, repeats):\n"
                   "    return measure(fn, sync, warmup=warmup, repeats=repeats).median\n")
-_MEASURE_UNWRAPPED = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
-                      "    return timing.measure.__wrapped__(fn, sync, warmup, repeats).median\n")
+_MEASURE_UNWRAPPED = ("from grader import shortcuts, timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
+                      "    return shortcuts._INNER[timing.measure](fn, sync, warmup, repeats).median\n")
 _BENCH = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
           "    for _ in range(warmup):\n        fn()\n    return timing.benchmark_median(fn)\n")
 SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, what the check must say)

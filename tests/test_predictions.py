@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from grader import predictions
+from grader import predictions, shortcuts
 from grader.checks import lesson01
 from grader.notebook import CheckFailed, NotDone
 from grader.pipeline.judging import judge_cell
 
 CHECK = lesson01.check_crossover_prediction
-RIGHT = lesson01._crossover_n(*lesson01._crossover_inputs())
+RIGHT = shortcuts._INNER[lesson01._crossover_n](*lesson01._crossover_inputs())  # uncounted: no reveal at import
 SOURCE = "from grader.checks import lesson01\n\nlesson01.check_crossover_prediction(CROSSOVER_PREDICTION)\n"
 
 
@@ -85,6 +85,33 @@ def test_asking_the_model_before_guessing_is_a_reveal(record, capsys, ask):
         assert found and found.get("revealed") and not predictions.committed(found)
 
 
+def test_showing_the_answer_right_after_the_guess_keeps_the_commitment(record, capsys):
+    """Run All commits and then shows the model in the same second (lesson 01's add and linear cells): a copy test
+    saw an honest learner score 0, because reading the model stamped a reveal that tied with the guess's time."""
+    CHECK({"n": RIGHT, "why": "fixed cost paid back by faster arithmetic"})
+    with CHECK.revealed() as shown:
+        assert shown and "crossover" in CHECK.model()
+    found = predictions.entry(lesson01.LESSON, CHECK.name)
+    assert not found.get("revealed") and predictions.committed(found)
+    assert CHECK({"n": RIGHT, "why": "again"}) == CHECK.points
+    table = predictions.table(lesson01.LESSON, {"CROSSOVER_PREDICTION": "model"})
+    assert table.loc["CROSSOVER_PREDICTION", "asked to reveal"] == "no"
+
+
+def test_a_model_called_then_forgotten_is_still_a_reveal(record, capsys):
+    """A copy test called a model through its __wrapped__, or called it and then shortcuts.reset(): both went
+    unrecorded. The wrappers carry no __wrapped__, and the reveal is stamped in the record when the call happens."""
+    from grader.checks import lesson01 as module
+
+    assert not any(hasattr(getattr(module, n), "__wrapped__") for n in dir(module)
+                   if getattr(getattr(module, n), "course_only", None))
+    exec(compile("from grader.checks import lesson01\nlesson01._crossover_n(*lesson01._crossover_inputs())\n",
+                 "<cell>", "exec"), {})
+    shortcuts.reset()
+    assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
+    assert "revealed on purpose" in capsys.readouterr().out
+
+
 def test_reveal_cell_skips_until_recorded(record, capsys):
     with CHECK.revealed() as shown:
         assert shown is False
@@ -113,10 +140,11 @@ def test_a_malformed_or_huge_record_counts_as_none(tmp_path):
 
 def test_known_mistakes_are_named_without_the_value(record, capsys):
     fixed, cpu, gpu = lesson01._crossover_inputs()
-    squared = lesson01._crossover_n(fixed, cpu, gpu, 2)
     from grader import shortcuts
 
-    shortcuts.reset()  # the test computed the mistake with the course's model; a learner's kernel would count it
+    # the mistake computed with the model's own function, not its counted wrapper (a learner's cell calling that
+    # wrapper records a reveal)
+    squared = shortcuts._INNER[lesson01._crossover_n](fixed, cpu, gpu, 2)
     CHECK({"n": squared, "why": "n² outputs"})
     out = capsys.readouterr().out
     assert "n² outputs" in out and f"{RIGHT:.0f}" not in out
@@ -163,8 +191,9 @@ def test_the_measured_context_is_frozen_with_the_first_guess(record, capsys):
     again = predictions.commit("99_test", "P", {"x": 2.0, "why": "w"}, "w")
     assert first["context"] == again["context"] == {"bandwidth": 1e10}
     assert predictions.context("99_test") == {"bandwidth": 2e10}
-    with pytest.raises(ValueError):
-        predictions.note_measured("99_test", bandwidth=float("nan"))
+    for bad in (float("nan"), 0.0, -1e9, True):  # a copy test noted bandwidth=0.0: its model fell back to 16x
+        with pytest.raises(ValueError):
+            predictions.note_measured("99_test", bandwidth=bad)
 
 
 # --- the model a prediction is scored against, called from a cell before the first guess ---------------------------

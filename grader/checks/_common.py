@@ -296,6 +296,25 @@ class Prediction(Check):
         # they make that guess one made after asking for the answer (grader.shortcuts).
         self.watched = tuple(dict.fromkeys(f.course_only for f in (self.band, self.mistakes, self._model, *watch)
                                            if f is not None))
+        from grader import shortcuts
+
+        for label in self.watched:
+            shortcuts.on_call(label, self._called_before_guess)
+
+    def _called_before_guess(self, label: str) -> None:
+        """A cell called the model this prediction is scored against: before a first guess, that is asking for the
+        answer, stamped in the record at once (a later reset of the kernel's counts, or a restart, keeps it)."""
+        from grader import predictions
+
+        if predictions.grading():
+            return
+        found = predictions.entry(self.lesson, self.name)
+        if found and (found.get("first") or found.get("revealed")):
+            return
+        predictions.mark(self.lesson, self.name, "revealed")
+        print(f"{self.name}: a cell called {label} before your first guess was recorded. That is the model this "
+              "prediction is scored against, so it counts as asking for the answer: recorded as a reveal, and a guess "
+              "after it earns no commitment credit.")
 
     def _observe(self, answer: Any) -> Any:
         if isinstance(answer, dict) and not answer:

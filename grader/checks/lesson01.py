@@ -212,7 +212,7 @@ def _observe_time_op(time_op: Callable) -> dict:
     shortcuts.reset(*_COURSE_TIMERS)
     timers = {fn: f"grader.timing.{fn.__name__}" for fn in (timing.measure, timing.benchmark_median,
                                                            timing.unsynchronized)}
-    with shortcuts.watching(timers) as hits:  # the timers' own code, however reached (a __wrapped__ too)
+    with shortcuts.watching(timers) as hits:  # the timers' own code, however reached
         runs = [_run_timer(time_op, w, r, base=_TIMER_BASE[(w, r)]) for w, r in _TIMER_CASES]
     return {"runs": runs, "shortcuts": sorted(set(shortcuts.used(*_COURSE_TIMERS)) | set(hits))}
 
