@@ -132,7 +132,7 @@ def _entry(lesson: str, grade_id: str, step, keyed, judges, mutants: list, alone
         if key in entry["pass"]:
             raise SystemExit(f"{lesson}:{grade_id}: the mutant {name!r} gives the reference's answers on the "
                              "visible cases: add a case that tells them apart")
-        entry["mistakes"].setdefault(key, message)
+        entry["mistakes"].setdefault(key, _keys.seal(lesson, keyed.what, keyed.summary(observation), message, keyed.sig))
     return entry
 
 
@@ -156,7 +156,8 @@ def build(lesson: str) -> dict | None:
                                             alone=len(steps) == 1)
     if not checks:
         return None
-    return {"about": "digests only (grader/checks/_keys.py); made by scripts/build_keys.py, do not edit",
+    return {"about": "digests, and each mistake's message sealed with that mistake's answer (grader/checks/_keys.py); "
+                     "made by scripts/build_keys.py, do not edit",
             "salt": _keys.SALT, "checks": dict(sorted(checks.items()))}
 
 

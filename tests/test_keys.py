@@ -31,11 +31,24 @@ def test_committed_keys_are_what_the_instructors_judges_make(lesson):
 
 
 @pytest.mark.parametrize("lesson", KEYED_LESSONS)
-def test_a_keys_file_holds_digests_and_messages_only(lesson):
+def test_a_keys_file_holds_digests_and_sealed_messages_only(lesson):
+    """A copy test read every mistake's message off the keys file before answering, and the messages together were
+    the lesson's rules: each is sealed with its mistake's answer, so the file reads as noise."""
     data = json.loads((_keys.KEYS / f"{lesson}.json").read_text())
     for what, entry in data["checks"].items():
         assert set(entry) == {"sig", "pass", "mistakes"}, what
         assert all(len(k) == 32 and int(k, 16) >= 0 for k in [*entry["pass"], *entry["mistakes"]]), what
+        for sealed in entry["mistakes"].values():
+            opened = _keys.unseal(lesson, what, "a summary that is not the mistake's", sealed, entry["sig"])
+            words = sum(w.isalpha() and w.islower() for w in opened.split())
+            assert words <= 1, f"{what}: a message opened without its mistake's answer reads {opened!r}"
+
+
+def test_a_sealed_message_opens_with_its_own_answer_only():
+    sealed = _keys.seal("01_crossover", "x", [1.0, 2], "you counted bits, not bytes")
+    assert _keys.unseal("01_crossover", "x", [1.0, 2], sealed) == "you counted bits, not bytes"
+    assert "bytes" not in _keys.unseal("01_crossover", "x", [1.0, 3], sealed)
+    assert "bytes" not in _keys.unseal("01_crossover", "y", [1.0, 2], sealed)
 
 
 def test_the_instructors_judges_are_neither_packaged_nor_in_the_package():

@@ -9,7 +9,10 @@ and looks the summary's digest up in `keys/lessonNN.json`:
 
 - the digest of the reference solution's summary: ✓;
 - the digest of a known mistake's summary (each mutant in tests/mutants): that
-  mistake's message, which names the kind of mistake and the principle;
+  mistake's message, which names the kind of mistake and the principle. The
+  message is sealed with the summary itself (`seal`): only an answer that makes
+  that mistake can read it, so the file cannot be read as a list of every
+  mistake's message (a copy test read the rules of a lesson off them);
 - anything else: the check's `unknown` message, which says what to go back to.
 
 The keys are made by `scripts/build_keys.py` from the instructor's judges
@@ -29,6 +32,7 @@ same bytes for float16 and float32" ignores the dtype) that hold no answer.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
@@ -84,6 +88,27 @@ def digest(lesson: str, what: str, summary: Any, sig: int = 6) -> str:
     """The key of one summary: a salted SHA-256 of its canonical form, 32 hex digits."""
     text = json.dumps([SALT, lesson, what, canonical(summary, sig)], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _stream(lesson: str, what: str, summary: Any, sig: int, size: int) -> bytes:
+    """`size` bytes of a keystream that only `summary` (canonical at `sig` figures) gives: SHA-256 in counter mode."""
+    seed = json.dumps([SALT, "message", lesson, what, canonical(summary, sig)], sort_keys=True, separators=(",", ":"))
+    out = b""
+    for block in range((size + 31) // 32):
+        out += hashlib.sha256(f"{block}:{seed}".encode()).digest()
+    return out[:size]
+
+
+def seal(lesson: str, what: str, summary: Any, message: str, sig: int = 6) -> str:
+    """`message` readable only with `summary`: XOR with the summary's keystream, in base64."""
+    raw = message.encode("utf-8")
+    return base64.b64encode(bytes(a ^ b for a, b in zip(raw, _stream(lesson, what, summary, sig, len(raw))))).decode()
+
+
+def unseal(lesson: str, what: str, summary: Any, sealed: str, sig: int = 6) -> str:
+    """The message `seal` sealed with `summary`; garbage replaced by U+FFFD for any other summary."""
+    raw = base64.b64decode(sealed.encode())
+    return bytes(a ^ b for a, b in zip(raw, _stream(lesson, what, summary, sig, len(raw)))).decode("utf-8", "replace")
 
 
 def outcomes(observation: Any) -> list:
@@ -153,6 +178,11 @@ class Keyed(Check):
     def key(self, observation: Any) -> str:
         return digest(self.lesson, self.what, self.summary(observation), self.sig)
 
+    def known_mistake(self, observation: Any) -> str | None:
+        """The message of the known mistake this observation makes (unsealed with its own summary), or None."""
+        sealed = table(self.lesson).get(self.what, {}).get("mistakes", {}).get(self.key(observation))
+        return unseal(self.lesson, self.what, self.summary(observation), sealed, self.sig) if sealed else None
+
     def view(self, observation: Any) -> Any:
         """What a judge of this check reads: a Replay of a recording, else the observation itself."""
         return Replay(observation) if self._recording and not isinstance(observation, Replay) else observation
@@ -168,7 +198,7 @@ class Keyed(Check):
         others = (digest(self.lesson, self.what, reading(observation), self.sig) for reading in self.accept)
         if found in keys.get("pass", []) or any(other in keys.get("pass", []) for other in others):
             return
-        mistake = keys.get("mistakes", {}).get(found)
+        mistake = self.known_mistake(observation)
         if mistake:
             fail(mistake)
         if self.hints is not None:  # an unknown answer: what can be said of it without the answer, then the principle
