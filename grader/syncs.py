@@ -111,6 +111,11 @@ def _is_library(filename: str) -> bool:
     )
 
 
+def _in_course(filename: str) -> bool:
+    """True for the course package's own code (this module aside: _caller skips it)."""
+    return os.path.abspath(filename).startswith(_PACKAGE + os.sep)
+
+
 def _caller():
     """The frame that called into torch (skipping this module and torch's passing-on wrappers)."""
     frame = sys._getframe(2)
@@ -148,6 +153,11 @@ class SyncCounter(TorchFunctionMode):
         self.events: list[Event] = []
         self._resident: set[int] = set()  # storages on the (pretend) device
         self._pinned: set[int] = set()  # storages in (pretend) pinned host memory
+        self._entered = None  # the frame that entered the counter (its `with` statement)
+
+    def __enter__(self):
+        self._entered = sys._getframe(1)
+        return super().__enter__()
 
     # --- what the learner asks ----------------------------------------------------------------
 
@@ -209,9 +219,26 @@ class SyncCounter(TorchFunctionMode):
 
     # --- the mode ------------------------------------------------------------------------------
 
-    def _record(self, kind: str, op: str, nbytes: int, blocking: bool = True) -> None:
-        frame = _caller()
+    def _learner_frame(self, frame):
+        """The frame of the learner's code an event belongs to, or None for the course's own and a library's.
+
+        The course's code is walked through to the learner's line that called it (a copy test hid the buggy loop's
+        sync points by calling it from the package), but never past the frame that entered the counter: what the
+        course runs there itself (a check around the learner's function) is not the learner's."""
+        while frame is not None and _in_course(frame.f_code.co_filename):
+            if frame is self._entered:
+                return None
+            frame = frame.f_back
         if frame is None or _is_library(frame.f_code.co_filename):
+            return None
+        up = frame
+        while up is not None and up is not self._entered:  # inside the counter's `with`, or it is not this counter's
+            up = up.f_back
+        return frame if up is not None or self._entered is None else None
+
+    def _record(self, kind: str, op: str, nbytes: int, blocking: bool = True) -> None:
+        frame = self._learner_frame(_caller())
+        if frame is None:
             return
         filename, lineno = frame.f_code.co_filename, frame.f_lineno
         line = linecache.getline(filename, lineno, frame.f_globals).strip()

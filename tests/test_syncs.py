@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from grader import plots, specs, widgets
 from grader.checks import lesson02
 from grader.memory import SavedTensors, graph_nodes
+from grader.notebook import CheckFailed
 from grader.syncs import SyncCounter, modelled_seconds, summary
 from mutants.lesson02 import loop_source
 
@@ -150,11 +151,23 @@ def test_adamw_step_alone_is_silent():
     assert counter.events == []
 
 
-def test_library_frames_are_not_counted():
-    # grader's own code is a library: reads it makes do not count against the learner
+def test_the_course_code_a_learner_calls_counts_at_the_learners_line():
+    """A copy test passed train_fixed by copying the batches once and then calling lesson02.train_buggy: the course's
+    code counted as a library, so the buggy loop's reads vanished. They count, at the line that called it."""
     with SyncCounter() as counter:
         lesson02.train_buggy(lesson02.make_model(), lesson02.make_batches(), counter.device, 3)
-    assert counter.events == []
+    assert counter.reads == 3 and counter.events and all(e.where.startswith("test_syncs.py:") for e in counter.events)
+
+
+def test_train_fixed_that_runs_the_buggy_loop_from_the_package_fails():
+    source = ("from grader.checks import lesson02\n\n"
+              "def train_fixed(model, batches, device, steps):\n"
+              "    batches = [(x.to(device), y.to(device)) for x, y in batches]\n"
+              "    return lesson02.train_buggy(model, batches, device, steps)\n")
+    ns: dict = {}
+    exec(compile(source, "<cell>", "exec"), ns)  # noqa: S102
+    with pytest.raises(CheckFailed, match="reads for 16 steps"):
+        lesson02.check_train_fixed(ns["train_fixed"])
 
 
 def test_table_summary_and_model():
