@@ -68,10 +68,18 @@ def on_call(label: str, then: Callable[[str], None]) -> None:
     _ON_CALL.setdefault(label, []).append(then)
 
 
+_PASSED: list[list] = []  # each guard's record of its check having passed in this kernel (guard(earlier=...))
+
+
 def reset(*names: str) -> None:
-    """Forget the calls counted under `names` (all names when none is given)."""
+    """Forget the calls counted under `names` (all names when none is given); with no names, also forget which
+    guarded checks have passed (a fresh kernel: the course's tests start each test so). A prediction's reveal is
+    stamped in its record when the model is called, so no reset undoes that."""
     for name in names or list(_USED):
         _USED.pop(name, None)
+    if not names:
+        for passed in _PASSED:
+            passed.clear()
 
 
 def used(*names: str) -> list[str]:
@@ -135,7 +143,8 @@ def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = ()):
     they count too. Once the check has passed, the lesson's own later cells may call them freely."""
     from grader.checks._common import Check, fail
 
-    passed = []
+    passed: list = []
+    _PASSED.append(passed)
 
     def observe(*learner: Any, **inputs: Any) -> dict:
         with watching(targets) as hits:

@@ -79,6 +79,9 @@ def fresh_predictions(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     predictions._MEMORY.clear()
     predictions._SHOWN.clear()
+    from grader.checks import _common
+
+    _common._ASKED.clear()  # the models this kernel asked for before a first guess: a fresh kernel asked none
     from grader import shortcuts
 
     shortcuts.reset()  # a kernel's count of the course's answer keys called (a quiz's): each test starts a fresh kernel

@@ -25,6 +25,9 @@ def record(tmp_path, monkeypatch):
     monkeypatch.delenv(predictions.ENV_GRADING, raising=False)
     predictions._MEMORY.clear()
     predictions._SHOWN.clear()
+    from grader.checks import _common
+
+    _common._ASKED.clear()  # the models this kernel asked for before a first guess: a fresh kernel asked none
     return path
 
 
@@ -110,6 +113,18 @@ def test_a_model_called_then_forgotten_is_still_a_reveal(record, capsys):
     shortcuts.reset()
     assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
     assert "revealed on purpose" in capsys.readouterr().out
+
+
+def test_a_model_asked_under_another_record_is_still_a_reveal(record, capsys, tmp_path, monkeypatch):
+    """A copy test pointed GRADER_PREDICTIONS at a scratch record, asked the model there, and came back to commit in
+    the real one: the kernel remembers it asked, whichever record was in use."""
+    monkeypatch.setenv(predictions.ENV_PATH, str(tmp_path / "scratch.json"))
+    exec(compile("from grader.checks import lesson01\nlesson01._crossover_n(*lesson01._crossover_inputs())\n",
+                 "<cell>", "exec"), {})
+    monkeypatch.setenv(predictions.ENV_PATH, str(record))
+    predictions._MEMORY.clear()
+    shortcuts.reset()
+    assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
 
 
 def test_reveal_cell_skips_until_recorded(record, capsys):

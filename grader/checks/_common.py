@@ -252,6 +252,9 @@ def quote(value: Any, cap: int = 200) -> str:
 SCORED = "Scored"  # judge_here's name for a prediction's verdict: (SCORED, json {"points": ..., "feedback": ...})
 
 
+_ASKED: set[tuple[str, str]] = set()  # (lesson, name) whose model this kernel called before a first guess
+
+
 class Prediction(Check):
     """A prediction's graded cell: validates the dict, records the first guess, returns credit in points.
 
@@ -311,6 +314,7 @@ class Prediction(Check):
         found = predictions.entry(self.lesson, self.name)
         if found and (found.get("first") or found.get("revealed")):
             return
+        _ASKED.add((self.lesson, self.name))  # this kernel asked, whichever record was in use (GRADER_PREDICTIONS)
         predictions.mark(self.lesson, self.name, "revealed")
         print(f"{self.name}: a cell called {label} before your first guess was recorded. That is the model this "
               "prediction is scored against, so it counts as asking for the answer: recorded as a reveal, and a guess "
@@ -405,7 +409,7 @@ class Prediction(Check):
         found = predictions.entry(self.lesson, self.name)
         if found and (found.get("first") or found.get("revealed")):
             return
-        took = shortcuts.used(*self.watched)
+        took = shortcuts.used(*self.watched) or (["the model"] if (self.lesson, self.name) in _ASKED else [])
         if took:
             predictions.mark(self.lesson, self.name, "revealed")
             print(f"{self.name}: a cell of this kernel called {took[0]} before your first guess was recorded. That is "

@@ -13,7 +13,10 @@ and looks the summary's digest up in `keys/lessonNN.json`:
   message is sealed with the summary itself (`seal`): only an answer that makes
   that mistake can read it, so the file cannot be read as a list of every
   mistake's message (a copy test read the rules of a lesson off them);
-- anything else: the check's `unknown` message, which says what to go back to.
+- anything else: the check's `unknown` message, which says what to go back to,
+  followed by the calls whose answers are not right: a check of calls keeps a
+  digest of the reference's answer to each call too (`cases`), so it can say
+  which of its cases an unknown answer gets wrong without holding any answer.
 
 The keys are made by `scripts/build_keys.py` from the instructor's judges
 (`solutions/judges/lessonNN.py`: the reference-holding judges, never packaged
@@ -203,7 +206,39 @@ class Keyed(Check):
             fail(mistake)
         if self.hints is not None:  # an unknown answer: what can be said of it without the answer, then the principle
             self.hints(self.view(observation))
-        fail(self.unknown)
+        wrong = self.wrong_calls(observation, keys)
+        fail(self.unknown + (f" Not right on {len(wrong)} of {len(keys['cases'])} cases: {', '.join(wrong[:4])}"
+                             f"{', …' if len(wrong) > 4 else ''}." if wrong else ""))
+
+    def per_call(self) -> bool:
+        """True when this check's summary is one answer per recorded call, in call order (a case by case key)."""
+        return self._recording and self.summary in (outcomes, as_floats)
+
+    def case_keys(self, observation: Any) -> list[str]:
+        """The key of each recorded call's answer alone (per_call checks)."""
+        return [digest(self.lesson, f"{self.what}#{i}", item, self.sig) for i, item in enumerate(self.summary(observation))]
+
+    def wrong_calls(self, observation: Any, keys: dict) -> list[str]:
+        """The calls (as `name(args)`) whose answers are not the reference's, where the keys hold a key per case."""
+        want = keys.get("cases")
+        if not self.per_call() or not isinstance(want, list) or not isinstance(observation, dict):
+            return []
+        calls = observation.get("calls") or []
+        got = self.case_keys(observation)
+        if len(got) != len(want) or len(calls) != len(want):
+            return []
+        name = observation.get("name") or self.name or self.what
+        shown = []
+        for (key, _), mine, right in zip(calls, got, want):
+            if mine != right:
+                try:
+                    args = _plain.decode(json.loads(key))
+                except (ValueError, _plain.PlainError, RecursionError):
+                    args = None
+                text = repr(tuple(args)) if isinstance(args, (tuple, list)) else "(…)"
+                text = text[:-2] + ")" if text.endswith(",)") else text
+                shown.append(f"{name}{text if len(text) <= 80 else text[:79] + '…)'}")
+        return shown
 
 
 def keyed_inside(check: Any) -> Keyed | None:
