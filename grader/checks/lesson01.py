@@ -36,8 +36,8 @@ def _public_matmul_flops(matmul_flops: Replay) -> None:
 
 check_matmul_flops = Keyed(
     "01_crossover", "matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,), (3,)], public=_public_matmul_flops,
-    unknown="matmul_flops is not the work of an n×n matmul, nor a mistake the course knows. Count it from the "
-            "definition: how many outputs there are, what each one takes, and what a multiply-add costs in FLOPs.")
+    unknown="matmul_flops is not the work of an n×n matmul, nor a mistake the course knows. Go back to section 2 "
+            "and count from what a matrix product is: a 2×2 product on paper, then a 3×3, is a good check.")
 
 
 def _public_matmul_bytes(matmul_bytes: Replay) -> None:
