@@ -525,6 +525,8 @@ def _code_cells_after(grade_id: str) -> str:
     ("matmul_bytes_check", "3 * n * n"),  # the roofline explorer wrote matmul_bytes out (ct0102: cell 56)
     ("CROSSOVER_PREDICTION_check", "** (1 / 3)"),  # the reveal cell solved the crossover in closed form (cell 47)
     ("ADD_PREDICTION_check", "3 * 4"),  # the add's 12 bytes per FLOP, on the roofline
+    ("LINEAR_PREDICTION_check", "2 * batch * linear_d * linear_d"),  # the GPU model's terms: a Linear's FLOPs ...
+    ("LINEAR_PREDICTION_check", "linear_d * linear_d * 4 / gpu.bandwidth"),  # ... and its weight read
 ])
 def test_later_cells_do_not_spell_out_an_answer(grade_id, formula):
     assert formula not in _code_cells_after(grade_id)
@@ -582,3 +584,19 @@ def test_bound_is_tried_at_a_tie():
 
 def test_linear_forecast_is_tried_on_layers_whose_widths_differ():
     assert any(d_in != d_out for _, d_in, d_out, _ in lesson01._LINEAR_CASES)
+
+
+def test_the_gpu_terms_come_from_the_learners_forecast_with_one_roof_taken_away():
+    """The modelled GPU's table wrote a Linear's FLOPs and weight read out (LINEAR_PREDICTION's two terms, readable
+    before it): it takes each from linear_forecast on a chip with the other roof infinite, which the reference gives."""
+    ns: dict = {}
+    for name in ("intensity", "attainable_flops", "bound"):
+        ns[name] = _defined(name)
+    forecast = _defined("linear_forecast", ns)
+    assert "math.inf" in _cell_with("def call_time")
+    chip, d = specs.chip("T4"), 2048
+    for batch in (1, 64):
+        moving = forecast(batch, d, d, torch.float32, math.inf, chip.bandwidth)["seconds_per_sample"] * batch
+        arithmetic = forecast(batch, d, d, torch.float32, chip.peak("fp32"), math.inf)["seconds_per_sample"] * batch
+        assert math.isclose(moving, (d * d + 2 * batch * d) * 4 / chip.bandwidth, rel_tol=1e-12)
+        assert math.isclose(arithmetic, 2 * batch * d * d / chip.peak("fp32"), rel_tol=1e-12)
