@@ -525,6 +525,7 @@ def _code_cells_after(grade_id: str) -> str:
     ("matmul_bytes_check", "3 * n * n"),  # the roofline explorer wrote matmul_bytes out (ct0102: cell 56)
     ("CROSSOVER_PREDICTION_check", "** (1 / 3)"),  # the reveal cell solved the crossover in closed form (cell 47)
     ("ADD_PREDICTION_check", "3 * 4"),  # the add's 12 bytes per FLOP, on the roofline
+    ("COMPUTE_BOUND_N_check", "range(1, 8193)"),  # the reveal cell's search, a copy test ran it before guessing
     ("LINEAR_PREDICTION_check", "2 * batch * linear_d * linear_d"),  # the GPU model's terms: a Linear's FLOPs ...
     ("LINEAR_PREDICTION_check", "linear_d * linear_d * 4 / gpu.bandwidth"),  # ... and its weight read
 ])
@@ -566,6 +567,8 @@ def test_what_to_remember_states_principles_not_formulas():
 @pytest.mark.parametrize("call,prediction", [
     ("lesson01.add_intensity()", "ADD_PREDICTION"),
     ("lesson01.crossover_n_at(100e9, 8.1e12)", "CROSSOVER_PREDICTION"),
+    ("lesson01.first_compute_bound_n((lambda n: 2 * n**3, lambda n, d: 3 * n * n * d.itemsize, lambda f, b: f / b, "
+     "lambda i, p, w: 'memory' if i < p / w else 'compute'), 'fp32', __import__('torch').float32)", "COMPUTE_BOUND_N"),
 ])
 def test_the_reveal_cells_helpers_count_as_asking(fresh_predictions, call, prediction):
     """The reveal cells' helpers compute a prediction's answer: called from a cell before the first guess, recorded as

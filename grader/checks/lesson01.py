@@ -520,6 +520,20 @@ _BOUND_FORMATS = (("fp32", 4), ("bf16", 2))
 
 
 @course_only()
+def first_compute_bound_n(functions: tuple[Callable, ...], fmt: str, dtype: torch.dtype, limit: int = 8192) -> int | None:
+    """The smallest n (up to `limit`) at which the learner's own (matmul_flops, matmul_bytes, intensity, bound) call an
+    n×n matmul of `dtype` compute-bound on the H100 in `fmt`; None if none does. COMPUTE_BOUND_N's reveal cell asks
+    them after the first guess; before it, calling this counts as asking for the answer."""
+    from grader import specs
+
+    matmul_flops, matmul_bytes, intensity, bound = functions
+    chip = specs.chip(_BOUND_CHIP)
+    return next((n for n in range(1, limit + 1)
+                 if bound(intensity(matmul_flops(n), matmul_bytes(n, dtype)), chip.peak(fmt), chip.bandwidth) == "compute"),
+                None)
+
+
+@course_only()
 def _compute_bound_mistake(got: dict) -> str | None:
     """The known mistake a COMPUTE_BOUND_N answer makes, in words with no value in them; None if none."""
     from grader import specs
@@ -576,7 +590,8 @@ def _compute_bound_said(context: dict) -> str:
 
 
 check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16": "number"}, points=1,
-                                   band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said, watch=(_compute_bound_from, _compute_bound_mistake,))
+                                   band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said,
+                                   watch=(_compute_bound_from, _compute_bound_mistake, first_compute_bound_n))
 
 
 # ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a
