@@ -14,7 +14,7 @@ from grader.pipeline.kernels import notebook_client
 
 from conftest import ROOT, read_notebook
 from notebook_cells import cell_index, graded, shown_by
-from grader import plots, specs, timing
+from grader import plots, shortcuts, specs, timing
 from grader.checks import lesson01
 from grader.pipeline.judging import plan_cell
 
@@ -305,7 +305,7 @@ def test_blank_release_fails_only_at_check_cells_with_one_line():
 def test_linear_forecast_judge_refuses_forged_observations():
     from grader.checks._common import _key
 
-    args = [lesson01._linear_args(b, d) for b, d in lesson01._LINEAR_CASES]
+    args = [lesson01._linear_args(*case) for case in lesson01._LINEAR_CASES]
     right = [JUDGES.linear_model(a[0], a[1], a[2], a[3].itemsize, a[4], a[5]) for a in args]
     forged = [None, 1, "x", [], {}, {"calls": "x"}, {"name": "f", "calls": [["k", {"value": 1}]]},
               {"name": "f", "calls": [[_key(a), {"value": [1, 2]}] for a in args]},
@@ -363,8 +363,12 @@ def test_stub_docstrings_state_contracts_not_formulas():
 def test_the_compute_bound_prediction_is_the_roofline_of_the_h100():
     h100 = specs.chip("H100")
     for fmt, size in (("fp32", 4), ("bf16", 2)):
-        n = math.ceil(lesson01._compute_bound_from("H100", fmt, size))
-        assert lesson01._matmul_intensity(n, size) >= h100.balance(fmt) > lesson01._matmul_intensity(n - 1, size)
+        n = math.ceil(shortcuts._INNER[lesson01._compute_bound_from]("H100", fmt, size))
+
+        def matmul_intensity(n: int) -> float:  # 2n³ FLOPs over three n×n matrices of `size` bytes, moved once
+            return 2 * n**3 / (3 * n * n * size)
+
+        assert matmul_intensity(n) >= h100.balance(fmt) > matmul_intensity(n - 1)
 
 
 # --- third edition: the corrections the outside review asked for ------------------------------------
@@ -476,9 +480,10 @@ def test_the_machine_predictions_are_judged_against_this_runs_figures(fresh_pred
         record[name] = lesson01.check_add_prediction.score({"add GFLOP/s": 1.0, "why": "x"},
                                                            {LESSON: {"measured": {}, "entries": {"ADD_PREDICTION": entry}}})[0]
     assert record["slow"] == 1.0 and record["fast"] == 0.5, record
-    # batch 8 against batch 1: memory-bound on a high-balance machine (≈1×), compute-bound on a low one (≈2×)
-    assert lesson01._linear_ratio_model(slow) < 1.1
-    assert 1.8 < lesson01._linear_ratio_model({**slow, "matmul_peak": 24e9}) < 2.2
+    # batch 64 against batch 1: the answer is this machine's balance point at work, not the lesson's slogan
+    ratio = shortcuts._INNER[lesson01._linear_ratio_model]
+    assert 3.5 < ratio(slow) < 4.5  # balance 8.3 FLOP/byte: batch 64 (≈30 FLOP/byte) is compute-bound
+    assert 1.0 <= ratio({**slow, "matmul_peak": 480e9}) < 1.1  # balance 40: still waiting on the weights
 
 
 def test_the_add_is_revealed_only_after_its_prediction():
@@ -503,3 +508,98 @@ def test_no_model_of_a_prediction_or_exercise_is_public_in_the_package():
     for gone in ("linear_model", "compute_bound_from", "matmul_intensity", "add_model", "linear_ratio_model",
                  "crossover_model"):
         assert not hasattr(lesson01, gone), gone
+
+
+# --- fourth edition: the outside copy test of lessons 01 and 02 (ct0102) --------------------------------------------
+
+
+def _code_cells_after(grade_id: str) -> str:
+    """The plain code cells below the check `grade_id` (readable before it runs, so holding no answer's formula)."""
+    cells = read_notebook(SOLUTION).cells
+    start = _at(graded(grade_id))
+    return "\n".join(c.source for c in cells[start:] if c.cell_type == "code"
+                     and not c.get("metadata", {}).get("nbgrader"))
+
+
+@pytest.mark.parametrize("grade_id,formula", [
+    ("matmul_bytes_check", "3 * n * n"),  # the roofline explorer wrote matmul_bytes out (ct0102: cell 56)
+    ("CROSSOVER_PREDICTION_check", "** (1 / 3)"),  # the reveal cell solved the crossover in closed form (cell 47)
+    ("ADD_PREDICTION_check", "3 * 4"),  # the add's 12 bytes per FLOP, on the roofline
+    ("COMPUTE_BOUND_N_check", "range(1, 8193)"),  # the reveal cell's search, a copy test ran it before guessing
+    ("LINEAR_PREDICTION_check", "2 * batch * linear_d * linear_d"),  # the GPU model's terms: a Linear's FLOPs ...
+    ("LINEAR_PREDICTION_check", "linear_d * linear_d * 4 / gpu.bandwidth"),  # ... and its weight read
+])
+def test_later_cells_do_not_spell_out_an_answer(grade_id, formula):
+    assert formula not in _code_cells_after(grade_id)
+
+
+def test_the_widget_draws_no_add_of_its_own():
+    """widgets.roofline_explorer drew the add at 1 / (3 × width) FLOP/byte: ADD_PREDICTION's answer, in the package."""
+    import inspect
+
+    from grader import widgets
+
+    assert "3 * width" not in inspect.getsource(widgets.roofline_explorer)
+
+
+def test_the_dead_intensity_model_is_gone():
+    """_matmul_intensity ("an n×n matmul does 2n³ FLOPs and moves three n×n matrices once") answered exercises 1 and 2
+    and nothing called it."""
+    assert not hasattr(lesson01, "_matmul_intensity")
+
+
+def test_the_page_does_not_give_the_linear_prediction_away():
+    """Section 8's title said batch 8 costs about what batch 1 does: a copy test could read LINEAR_PREDICTION off it.
+    The prediction is batch 64 against batch 1, where this machine's own balance point decides."""
+    above = _markdown_before("LINEAR_PREDICTION")
+    assert "batch 1 costs about what batch 8" not in above and "batch 8 costs about" not in above
+    assert lesson01.LINEAR_KEY == "batch 64 / batch 1"
+    assert "linear_batches = [1, 8, 512]" not in "\n".join(_sources("code")), "demo mode must time batch 64 too"
+    assert "48 MiB" not in _markdown_before("ADD_PREDICTION"), "the add's bytes, printed above its prediction"
+
+
+def test_what_to_remember_states_principles_not_formulas():
+    closing = _markdown().split("## What to remember")[1]
+    for rule in ("peak / bandwidth", "synchronize before you read the clock", "median", "batch 8 costs about"):
+        assert rule not in closing, rule
+
+
+@pytest.mark.parametrize("call,prediction", [
+    ("lesson01.add_intensity()", "ADD_PREDICTION"),
+    ("lesson01.crossover_n_at(100e9, 8.1e12)", "CROSSOVER_PREDICTION"),
+    ("lesson01.first_compute_bound_n((lambda n: 2 * n**3, lambda n, d: 3 * n * n * d.itemsize, lambda f, b: f / b, "
+     "lambda i, p, w: 'memory' if i < p / w else 'compute'), 'fp32', __import__('torch').float32)", "COMPUTE_BOUND_N"),
+])
+def test_the_reveal_cells_helpers_count_as_asking(fresh_predictions, call, prediction):
+    """The reveal cells' helpers compute a prediction's answer: called from a cell before the first guess, recorded as
+    a reveal (no commitment credit), and silent after it."""
+    from grader import predictions
+
+    exec(compile(f"from grader.checks import lesson01\n{call}\n", "<cell>", "exec"), {})
+    assert predictions.entry(LESSON, prediction)["revealed"], f"{call} before the first guess is not a reveal"
+
+
+def test_bound_is_tried_at_a_tie():
+    """The page defines memory-bound as the bytes taking *longer*; the cases did not try the tie (ct0102)."""
+    ties = [(x, p, b) for x, p, b in lesson01._BOUND_CASES if x * b == p]
+    assert ties and all(x / p == 1 / b for x, p, b in ties), "the tie must be exact in every arrangement"
+
+
+def test_linear_forecast_is_tried_on_layers_whose_widths_differ():
+    assert any(d_in != d_out for _, d_in, d_out, _ in lesson01._LINEAR_CASES)
+
+
+def test_the_gpu_terms_come_from_the_learners_forecast_with_one_roof_taken_away():
+    """The modelled GPU's table wrote a Linear's FLOPs and weight read out (LINEAR_PREDICTION's two terms, readable
+    before it): it takes each from linear_forecast on a chip with the other roof infinite, which the reference gives."""
+    ns: dict = {}
+    for name in ("intensity", "attainable_flops", "bound"):
+        ns[name] = _defined(name)
+    forecast = _defined("linear_forecast", ns)
+    assert "math.inf" in _cell_with("def call_time")
+    chip, d = specs.chip("T4"), 2048
+    for batch in (1, 64):
+        moving = forecast(batch, d, d, torch.float32, math.inf, chip.bandwidth)["seconds_per_sample"] * batch
+        arithmetic = forecast(batch, d, d, torch.float32, chip.peak("fp32"), math.inf)["seconds_per_sample"] * batch
+        assert math.isclose(moving, (d * d + 2 * batch * d) * 4 / chip.bandwidth, rel_tol=1e-12)
+        assert math.isclose(arithmetic, 2 * batch * d * d / chip.peak("fp32"), rel_tol=1e-12)

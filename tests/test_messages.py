@@ -281,7 +281,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "gone"),
         ("LINEAR_PREDICTION_check",
          "from grader import predictions\nfrom grader.checks import lesson01\n"
-         "LINEAR_PREDICTION = {'batch 8 / batch 1': lesson01.linear_ratio_model(predictions.context('01_crossover')), "
+         "LINEAR_PREDICTION = {'batch 64 / batch 1': lesson01.linear_ratio_model(predictions.context('01_crossover')), "
          "'why': 'x'}\n", "gone"),
     ],
     "02_transfers": [

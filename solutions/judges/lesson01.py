@@ -18,17 +18,18 @@ def _matmul_flops(matmul_flops) -> None:
     n = 4
     got = call(matmul_flops, n)
     if got == n**3:
-        fail("matmul_flops counts each multiply-add once. A multiply-add is two floating-point operations "
-             "(a multiply and an add), and the course counts both.")
+        fail("matmul_flops(4) counts each multiply-add once: go back to how section 2 says the course counts a "
+             "multiply-add.")
     if got in (n**2, 2 * n**2):
-        fail("matmul_flops grows like the number of outputs: each output is itself a dot product, whose work grows "
-             "with its length.")
+        fail("matmul_flops(4) grows like the number of outputs alone: what does computing one output of C take, "
+             "and does that depend on n?")
     if got == n * n * (2 * n - 1):
-        fail("matmul_flops counts n−1 additions per output. The course's convention counts every multiply-add as 2 "
-             "FLOPs, the first one included.")
+        fail("matmul_flops counts n−1 additions per output: the course counts in multiply-adds (section 2), the "
+             "first one included.")
     small, big = call(matmul_flops, 16), call(matmul_flops, 32)
     if not small or big / small != 8:
-        fail("doubling n must multiply the work by 8: n² outputs, each a dot product n long. Yours grows otherwise.")
+        fail("matmul_flops(32) is not the same multiple of matmul_flops(16) that the work of a matmul is: how does "
+             "each part of your count grow when n doubles?")
     if call(matmul_flops, 1) != 2:
         fail("matmul_flops(1) is not the work of one multiply-add.")
 
@@ -38,16 +39,17 @@ def _matmul_bytes(matmul_bytes) -> None:
     n = 8
     got = call(matmul_bytes, n, torch.float32)
     if got == 3 * n * n:
-        fail("matmul_bytes counts elements, not bytes. Memory traffic is counted in bytes, and how many bytes an "
-             "element takes depends on its dtype.")
+        fail("matmul_bytes(8, torch.float32) counts elements, not bytes: memory traffic is counted in bytes "
+             "(section 2 says where an element's size is).")
     if got == 2 * n * n * 4:
-        fail("matmul_bytes counts reading the inputs but not writing C: the result has to go out to memory too.")
+        fail("matmul_bytes(8, torch.float32) counts what comes in from memory and nothing that goes back out: "
+             "where does the product end up?")
     if got == (2 * n**3 + n * n) * 4:
         fail("matmul_bytes counts a read every time an element is used. Each element of A is used n times, but it only "
-             "has to cross memory once: the chip keeps it on chip while it is reused. The least any matmul must move "
-             "is the figure the roofline works from.")
+             "has to cross memory once: the chip keeps it on chip while it is reused (section 2's *least* traffic).")
     if got == 4 * n * n * 4:
-        fail("matmul_bytes: you counted C as read and written. The product only writes C: nothing of the old C is needed.")
+        fail("matmul_bytes counts C as read from memory as well as written: does the product need anything of "
+             "what C held before?")
     if got == 3 * n * n * 32:
         fail("matmul_bytes counts bits: dtype.itemsize is the bytes of one element, and memory traffic is counted in "
              "bytes.")
@@ -68,14 +70,13 @@ def _intensity(intensity) -> None:
     """intensity(flops, nbytes) = flops / nbytes, as a float."""
     got = call(intensity, 200, 100)
     if is_number(got) and close(float(got), 0.5):
-        fail("intensity is upside down, that is bytes per FLOP: yours grows when an operation moves more bytes for the same arithmetic. "
-             "Intensity grows with the arithmetic each byte feeds: more of it is what pushes an operation away from "
-             "the memory limit.")
+        fail("intensity(200, 100) grows when an operation moves more bytes for the same arithmetic: section 3's "
+             "intensity is the other way up, the arithmetic each byte feeds.")
     if not is_number(got) or not close(float(got), 2.0):
         fail("intensity is not the arithmetic an operation does for each byte it moves, as a float.")
     frac = call(intensity, 10, 4)
     if frac == 2:
-        fail("intensity(10, 4) lost its fraction: integer division (//) throws it away.")
+        fail("intensity(10, 4) lost its fraction: which division did you use?")
     if not close(float(frac), 2.5):
         fail("intensity(10, 4) is off: an operation's FLOPs per byte is rarely a whole number; keep the fraction.")
 
@@ -92,31 +93,31 @@ def _crossover_size(crossover_size) -> None:
 
     got = call(crossover_size, _SIZES, _CPU, _SIMPLE)
     if got == _SIZES.index(256):
-        fail("crossover_size returned an index into sizes; return the size itself.")
+        fail("crossover_size returned an index into sizes; the contract is the size itself.")
     if got != 256:
-        fail("crossover_size is wrong on a sweep where the CPU wins the small sizes and the GPU every size from some "
-             "size on: the crossover is where that run of GPU wins begins, not where the CPU's ends.")
+        fail("crossover_size is wrong on the sweep where the CPU wins the small sizes and the GPU the large ones: "
+             "at the size you returned, which of the two is faster?")
     got = call(crossover_size, _SIZES, _CPU, _FLIP)
     if got == 128:
-        fail("crossover_size returned the first size where the GPU wins, but the CPU is faster again at a larger size: "
-             "sending every problem from that size up to the GPU would lose there. One early win can be luck; the "
-             "crossover is where the GPU becomes the right choice for good.")
+        fail("crossover_size returned the first size where the GPU wins, on the sweep where the CPU is faster again "
+             "at a larger size: sending every problem from your size up to the GPU would lose there (section 6: one "
+             "early win can be luck).")
     if got != 512:
-        fail("crossover_size is wrong on a sweep where the GPU wins once, loses again, then wins for good: the "
-             "crossover is where the GPU starts to win for good.")
+        fail("crossover_size is wrong on the sweep where the GPU wins, loses, then wins again: would you send every "
+             "problem from your size up to the GPU?")
     if call(crossover_size, _SIZES, _CPU, _NEVER) is not None:
-        fail("crossover_size found a crossover where the GPU is never faster; there is none: return None.")
+        fail("crossover_size found a crossover on the sweep where the GPU is never faster.")
     if call(crossover_size, _SIZES, _CPU, _TIE) is not None:
-        fail("crossover_size counted a tie at the largest size as the GPU winning: a tie is not a win, so the GPU "
-             "never becomes the better choice there.")
+        fail("crossover_size returned a size on the sweep where the GPU is slower everywhere but at the largest size, "
+             "where the two take the same time: what would sending that size to the GPU gain? Section 6 asks what "
+             "a tie should mean.")
     if call(crossover_size, _SIZES, _CPU, _ALWAYS) != 64:
-        fail("crossover_size is wrong when the GPU is faster at every size of the sweep: then it is the better choice "
-             "from the smallest size on.")
+        fail("crossover_size is wrong on the sweep where the GPU is faster at every size.")
 
 
 # --- roofline -------------------------------------------------------------------------------
 
-_PEAK, _BW = 100e12, 2e12  # the made-up chip of grader/checks/lesson01.py's cases
+from grader.checks.lesson01 import _BW, _PEAK, _TIE_BW, _TIE_PEAK  # noqa: E402  the made-up chips of the cases
 
 
 def _attainable_flops(attainable_flops) -> None:
@@ -126,18 +127,17 @@ def _attainable_flops(attainable_flops) -> None:
     if not is_number(low) or not is_number(high):
         fail("attainable_flops did not return a number; return FLOP/s as a float.")
     if float(high) > _PEAK * (1 + 1e-9):
-        fail("attainable_flops at a high intensity returned a rate above the chip's peak: no operation beats peak. The "
-             "slower of the two limits sets the rate, not the faster.")
+        fail("attainable_flops(1000 FLOP/byte) on a chip of 100 TFLOP/s returned a rate above the chip's peak: can "
+             "any operation do its arithmetic faster than the chip can?")
     if close(float(low), _PEAK):
-        fail("attainable_flops at a low intensity returned the chip's full peak: at so few FLOPs per byte, how many "
+        fail("attainable_flops(10 FLOP/byte) returned the chip's full peak: at so few FLOPs per byte, how many "
              "FLOPs per second can the memory feed?")
     if close(float(low), 1 / (1 / _PEAK + 1 / (10.0 * _BW))) or close(float(high), 1 / (1 / _PEAK + 1 / (1000.0 * _BW))):
-        fail("attainable_flops added the time to move the bytes and the time to do the arithmetic. The chip does both "
-             "at once: while one block of data is being multiplied the next one is already on its way, so the time is "
-             "the longer of the two, not their sum.")
+        fail("attainable_flops added the time to move the bytes and the time to do the arithmetic: section 3 says "
+             "what the chip does with the two.")
     if not close(float(low), 10.0 * _BW) or not close(float(high), _PEAK):
-        fail("attainable_flops is not the roofline: work out the best time of an operation of F FLOPs at that "
-             "intensity, then its FLOPs per second.")
+        fail("attainable_flops is not the roofline: go back to exercise 4's question, for an operation of F FLOPs at "
+             "that intensity.")
 
 
 def _bound(bound) -> None:
@@ -150,15 +150,19 @@ def _bound(bound) -> None:
         fail(f"bound says 10 FLOP/byte is compute-bound and 1000 FLOP/byte memory-bound on {chip}: the comparison is "
              "reversed. Few FLOPs per byte means the bytes take longer than the arithmetic: that is the memory limit.")
     if low == high == "compute":
-        fail(f"bound called 10 FLOP/byte compute-bound on {chip}. Work out, for an operation of F FLOPs at that "
-             "intensity, how long its bytes take at the bandwidth and how long its FLOPs take at the peak; the longer "
-             "one names the limit. Did you compare the intensity with the chip's two rates the wrong way up?")
+        fail(f"bound called 10 FLOP/byte compute-bound on {chip}: for an operation of F FLOPs at that intensity, do "
+             "its bytes or its FLOPs take longer? Check which way up your chip's side of the comparison is.")
     if low == high == "memory":
         fail(f"bound called 1000 FLOP/byte memory-bound on {chip}: at that intensity, do its bytes or its FLOPs take "
              "longer? Compare the intensity with a number of the chip in the same unit, FLOP per byte.")
     if call(bound, 49.0, _PEAK, _BW) != "memory" or call(bound, 51.0, _PEAK, _BW) != "compute":
-        fail(f"bound switches at the wrong intensity on {chip}: it must switch exactly where moving the bytes and doing "
-             "the arithmetic take the same time.")
+        fail(f"bound switches at the wrong intensity on {chip}: at what intensity do moving the bytes and doing the "
+             "arithmetic take the same time?")
+    tie = _TIE_PEAK / _TIE_BW
+    if call(bound, tie, _TIE_PEAK, _TIE_BW) != "compute":
+        fail(f"bound called {tie:g} FLOP/byte memory-bound on a chip of 2^47 FLOP/s and 2^41 bytes/s, where moving the "
+             "bytes and doing the arithmetic take exactly as long: read section 3's definition of memory-bound again, "
+             "word by word.")
 
 
 # --- predict, then measure: a Linear layer -----------------------------------------------------
@@ -185,16 +189,15 @@ def _linear_forecast(linear_forecast) -> None:
 
     keys = ("intensity", "bound", "seconds_per_sample")
     got = {}
-    for batch, dtype in _LINEAR_CASES:
-        answer = call(linear_forecast, *_linear_args(batch, dtype), label=_shown(batch, dtype))
+    for case in _LINEAR_CASES:
+        answer = call(linear_forecast, *_linear_args(*case), label=_shown(*case))
         if not isinstance(answer, dict) or set(answer) != set(keys):
-            fail(f"{_shown(batch, dtype)} did not return a dict with exactly the keys 'intensity', 'bound' and "
+            fail(f"{_shown(*case)} did not return a dict with exactly the keys 'intensity', 'bound' and "
                  "'seconds_per_sample'.")
-        got[batch, dtype] = answer
-    for batch, dtype in _LINEAR_CASES:
-        answer, shown = got[batch, dtype], _shown(batch, dtype)
-        args = _linear_args(batch, dtype)
-        _, d_in, d_out, _, peak, bw = args
+        got[case] = answer
+    for case in _LINEAR_CASES:
+        answer, shown = got[case], _shown(*case)
+        batch, d_in, d_out, dtype, peak, bw = _linear_args(*case)
         size = dtype.itemsize
         want = linear_model(batch, d_in, d_out, size, peak, bw)
         x = answer["intensity"]
@@ -203,26 +206,29 @@ def _linear_forecast(linear_forecast) -> None:
         flops, weights, acts = 2 * batch * d_in * d_out, d_in * d_out * size, batch * (d_in + d_out) * size
         if not close(float(x), want["intensity"], rel=1e-6):
             if close(float(x), flops / acts, rel=1e-6):
-                fail(f"{shown} gave an intensity that leaves out the weights. Every call reads the whole weight "
-                     "matrix; at small batch it is almost all the bytes.")
+                fail(f"{shown} gave an intensity that leaves out the weights: what does every call read, whatever "
+                     "its batch?")
             if close(float(x), flops / (batch * (d_in * d_out + d_in + d_out) * size), rel=1e-6):
-                fail(f"{shown} gave the intensity of batch 1: you counted the weights once per sample. One batched "
-                     "matmul reads W once for the whole batch; that reuse is why batching helps.")
+                fail(f"{shown} gave the intensity of batch 1: you counted the weights once per sample. How many times "
+                     "does one batched call have to bring W in from memory?")
             if dtype != torch.float32 and close(float(x), linear_model(batch, d_in, d_out, 4, peak, bw)["intensity"],
                                                 rel=1e-6):
-                fail(f"{shown} gave the float32 intensity: the dtype was ignored. bfloat16 takes fewer bytes per "
-                     "element (dtype.itemsize), so the same layer moves fewer bytes.")
+                fail(f"{shown} gave the float32 intensity: the dtype was ignored. An element's size depends on its "
+                     "dtype (dtype.itemsize).")
             if close(float(x), want["intensity"] / 2, rel=1e-6):
-                fail(f"{shown} undercounts the FLOPs: a multiply-add is two FLOPs, and every output of every sample "
-                     "is a dot product of length d_in.")
-            fail(f"{shown} gave an intensity the model does not: count the FLOPs of the whole batch, and the bytes one "
-                 "call moves (everything it reads and writes, once each, at the dtype's size).")
+                fail(f"{shown} undercounts the FLOPs: how does the course count a multiply-add (section 2)?")
+            if d_in != d_out and any(close(float(x), flops / ((d_in * d_out + 2 * batch * d) * size), rel=1e-6)
+                                     for d in (d_in, d_out)):
+                fail(f"{shown}, a layer whose inputs and outputs differ in width, gave an intensity that counts them "
+                     "as equally wide: which of the call's tensors is d_in wide, and which d_out?")
+            fail(f"{shown} gave an intensity the model does not: go back to section 8's count of one call's work and "
+                 "bytes.")
         verdict = answer["bound"]
         if verdict not in ("memory", "compute"):
             fail(f"{shown} gave a bound that is neither 'memory' nor 'compute'; use exactly one of them.")
         if verdict != want["bound"]:
-            fail(f"{shown} called the layer {verdict}-bound on a chip of 100 TFLOP/s and 2 TB/s: compare its "
-                 "intensity with the chip's balance point; below it is memory-bound, above it compute-bound.")
+            fail(f"{shown} called the layer {verdict}-bound on a chip of 100 TFLOP/s and 2 TB/s, at the intensity it "
+                 "gave: does your own bound agree?")
         seconds = answer["seconds_per_sample"]
         if not is_number(seconds):
             fail(f"{shown} gave a seconds_per_sample that is not a number; return seconds as a float.")
@@ -232,14 +238,12 @@ def _linear_forecast(linear_forecast) -> None:
         if batch > 1 and close(seconds, per * batch, rel=1e-6):
             fail(f"{shown} gave the time of the whole batch as the time per sample.")
         if close(seconds * batch, flops / peak + (weights + acts) / bw, rel=1e-6):
-            fail(f"{shown} added the compute time and the memory time. The chip moves the next block while it "
-                 "computes on this one: the two overlap, so the slower of them sets the time (your attainable_flops "
-                 "says so).")
+            fail(f"{shown} added the compute time and the memory time: does your attainable_flops add them?")
         if want["bound"] == "memory" and close(seconds * batch, flops / peak, rel=1e-6):
-            fail(f"{shown} forecast the layer at the chip's peak FLOP/s, but it is memory-bound: its time is set by "
-                 "moving its bytes.")
-        fail(f"{shown} gave seconds per sample the roofline does not: one call's time at the rate the roofline "
-             "allows for the call's intensity, shared among the samples of the batch.")
+            fail(f"{shown} forecast the layer at the chip's peak FLOP/s, at an intensity your bound calls "
+                 "memory-bound.")
+        fail(f"{shown} gave seconds per sample the roofline does not, though its intensity and bound agree with the "
+             "model: how long does one call take at the rate attainable_flops allows?")
 
 
 JUDGES.update({"crossover_size": _crossover_size, "attainable_flops": _attainable_flops, "bound": _bound,

@@ -27,7 +27,7 @@ def _linear(terms: str, why: str = "a guess with a reason") -> str:
     """A LINEAR_PREDICTION on this run's figures with one call's time worked out as `terms` (in batch b)."""
     return (_HERE + "peak, bw, d = _m['matmul_peak'], _m['copy_bandwidth'], int(_m['linear_d'])\n"
             f"t = lambda b: {terms}\n"
-            f"LINEAR_PREDICTION = {{'batch 8 / batch 1': t(8) / t(1), 'why': {why!r}}}")
+            f"LINEAR_PREDICTION = {{'batch 64 / batch 1': t(64) / t(1), 'why': {why!r}}}")
 
 
 _LINEAR_HEAD = """
@@ -46,17 +46,17 @@ def _crossover(power: int, fixed: float = 1.0, gpu: str = "specs.chip('T4').peak
 
 MUTANTS = {
     "matmul_flops_check": [
-        ("one FLOP per multiply-add", "def matmul_flops(n): return n**3", r"multiply-add is two"),
+        ("one FLOP per multiply-add", "def matmul_flops(n): return n**3", r"counts each multiply-add once"),
         ("counts outputs only", "def matmul_flops(n): return 2 * n**2", r"number of outputs"),
         ("n-1 additions", "def matmul_flops(n): return n * n * (2 * n - 1)", r"n−1 additions"),
         ("returns a float", "def matmul_flops(n): return 2.0 * n**3", r"return an int"),
-        ("one more add per output", "def matmul_flops(n): return 2 * n**3 + n**2", r"multiply\s+the work by 8"),
+        ("one more add per output", "def matmul_flops(n): return 2 * n**3 + n**2", r"not the same multiple"),
     ],
     "matmul_bytes_check": [
         ("elements not bytes", "def matmul_bytes(n, dtype): return 3 * n * n", r"counts elements, not bytes"),
-        ("forgets writing C", "def matmul_bytes(n, dtype): return 2 * n * n * dtype.itemsize", r"not writing C"),
+        ("forgets writing C", "def matmul_bytes(n, dtype): return 2 * n * n * dtype.itemsize", r"nothing that goes back out"),
         ("ignores dtype", "def matmul_bytes(n, dtype): return 3 * n * n * 4", r"dtype was ignored"),
-        ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"counted C as read and written"),
+        ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"counts C as read from memory as well as written"),
         ("a read for every use", "def matmul_bytes(n, dtype): return (2 * n**3 + n * n) * dtype.itemsize",
          r"used n times, but it only has to cross memory once"),
         ("six matrices' worth (the audit's 6n²)", "def matmul_bytes(n, dtype): return 6 * n * n * dtype.itemsize",
@@ -64,11 +64,11 @@ MUTANTS = {
         ("bits instead of bytes", "def matmul_bytes(n, dtype): return 3 * n * n * dtype.itemsize * 8", r"counts bits"),
     ],
     "intensity_check": [
-        ("bytes per FLOP", "def intensity(flops, nbytes): return nbytes / flops", r"bytes per FLOP"),
-        ("integer division", "def intensity(flops, nbytes): return flops // nbytes", r"integer division"),
+        ("bytes per FLOP", "def intensity(flops, nbytes): return nbytes / flops", r"the other way up"),
+        ("integer division", "def intensity(flops, nbytes): return flops // nbytes", r"lost its fraction"),
     ],
     "attainable_flops_check": [
-        ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"slower of the two limits sets the rate"),
+        ("max instead of min", "def attainable_flops(i, p, b): return max(p, i * b)", r"1000 FLOP/byte.*above the chip's peak"),
         ("bandwidth term only", "def attainable_flops(i, p, b): return i * b", r"above the chip's peak"),
         ("always peak", "def attainable_flops(i, p, b): return p", r"how many FLOPs per second can the memory feed"),
         ("moving and computing one after the other", "def attainable_flops(i, p, b): return 1 / (1 / p + 1 / (i * b))",
@@ -76,10 +76,14 @@ MUTANTS = {
     ],
     "bound_check": [
         ("reversed comparison", "def bound(i, p, b): return 'compute' if i < p / b else 'memory'", r"reversed"),
-        ("balance upside down", "def bound(i, p, b): return 'memory' if i < b / p else 'compute'", r"wrong way up"),
+        ("balance upside down", "def bound(i, p, b): return 'memory' if i < b / p else 'compute'", r"which way up"),
         ("wrong words", "def bound(i, p, b): return 'memory-bound' if i < p / b else 'compute-bound'", r"exactly the string"),
         ("intensity compared with the peak", "def bound(i, p, b): return 'memory' if i < p else 'compute'",
          r"1000 FLOP/byte memory-bound"),
+        ("a tie called memory-bound", "def bound(i, p, b): return 'memory' if i <= p / b else 'compute'",
+         r"take exactly as long"),
+        ("a tie called memory-bound, times compared", "def bound(i, p, b): return 'memory' if 1 / b >= i / p else 'compute'",
+         r"take exactly as long"),
     ],
     "time_op_check": [
         (
@@ -252,7 +256,7 @@ def crossover_size(sizes, cpu, gpu):
         else: break
     return answer
 """,
-            r"a tie is not a win",
+            r"what a tie should mean",
         ),
         (
             "last size where the CPU wins",
@@ -263,7 +267,7 @@ def crossover_size(sizes, cpu, gpu):
         if c <= g: last = s
     return last
 """,
-            r"where that run of GPU wins begins",
+            r"at the size you returned, which of the two is faster",
         ),
     ],
     "linear_forecast_check": [
@@ -309,7 +313,7 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
 """,
-            r"multiply-add is two",
+            r"undercounts the FLOPs",
         ),
         (
             "time of the whole batch",
@@ -341,7 +345,7 @@ def crossover_size(sizes, cpu, gpu):
     x = intensity(flops, nbytes)
     return {"intensity": x, "bound": bound(x, peak_flops, bandwidth), "seconds_per_sample": flops / peak_flops / batch}
 """,
-            r"but it is memory-bound: its time is set by moving its bytes",
+            r"at the chip's peak FLOP/s, at an intensity your bound calls memory-bound",
         ),
         (
             "bound compared the wrong way",
@@ -352,7 +356,18 @@ def crossover_size(sizes, cpu, gpu):
     return {"intensity": x, "bound": "compute" if x < peak_flops / bandwidth else "memory",
             "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
 """,
-            r"below it is memory-bound",
+            r"does your own bound agree",
+        ),
+        (
+            "inputs and outputs counted as one width (the square layer's count)",
+            _LINEAR_HEAD + """
+    flops = 2 * batch * d_in * d_out
+    nbytes = (d_in * d_out + 2 * batch * d_in) * dtype.itemsize
+    x = intensity(flops, nbytes)
+    return {"intensity": x, "bound": bound(x, peak_flops, bandwidth),
+            "seconds_per_sample": flops / attainable_flops(x, peak_flops, bandwidth) / batch}
+""",
+            r"differ in width",
         ),
         (
             "a tuple, not a dict",
