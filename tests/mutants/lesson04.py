@@ -225,7 +225,7 @@ def predict_saved_bytes(batch, widths, activation="relu"):
         (
             "each saved tensor counted once by id(t), at its storage's size",
             _recorder(_IN_PARAMS, "id(t)", _STORAGE),
-            r"counted more than once",
+            r"(counted|counts the same memory) more than once",
         ),
         (
             "each saved tensor counted once by id(t), at its own size (a view's part)",
@@ -264,7 +264,7 @@ def activation_bytes(model, batch):
         model(batch)
     return total[0]
 """,
-            r"counted more than once",
+            r"(counted|counts the same memory) more than once",
         ),
         (
             "elements counted instead of bytes",
