@@ -1,14 +1,13 @@
 """What is in memory during training: instruments that read it from real tensors, and models of it.
 
 Instruments (they measure, on any device):
-- `state_table`: one row per parameter, gradient and optimizer-state tensor, with its bytes.
 - `SavedTensors`: THE course's saved-tensor recorder (lessons 02 and 04), built on
   torch.autograd.graph.saved_tensors_hooks: it sees every tensor autograd keeps for backward,
   counts each storage once (parameters left out, `exclude`), and keeps weak references so
   `alive()` says how many are still held later (lesson 02, with `skip_leaves=True`).
 - `graph_nodes`: backward nodes a set of tensors still reaches through grad_fn.
-- `probe_bytes_per_parameter`: trains a tiny layer one step in fp32 or mixed precision and
-  reads bytes per parameter off its tensors; the training-memory model is built from it.
+- `probe_bytes_per_parameter`: trains a tiny layer one step each way and reads bytes per
+  parameter off its tensors (lesson 04's training_bytes is the learner's model of it).
 - allocated, reserved and peak from torch's allocator around a step: grader.gpu.cuda_step_figures (CUDA only).
 
 Models (they predict, labelled as such wherever they are drawn):
@@ -60,35 +59,6 @@ def storage_nbytes(tensors: Iterable[torch.Tensor]) -> int:
 # --- parameters, gradients, optimizer state -------------------------------------------------
 
 
-def state_table(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> list[dict]:
-    """One row per tensor: kind ("parameters", "gradients", "optimizer"), name, shape, dtype, nbytes."""
-    rows = []
-    names = {id(p): n for n, p in model.named_parameters()}
-    for p in model.parameters():
-        name = names.get(id(p), "?")
-        rows.append({"kind": "parameters", "name": name, "shape": tuple(p.shape), "dtype": str(p.dtype),
-                     "nbytes": p.numel() * p.element_size()})
-        if p.grad is not None:
-            rows.append({"kind": "gradients", "name": name, "shape": tuple(p.grad.shape),
-                         "dtype": str(p.grad.dtype), "nbytes": p.grad.numel() * p.grad.element_size()})
-    if optimizer is not None:
-        for p, state in optimizer.state.items():
-            for key, value in state.items():
-                if torch.is_tensor(value):
-                    rows.append({"kind": "optimizer", "name": f"{names.get(id(p), '?')}.{key}",
-                                 "shape": tuple(value.shape), "dtype": str(value.dtype),
-                                 "nbytes": value.numel() * value.element_size()})
-    return rows
-
-
-def totals(rows: list[dict]) -> dict[str, int]:
-    """Bytes per kind from `state_table` rows."""
-    out = {"parameters": 0, "gradients": 0, "optimizer": 0}
-    for row in rows:
-        out[row["kind"]] += row["nbytes"]
-    return out
-
-
 def make_optimizer(params, optimizer: str, lr: float = 1e-3) -> torch.optim.Optimizer:
     """The optimizer the course means by "sgd", "momentum" or "adam" (AdamW)."""
     if optimizer == "sgd":
@@ -102,14 +72,9 @@ def make_optimizer(params, optimizer: str, lr: float = 1e-3) -> torch.optim.Opti
 
 @course_only("grader.memory.probe_bytes_per_parameter")
 def probe_bytes_per_parameter(precision: str, optimizer: str, width: int = 64) -> dict[str, float]:
-    """Train a width×width layer one step and read bytes per parameter off its tensors.
-
-    fp32: the layer, its gradients and the optimizer state are float32. mixed: the
-    layer that runs forward and backward is bfloat16 (weights and gradients), and the
-    optimizer updates a float32 master copy, which counts as optimizer state (as in
-    ZeRO). Optimizer step counters (one scalar per tensor) are left out: they do not
-    grow with the parameter count.
-    """
+    """Train a width×width layer one step `precision`'s way and read bytes per parameter off its tensors (the
+    layer that runs forward and backward: its parameters and gradients; everything else training keeps counts as
+    optimizer state, as in ZeRO). Step counters (one scalar per tensor) do not grow with the parameters: left out."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
@@ -118,25 +83,24 @@ def probe_bytes_per_parameter(precision: str, optimizer: str, width: int = 64) -
 
 
 def _probe(precision: str, optimizer: str, width: int) -> dict[str, float]:
-    master = nn.Linear(width, width, bias=False)  # float32
+    master = nn.Linear(width, width, bias=False)
     if precision == "fp32":
         working, extra = master, []
     else:
         working = nn.Linear(width, width, bias=False).to(torch.bfloat16)
         working.weight.data.copy_(master.weight.data)
-        extra = [master.weight]  # the float32 master copy the optimizer updates
+        extra = [master.weight]
     opt = make_optimizer(master.parameters(), optimizer)
     x = torch.randn(8, width, dtype=working.weight.dtype)
     working(x).float().pow(2).mean().backward()
     if precision == "mixed":
-        master.weight.grad = working.weight.grad.float()  # fp32 gradient, made and dropped per step
+        master.weight.grad = working.weight.grad.float()
     opt.step()
-    n = working.weight.numel()
-    rows = totals(state_table(working))
-    state = sum(v.numel() * v.element_size() for s in opt.state.values() for k, v in s.items()
-                if torch.is_tensor(v) and k != "step")
+    weight = working.weight  # the probe's one parameter (no bias)
+    n = weight.numel()
+    state = sum(v.nbytes for s in opt.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step")
     state += storage_nbytes(extra)
-    return {"parameters": rows["parameters"] / n, "gradients": rows["gradients"] / n, "optimizer": state / n}
+    return {"parameters": weight.nbytes / n, "gradients": weight.grad.nbytes / n, "optimizer": state / n}
 
 
 _PROBED: dict[tuple[str, str], dict[str, float]] = {}

@@ -70,7 +70,7 @@ def test_the_48_vs_33_gap_is_the_pageable_copies():
     text = _text()
     assert "copies from pageable memory inside the loop still make the host wait" in text
     assert "memcpy_and_sync" in text and "cudaStreamSynchronize" in text  # what PyTorch does, cited
-    assert '"x_host.to(device)": "x_host.to(device)"' in text  # the probe table shows the copy
+    assert lesson02.PROBES["x_host.to(device)"] == "x_host.to(device)"  # the probe table shows the copy
 
 
 def test_the_old_fix_fails_train_fixed_on_copies_inside_the_loop():
@@ -168,15 +168,16 @@ def _at(predicate) -> int:
 
 
 def test_the_probe_table_comes_after_the_quiz_and_leaves_some_lines_to_reason_out():
-    assert _at(graded("SYNC_ANSWERS_check")) < _at(shown_by("probes = {"))
-    probes = next(c.source for c in read_notebook(SOLUTION).cells if "probes = {" in c.source)
+    assert _at(graded("SYNC_ANSWERS_check")) < _at(shown_by("lesson02.probe_rows()"))
+    probes = " ".join(lesson02.PROBES.values())
     unlisted = [label for label, line in lesson02.SYNC_SNIPPETS.items() if line.split("=")[-1].strip() not in probes]
     assert len(unlisted) >= 3, unlisted
 
 
 def test_the_counts_and_the_fix_come_after_the_exercises_they_would_answer():
     assert _at(graded("sync_points_check")) < _at(shown_by("display(event_table(counter))"))
-    assert _at(graded("train_fixed_check")) < _at(shown_by("def train_read_once"))
+    assert _at(graded("train_fixed_check")) < _at(shown_by("lesson02.train_read_once(lesson02.make_model"))
+    assert _at(graded("train_fixed_check")) < _at(shown_by("lesson02.WAYS_OUT.items()"))
     assert _at(graded("COPY_PREDICTION")) < _at(shown_by("1000 * transfer_seconds(4096"))
 
 
@@ -239,3 +240,78 @@ def test_a_non_blocking_copy_from_pageable_memory_is_not_called_a_stream_sync():
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "might be synchronous" in text and "cudaMemcpyAsync" in text
     assert "does not see it" in text and "(not on every\nstream)" in text
+
+
+# --- the outside copy test of the third edition (ct0102): each shortcut it took ---------------------
+
+
+def test_no_cell_writes_out_the_loops_train_fixed_asks_for():
+    """ct0102: train_resident, pasted from a later cell, passed train_fixed. The ways out live in the package now,
+    and a train_fixed that calls one is noticed."""
+    cells = read_notebook(SOLUTION).cells
+    for name in ("train_resident", "train_pinned", "train_read_once"):
+        assert not [c for c in cells if f"def {name}" in c.source], name
+        calls = _loop(f"from grader.checks import lesson02\ndef train_fixed(model, batches, device, steps):\n"
+                      f"    return lesson02.{name}(model, batches, device, steps)\n")
+        with pytest.raises(CheckFailed, match=rf"calls grader\.checks\.lesson02\.{name}"):
+            lesson02.check_train_fixed(calls)
+
+
+@pytest.mark.parametrize("variant", ["losses.append(loss.item())", "losses.append(loss)"])
+def test_train_fixed_names_the_mistake_without_the_recipe(variant):
+    """ct0102: three guided tries passed train_fixed, its messages giving `loss.detach()`, `torch.stack(losses).tolist()`
+    and 'move the batches to the device once, before the loop'."""
+    sources = [loop_source(variant, ret="losses"), loop_source("losses.append(loss.detach())"),
+               loop_source("losses.append(loss.detach())", move="x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)"),
+               loop_source("losses.append(loss.detach())", **RESIDENT, ret="[l.item() for l in losses]"),
+               loop_source("losses.append(loss.detach())", **RESIDENT, ret="losses")]
+    for source in sources:
+        with pytest.raises(CheckFailed) as failed:
+            lesson02.check_train_fixed(_loop(source))
+        said = str(failed.value)
+        for recipe in ("detach()", "torch.stack", ".tolist()", "pin_memory", "before the loop", "once, after",
+                       "Move the", "Keep loss"):
+            assert recipe not in said, (recipe, said)
+
+
+def test_the_copy_prediction_link_is_no_constant_and_asking_for_it_is_a_reveal():
+    """ct0102: `lesson02._LINK`, a plain constant, gave COPY_PREDICTION 1 / 1 before any guess."""
+    from grader import predictions
+
+    assert not hasattr(lesson02, "_LINK")
+    lesson02._implied_link()  # a cell asking for the link before the first guess
+    assert predictions.entry(lesson02.LESSON, "COPY_PREDICTION").get("revealed")
+
+
+def test_a_counter_run_before_the_quiz_is_answered_is_a_reveal():
+    """ct0102: the counter on the quiz's lines, before the first guess, measures the answers."""
+    from grader import predictions
+
+    with SyncCounter("cuda") as counter:
+        exec(compile("loss = torch.ones((), device=device); loss.item()", "<cell>", "exec"),
+             {"torch": torch, "device": counter.device})
+    assert predictions.entry(lesson02.LESSON, "SYNC_ANSWERS").get("revealed")
+
+
+def test_the_quiz_ideas_ask_and_do_not_answer():
+    """ct0102: `_CONCEPTS` said of each idea whether the host waits (\"only queued: the host goes on at once\"), and
+    `_CONCEPT_OF` mapped every label to one: an answer key in the package."""
+    for text in lesson02._CONCEPTS.values():
+        assert text.rstrip().endswith("?"), text
+        for said in ("returns at once", "goes on at once", "needs its", "must wait", "waits for", "only queued",
+                     "nothing is read", "already has", "synchronizes"):
+            assert said not in text, (said, text)
+    for concept in set(lesson02._CONCEPT_OF.values()):
+        assert concept not in ("queued", "on device", "shape", "host copy"), concept
+
+
+def test_a_counter_run_in_a_cell_before_sync_points_is_checked_is_noticed():
+    """ct0102: the four loops measured under the counter in an earlier cell, then looked up, passed sync_points."""
+    passed = next(cell.cell_contents for cell in lesson02.check_sync_points.judge.__closure__
+                  if isinstance(cell.cell_contents, list))
+    passed.clear()  # a fresh kernel: the check has not passed yet (the tests share one process)
+    ns = {"torch": torch}
+    exec(compile("from grader.syncs import SyncCounter\nwith SyncCounter('cuda') as counter:\n"
+                 "    torch.ones((), device=counter.device).item()\n", "<cell>", "exec"), ns)
+    with pytest.raises(CheckFailed, match=r"called grader\.syncs\.SyncCounter before your sync_points was checked"):
+        lesson02.check_sync_points(lambda version, steps, n_batches: 3 * steps)

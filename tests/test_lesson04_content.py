@@ -75,12 +75,17 @@ def test_inference_is_weights_plus_kv_cache_not_no_activation_memory():
 def test_optimizer_share_is_stated_for_fp32_and_mixed():
     text = _markdown()
     assert "The optimizer is three quarters of it" not in text
-    assert re.search(r"8 of 16 bytes \(50 %\)", text) and re.search(r"12 of 16 \(75 %\)", text)
+    # ct0304: the page gave the shares' arithmetic (the bytes per parameter) before the check; a cell now prints
+    # both shares from the learner's training_bytes, after it
+    assert "The optimizer's share: {shares['mixed']:.0%} in mixed precision" in _code()
+    assert "{shares['fp32']:.0%} in fp32" in _code()
 
 
 def test_autocast_layout_is_reconciled_with_lesson_03():
     text = _markdown()
-    assert "4 (fp32 weights) + 4 (fp32 gradients) +" in text and "2 + 2 + 4 + 8 = 16" in text
+    # the two layouts are named, and the learner counts autocast's (ct0304: the page had given both sums)
+    assert "it keeps the weights in float32 and makes bfloat16 copies only to compute with" in text
+    assert "2 + 2 + 4 + 8 = 16" not in text
 
 
 def test_checkpointing_names_the_peak_during_recompute():
@@ -222,3 +227,67 @@ def test_state_bytes_is_a_diagnosis_the_naive_count_gets_wrong():
     model, opt = lesson04.demo_model()
     assert list(model.buffers()) and model[0].weight is model[5].weight
     assert len(model.state_dict()) > len(list(model.parameters()))
+
+
+# --- the outside copy test of the third edition (ct0304): each shortcut it took, each bug it found -----------------
+
+
+def test_the_measured_layout_table_keeps_each_optimizers_name():
+    """ct0304 (a bug): cell 19's rows were {"optimizer": name, **probe}, so the probe's "optimizer" bytes overwrote the
+    optimizer's name: the index read 0.0/4.0/8.0 instead of sgd/momentum/adam, and the bytes column was gone."""
+    import pandas as pd
+
+    from grader import memory
+
+    cell = next(c.source for c in _cells() if "memory.probe_bytes_per_parameter(precision, optimizer)" in c.source)
+    shown = []
+    ns = {"memory": memory, "pd": pd, "display": shown.append, "training_bytes": lambda n, p, o: 0,
+          "skip_if_not_done": __import__("grader.notebook", fromlist=["skip_if_not_done"]).skip_if_not_done}
+    exec(compile(cell, "<cell>", "exec"), ns)
+    table = shown[0]
+    assert list(table.index.get_level_values("optimizer")) == list(memory.OPTIMIZERS) * len(memory.PRECISIONS)
+    assert any("optimizer" in str(column) for column in table.columns)  # the optimizer's bytes are a column
+
+
+def test_no_page_states_the_bytes_per_parameter_the_exercises_ask_for():
+    """ct0304: cells 20 and 59 gave 16 bytes per parameter (and 2 + 2 + 4 + 4 + 4), readable before the checks."""
+    text = _markdown()
+    for told in ("16 bytes", "2 + 2 + 4", "4 + 4 + 8", "4 + 4 + 4 + 4", "master copy, m and v", "12 of 16", "8 of 16"):
+        assert told not in text, told
+    code = _code()
+    for told in ('"fp32 master weights"', '"bf16 weights"', '"Adam m (fp32)"', "(master copy, m and v)"):
+        assert told not in code, told
+
+
+def test_bytes_per_param_asks_for_a_layout_no_page_gives():
+    """ct0304: BYTES_PER_PARAM's 16 after step() was on lesson 03's page and this one's; with half the model frozen the
+    answer is in neither, and the course's probe of full layers is watched."""
+    from grader import memory, shortcuts
+    from grader.checks import lesson04
+
+    want = shortcuts._INNER[lesson04._measured_bytes_per_param]()
+    assert abs(want["before step()"] - 6) < 0.01 and abs(want["after step()"] - 10) < 0.01
+    watched = lesson04.check_bytes_per_param.watched
+    assert memory.probe_bytes_per_parameter.course_only in watched and memory.training_terms.course_only in watched
+
+
+def test_predict_saved_bytes_has_cases_no_machine_can_measure():
+    """ct0304: a hand-built stack measured with a copied recorder passed predict_saved_bytes; cases of terabytes of
+    activations cannot be measured, and the judges' model of them agrees with the recorder where it can run."""
+    import sys
+
+    import torch
+
+    from grader import memory
+    from grader.checks import lesson04
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_keys
+
+    judges = build_keys.instructor_judges(LESSON)
+    big = [case for case in lesson04._PREDICT_CASES if case[0] * max(case[1]) > judges._MEASURABLE]
+    assert big and all(4 * b * w[0] > 2**40 for b, w, _ in big)  # over a TiB: no measurement
+    for batch, widths, activation in lesson04._PREDICT_CASES:
+        if (batch, widths, activation) not in big:
+            measured = memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
+            assert judges._model_saved(batch, widths, activation) == measured

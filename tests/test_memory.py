@@ -17,15 +17,32 @@ def test_storage_nbytes_counts_each_storage_once():
     assert memory.storage_nbytes([x, x[:2], x.T, torch.zeros(3)]) == 160 + 12
 
 
+def _judges():
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_keys
+
+    return build_keys.instructor_judges("04_memory")
+
+
+def test_state_table_is_the_instructors_not_the_learners():
+    """ct0304: an exec'd copy of grader.memory.state_table passed state_bytes; it lives in the judges now."""
+    assert not hasattr(memory, "state_table") and not hasattr(memory, "totals")
+
+
 def test_state_table_reads_adam_state_only_after_a_step():
+    judges = _judges()
     model = torch.nn.Linear(8, 4)
     opt = memory.make_optimizer(model.parameters(), "adam")
     model(torch.randn(2, 8)).sum().backward()
-    assert memory.totals(memory.state_table(model, opt))["optimizer"] == 0
+    assert judges.totals(judges.state_table(model, opt))["optimizer"] == 0
     opt.step()
-    t = memory.totals(memory.state_table(model, opt))
+    t = judges.totals(judges.state_table(model, opt))
     assert t["parameters"] == t["gradients"] == 36 * 4
-    steps = sum(r["nbytes"] for r in memory.state_table(model, opt) if r["name"].endswith(".step"))
+    steps = sum(r["nbytes"] for r in judges.state_table(model, opt) if r["name"].endswith(".step"))
     assert t["optimizer"] - steps == 2 * 36 * 4
 
 

@@ -297,6 +297,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    with SyncCounter('cuda') as counter:  # the loop of `version`, measured instead of predicted\n"
          "        pass\n    return counter.sync_points + 3 * steps\n", r"calls grader\.syncs\.SyncCounter"),
         ("link_from_copies_check", "from grader.checks import lesson02\nlesson02._link\n", "gone"),
+        ("COPY_PREDICTION_check", "from grader.checks import lesson02\nlesson02._LINK\n", "gone"),
+        ("train_fixed_check", "from grader.checks import lesson02\n\ndef train_fixed(model, batches, device, steps):\n"
+         "    return lesson02.train_pinned(model, batches, device, steps)\n",
+         r"calls grader\.checks\.lesson02\.train_pinned"),
     ],
     "03_float_formats": [
         ("LossScaler_check",
@@ -319,9 +323,9 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "          for p in memory.PRECISIONS for o in memory.OPTIMIZERS}\n"
          "def training_bytes(n, p, o):\n    return int(round(sum(_table[p, o].values()) * n))\n",
          r"called grader\.memory\.probe_bytes_per_parameter before your training_bytes"),
-        ("state_bytes_check",
-         "from grader import memory\ndef state_bytes(model, optimizer):\n"
-         "    return memory.totals(memory.state_table(model, optimizer))\n", r"calls grader\.memory\.state_table"),
+        ("state_bytes_check", "from grader import memory\nmemory.state_table\n", "gone"),
+        ("state_bytes_check", "from grader import memory\nmemory.totals\n", "gone"),
+        ("BYTES_PER_PARAM_check", "from grader.checks import lesson04\nlesson04._tensor_bytes\n", "gone"),
         ("training_bytes_check",
          "from grader import memory\ndef training_bytes(n, precision, optimizer):\n"
          "    return int(round(n * sum(memory.training_terms(precision, optimizer).values())))\n",

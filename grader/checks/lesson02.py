@@ -42,9 +42,19 @@ LINK_COPIES = [(256 * 2**10, 18.92e-6), (16 * 2**20, 707.05e-6)]
 KiB, MiB = 2**10, 2**20
 
 
-# The made-up link LINK_COPIES were made from (their times rounded to four figures). COPY_PREDICTION's band needs it
-# (its model is the costs on this link); link_from_copies' check does not: its answer is judged by digests.
-_LINK = (8.0e-6, 24e9)  # (latency s, bandwidth bytes/s)
+# COPY_PREDICTION's band needs the link the two copies imply (its model is the costs on that link). It is not a
+# constant here: `_implied_link` works it out from LINK_COPIES, and it is watched (called from a cell before the first
+# guess, it counts as asking for the answer). link_from_copies' check does not use it: its answer is judged by digests.
+
+
+@course_only()
+def _implied_link() -> tuple[float, float]:
+    """(latency s, bandwidth bytes/s): the least-squares line of LINK_COPIES' seconds against their bytes."""
+    sizes = torch.tensor([float(n) for n, _ in LINK_COPIES], dtype=torch.float64)
+    times = torch.tensor([t for _, t in LINK_COPIES], dtype=torch.float64)
+    design = torch.stack([torch.ones_like(sizes), sizes], dim=1)
+    fixed, per_byte = torch.linalg.lstsq(design, times[:, None]).solution[:, 0].tolist()
+    return fixed, 1 / per_byte
 
 
 @course_only()
@@ -64,17 +74,18 @@ _COPY_KEYS = {"1000 copies of 4 KiB": "number", "1 copy of 4 MiB": "number"}
 @course_only()
 def _copy_mistake(got: dict) -> str | None:
     """The kind of mistake in a COPY_PREDICTION (seconds), or None; never a value."""
-    latency, bandwidth = _LINK
+    latency, bandwidth = _implied_link()
     want, naive = _costs(latency, bandwidth), _costs(*_naive())
     many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
     if close(many, naive["1000 copies of 4 KiB"], rel=0.1) and not close(many, want["1000 copies of 4 KiB"], rel=0.25):
-        return ("you read each copy alone: the small copy's time is not all fixed cost, its bytes took part of it. "
-                "Both copies paid the same fixed cost; what does the difference between them say?")
+        return ("you read each copy alone: the small copy's time is not all fixed cost, and the big copy's is not "
+                "all bytes (section 1: neither copy shows you which part is which on its own)")
     if close(one, 1000 * latency + 4 * MiB / bandwidth, rel=0.1):
-        return "you charged the one 4 MiB copy a fixed cost per 4 KiB: the fixed cost is per copy, not per block of bytes"
+        return ("you charged the one 4 MiB copy a fixed cost per 4 KiB of it: how many times does one copy pay the "
+                "part of its time that does not grow with its bytes?")
     if close(many, latency + 1000 * 4 * KiB / bandwidth, rel=0.1) or close(many, one, rel=0.1):
-        return ("your 1000 small copies cost about what one copy of the same bytes costs: every copy pays the fixed "
-                "cost before its bytes move, so 1000 copies pay it 1000 times")
+        return ("your 1000 small copies cost about what one copy of the same bytes costs: what does each copy pay "
+                "whatever its size, and how many copies are there?")
     if close(many, 1e6 * want["1000 copies of 4 KiB"], rel=0.1) or close(one, 1e6 * want["1 copy of 4 MiB"], rel=0.1):
         return "that is microseconds; write seconds"
     if close(many, 1e3 * want["1000 copies of 4 KiB"], rel=0.1) or close(one, 1e3 * want["1 copy of 4 MiB"], rel=0.1):
@@ -82,15 +93,14 @@ def _copy_mistake(got: dict) -> str | None:
     if close(one, latency + 4e6 / bandwidth, rel=0.01) and not close(one, want["1 copy of 4 MiB"], rel=0.01):
         return "4 MiB is 4 × 2²⁰ bytes (a KiB is 1024 bytes, a MiB 1024 KiB), not 4 million"
     if not (close(many, want["1000 copies of 4 KiB"], rel=0.25) and close(one, want["1 copy of 4 MiB"], rel=0.25)):
-        return ("not what the link the two copies imply predicts: find the part of a copy's time that does not "
-                "depend on its size, and the rate of the rest, then cost each copy")
+        return "not what the link the two copies imply predicts (section 1)"
     return None
 
 
 @course_only()
 def _copy_band(first: dict, context: dict) -> tuple[float, str]:
     """COPY_PREDICTION's first guess: 1 when both costs are within 25% of the link's, 0.5 within a factor 2, else 0."""
-    want = _costs(*_LINK)
+    want = _costs(*_implied_link())
     fraction = min(predictions.band(first[k], want[k], tight=0.25, loose=1.0) for k in _COPY_KEYS)
     mistake = _copy_mistake(first)
     return fraction, ("your first guess holds on the link the two copies imply" if mistake is None
@@ -99,7 +109,7 @@ def _copy_band(first: dict, context: dict) -> tuple[float, str]:
 
 @course_only()
 def _copy_model(context: dict) -> str:
-    costs = _costs(*_LINK)
+    costs = _costs(*_implied_link())
     return (f"1000 copies of 4 KiB take {timing_text(costs['1000 copies of 4 KiB'])}, one copy of 4 MiB "
             f"{timing_text(costs['1 copy of 4 MiB'])}")
 
@@ -111,7 +121,8 @@ def timing_text(seconds: float) -> str:
 
 
 check_copy_prediction = Prediction(LESSON, "COPY_PREDICTION", _COPY_KEYS, points=1, band=_copy_band,
-                                   mistakes=lambda answer, context: _copy_mistake(answer), model=_copy_model, watch=(_copy_mistake, _costs,))
+                                   mistakes=lambda answer, context: _copy_mistake(answer), model=_copy_model,
+                                   watch=(_copy_mistake, _costs, _implied_link))
 
 
 # link_from_copies: the learner's inference, on copies of its own. (bytes, seconds) lists; each on an exact line.
@@ -197,30 +208,31 @@ _QUIZ_SETUP = (
     "x_host = torch.randn(64, 64); x_pinned = x_host.pin_memory()"
 )
 
-# The idea each quiz line tests, in the words a failed check uses (never which label, never the answer).
+# The idea each quiz line tests, in the words a failed check uses: a question, never which label, never the answer.
 _CONCEPTS = {
-    "number": "turning a device tensor into a Python number (.item(), float()) needs its value on the host",
-    "text": "printing a tensor, or formatting it in an f-string, needs its digits on the host",
-    "branch": "an `if` on a tensor needs its truth value on the host",
-    "shape": "a result whose size depends on the data (a boolean mask, nonzero) cannot be allocated until the host "
-             "learns how many elements there are",
-    "host copy": "copying a tensor to host memory (.cpu(), then .numpy()) needs its values there",
-    "pageable": "a copy to the device from ordinary (pageable) host memory: PyTorch synchronizes the stream before "
-                ".to(device) returns",
-    "pinned": "a copy from pinned host memory with non_blocking=True is only queued: the host goes on at once",
-    "pageable async": "non_blocking=True asks for an asynchronous copy, but from ordinary (pageable) host memory the "
-                      "driver must stage the bytes through memory it can copy from, and the host waits for that",
-    "queued": "a line that only queues more work on the device (a matmul, relu, torch.where with a mask) returns at "
-              "once: nothing in Python needs its value yet",
-    "on device": "keeping a value on the device (loss.detach(), adding into a device tensor) queues work or keeps a "
-                 "reference; nothing is read",
-    "metadata": "a tensor's shape is metadata the host already has",
-    "compare": "comparing a device tensor with a number gives another device tensor: the comparison is queued like any "
-               "other operation, and only using its truth value in Python would need it on the host",
+    "number": "turning a device tensor into a Python number (.item(), float()): where must its value be, and when is "
+              "it ready?",
+    "text": "printing a tensor, or formatting it in an f-string: what does Python need to write its digits?",
+    "branch": "an `if` on a tensor: what does Python need to choose a branch?",
+    "size": "a result whose size depends on the data (a boolean mask, nonzero, unique): who allocates it, and what "
+            "must they know first?",
+    "to host": "copying a tensor to host memory (.cpu(), then .numpy()): when can the host use those values?",
+    "pageable": "a plain copy to the device from ordinary (pageable) host memory: what does PyTorch do before "
+                ".to(device) returns (section 2)?",
+    "pinned": "a copy from pinned host memory with non_blocking=True: what, if anything, must finish before the call "
+              "returns?",
+    "pageable async": "non_blocking=True on a copy from ordinary (pageable) host memory: what does CUDA say such a "
+                      "copy may do (section 2)?",
+    "compute": "a line that makes a new device tensor from device tensors (a matmul, relu, torch.where with a mask): "
+               "does Python need any of its values yet?",
+    "keep": "keeping a value on the device (loss.detach() in a list, adding into a device tensor): is anything read?",
+    "metadata": "a tensor's shape: where does the host keep it?",
+    "compare": "comparing a device tensor with a number and keeping the result: what is that result, and where does "
+               "it live?",
 }
-_CONCEPT_OF = {"a": "number", "b": "queued", "c": "text", "d": "on device", "e": "branch", "f": "shape",
-               "g": "queued", "h": "metadata", "i": "host copy", "j": "on device", "k": "shape", "l": "text",
-               "m": "pageable", "n": "pinned", "o": "compare", "p": "shape", "q": "shape",
+_CONCEPT_OF = {"a": "number", "b": "compute", "c": "text", "d": "keep", "e": "branch", "f": "size",
+               "g": "compute", "h": "metadata", "i": "to host", "j": "keep", "k": "size", "l": "text",
+               "m": "pageable", "n": "pinned", "o": "compare", "p": "size", "q": "size",
                "r": "pageable async"}
 
 
@@ -242,6 +254,47 @@ def snippet_waits(label: str) -> bool:
     return snippet_reads(label).sync_points > 0
 
 
+# The quiz's reveal runs each kind of line alone under the counter. The lines are fixed here (not a cell's argument),
+# so the reveal cannot be turned into a counter of a learner's own code before sync_points is checked.
+PROBES = {
+    "loss.item()": "loss.item()",
+    "float(loss)": "float(loss)",
+    "int(n)": "int(n)",
+    "if loss > 0:": "if loss > 0:\n    pass",
+    "print(loss)": "print(loss)",
+    "f'{loss:.3f}'": "f'{loss:.3f}'",
+    "x.cpu()": "x.cpu()",
+    "x_host.numpy()": "x_host.numpy()",
+    "x.tolist()": "x.tolist()",
+    "torch.nonzero(mask)": "torch.nonzero(mask)",
+    "x[mask]": "x[mask]",
+    "x_host.to(device)": "x_host.to(device)",
+    "x_pinned.to(device, non_blocking=True)": "x_pinned.to(device, non_blocking=True)",
+    "x_host.to(device, non_blocking=True)": "x_host.to(device, non_blocking=True)",
+    "x @ x": "x @ x",
+    "torch.where(mask, x, 0)": "torch.where(mask, x, 0.0)",
+}
+
+
+@course_only("grader.checks.lesson02.probe_rows")
+def probe_rows() -> list[dict]:
+    """The quiz's reveal: each line of PROBES run alone under a counter (x_host pageable, x_pinned pinned, x on the
+    device)."""
+    rows = []
+    for shown, code in PROBES.items():
+        with SyncCounter("cuda") as probe, contextlib.redirect_stdout(io.StringIO()):  # print(loss) prints nothing here
+            setup = {"torch": torch, "device": probe.device}
+            exec("x_host = torch.randn(4, 4); x_pinned = x_host.pin_memory(); x = x_host.to(device); mask = x > 0; "
+                 "loss = x.sum(); n = mask.sum()", setup)
+            probe.events.clear()  # count only the line itself
+            exec(compile(code, "<probe>", "exec"), setup)
+        rows.append({"line": shown, "host waits": "yes" if probe.sync_points else "no", "reads": probe.reads,
+                     "copies to device": probe.copies, "bytes copied": probe.bytes_copied,
+                     "counted as": ", ".join(probe.by_op()) or "—", "pretend": probe.pretend,
+                     "device": str(probe.device)})
+    return rows
+
+
 _QUIZ_SHORTCUTS = ("grader.checks.lesson02.snippet_reads", "grader.checks.lesson02.snippet_waits")
 
 
@@ -254,16 +307,16 @@ def _quiz_right(answers: dict) -> int:
 def _quiz_mistakes(answers: dict) -> str | None:
     """The ideas behind the lines answered wrongly (never which labels, never the answers); None when all agree."""
     if all(answers[k] for k in SYNC_SNIPPETS):
-        return ("you answered True for every line. Most lines only queue work on the device and return at once; "
-                "only a line whose Python needs a value (a number, a size that depends on the data, text) waits")
+        return ("you answered True for every line: go back to section 2's principle, and ask of each line what its "
+                "Python needs from the device")
     if not any(answers[k] for k in SYNC_SNIPPETS):
-        return "you answered False for every line: some of them need a value from the device and must wait for it"
+        return ("you answered False for every line: go back to section 2's principle, and ask of each line what its "
+                "Python needs from the device")
     wrong = [label for label in SYNC_SNIPPETS if answers[label] != snippet_waits(label)]
     if not wrong:
         return None
     missed = list(dict.fromkeys(_CONCEPT_OF[label] for label in wrong))
-    return ("think again about these ideas (does each make the host wait, or not?): "
-            + "; ".join(_CONCEPTS[c] for c in missed))
+    return ("think again about these ideas: " + "; ".join(_CONCEPTS[c] for c in missed))
 
 
 @course_only()
@@ -294,7 +347,11 @@ class _Quiz(Prediction):
 check_sync_answers = _Quiz(LESSON, "SYNC_ANSWERS", {label: "bool" for label in SYNC_SNIPPETS}, points=2,
                            band=_quiz_band, mistakes=lambda answer, context: _quiz_mistakes(answer),
                            model=lambda context: ", ".join(f"({k}) {'waits' if snippet_waits(k) else 'does not wait'}"
-                                                           for k in SYNC_SNIPPETS), watch=(_quiz_mistakes, _quiz_right,))
+                                                           for k in SYNC_SNIPPETS),
+                           # the answer key, and the counter that measures it: entered from a cell before the first
+                           # guess, it measures the answer, and counts as asking for it
+                           watch=(_quiz_mistakes, _quiz_right, snippet_waits, snippet_reads, probe_rows,
+                                  SyncCounter.__enter__))
 
 
 # --- the data and the loop the notebook starts from ------------------------------------------
@@ -333,6 +390,73 @@ def train_buggy(model, batches, device, steps):
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+# The other versions of the loop, run by the lesson's table after train_fixed is checked. Two of them are what
+# train_fixed asks for, so they live here, not in a cell a learner reads before the check, and a train_fixed that
+# calls one is noticed (grader.shortcuts.guard).
+
+
+@course_only("grader.checks.lesson02.train_read_once")
+def train_read_once(model, batches, device, steps):
+    """The usual first fix: no read inside the loop; the batches still copied inside it."""
+    model = model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        x, y = x.to(device), y.to(device)
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).tolist()
+
+
+@course_only("grader.checks.lesson02.train_resident")
+def train_resident(model, batches, device, steps):
+    """The data set on the device before the loop; nothing read inside it."""
+    model = model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    on_device = [(x.to(device), y.to(device)) for x, y in batches]
+    losses = []
+    for step in range(steps):
+        x, y = on_device[step % len(on_device)]
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).tolist()
+
+
+@course_only("grader.checks.lesson02.train_pinned")
+def train_pinned(model, batches, device, steps):
+    """Each batch pinned before the loop and copied every step without the host waiting; nothing read inside it."""
+    model = model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    pin = torch.device(device).type == "cuda"  # pinning is for CUDA copies (the counter models it without one)
+    pinned = [(x.pin_memory(), y.pin_memory()) if pin else (x, y) for x, y in batches]
+    losses = []
+    for step in range(steps):
+        x, y = pinned[step % len(pinned)]
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).tolist()
+
+
+WAYS_OUT = {  # shown after train_fixed is checked (the lesson's section 4)
+    "resident": "the whole data set moved to the device once, before the loop; the loop copies nothing (when the "
+                "data fits in device memory, as small data sets do)",
+    "pinned": "each batch pinned once, before the loop, and copied every step with non_blocking=True: the host "
+              "queues the copy and goes on queuing the step's kernels; the copy still runs in order with them on the "
+              "one stream they share (section 5 shows what it takes to run it beside them)",
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -376,14 +500,14 @@ def _public_sync_points(sync_points: Replay) -> None:
 
 
 # sync_points predicts what the counter measures: one that runs the loops under the counter measures instead (a copy
-# test passed that way), and is noticed.
+# test passed that way), and is noticed; so is a cell that ran them under the counter before the check (a copy test
+# measured the four loops in an earlier cell and looked the counts up).
 check_sync_points = guard(Keyed(
     LESSON, "sync_points", "sync_points", _PREDICT_CASES, public=_public_sync_points,
     unknown="sync_points is not what the counter measures for every loop version, nor a mistake the course knows. "
-            "For each version, count what makes the host wait: each read of a value from the device, and each copy "
-            "to the device from ordinary (pageable) host memory; a copy from pinned memory with non_blocking=True "
-            "waits for nothing. Where in the loop is each one, and how many times does it run?"),
-    "sync_points", {SyncCounter: "grader.syncs.SyncCounter"})
+            "Go back to section 2 for what makes the host wait, then walk through each version: where is each such "
+            "line, and how many times does it run?"),
+    "sync_points", {SyncCounter: "grader.syncs.SyncCounter"}, earlier=("grader.syncs.SyncCounter",))
 
 
 # --- the fixed training loop ----------------------------------------------------------------
@@ -472,14 +596,13 @@ def _count(events: list, kind: str, op: str | None = None) -> int:
 def _judge_returned(run: dict) -> None:
     got, steps = run["got"], run["steps"]
     if isinstance(got, torch.Tensor):
-        fail("train_fixed returned a tensor; return a list of Python floats (read them once: .tolist()).")
+        fail("train_fixed returned a tensor; return a list of Python floats, one per step.")
     if not isinstance(got, (list, tuple)) or len(got) != steps:
         size = len(got) if isinstance(got, (list, tuple, str, dict)) else "?"
         fail(f"train_fixed(steps={steps}) returned {type(got).__name__} of length {size}; return one loss per step, "
              f"{steps} in all.")
     if any(isinstance(v, torch.Tensor) for v in got):
-        fail("train_fixed returned a list of tensors; return plain floats, read from the device once at the "
-             "end (torch.stack(losses).tolist()).")
+        fail("train_fixed returned a list of tensors; return plain Python floats, one per step.")
     if not all(is_number(v) for v in got):
         fail(f"train_fixed returned {list(got[:3])!r}...; return plain Python floats.")
 
@@ -503,7 +626,7 @@ def _judge_train_fixed(observation: dict) -> None:
         fail(
             f"your loop {_DOING.get(op, 'reads ' + op)} {_times(per_step)} per step: {total} reads for {steps} "
             f"steps ({_shown(reads_inside[0])}). Each read makes the host wait for the device to finish everything "
-            "queued. Keep the losses on the device (loss.detach()) and read them all once, after the loop."
+            "queued (section 2)."
         )
     copies_inside = [e for e in inside if e["kind"] == "copy"]
     if copies_inside:
@@ -511,16 +634,14 @@ def _judge_train_fixed(observation: dict) -> None:
         if "non_blocking" in first["op"] or "non_blocking" in first["line"]:
             fail(
                 f"your loop asks for non_blocking=True ({_shown(first)}), but the batch is in ordinary (pageable) "
-                "host memory, so the copy still makes the host wait: a sync point every step. non_blocking frees "
-                "the host only for pinned memory: pin the batches once, before the loop (x.pin_memory())."
+                "host memory, so the copy still makes the host wait: a sync point every step (section 2 says when "
+                "non_blocking frees the host)."
             )
         blocking = sum(e["kind"] == "copy" and e["blocking"] for e in events)
         fail(
             f"your loop copies the batch to the device inside the step loop with blocking copies ({blocking} "
-            f"blocking copies in {steps} steps, {_shown(first)}). From ordinary (pageable) host memory, or without "
-            "non_blocking=True, PyTorch waits for the device to finish everything queued before the copy returns, "
-            "so each one is a sync point. Move the batches to the device once, before the loop (or pin them "
-            "before the loop and copy with non_blocking=True)."
+            f"blocking copies in {steps} steps, {_shown(first)}). PyTorch waits for the device to finish "
+            "everything queued before such a copy returns, so each one is a sync point (section 2)."
         )
     reads = _count(events, "read")
     if reads > _count(short["events"], "read"):
@@ -528,17 +649,17 @@ def _judge_train_fixed(observation: dict) -> None:
             e["op"] for e in events if e["kind"] == "read"))
         fail(
             f"after the loop you read the losses one at a time ({ops} for {steps} steps): each read waits for the "
-            "device. Stack them and read once: torch.stack(losses).tolist()."
+            "device, and the reads grow with the steps."
         )
     if reads > 1:
         ops = ", ".join(f"{op} ×{_count(events, 'read', op)}" for op in dict.fromkeys(
             e["op"] for e in events if e["kind"] == "read"))
-        fail(f"your loop reads from the device {reads} times per call ({ops}); read once, at the end.")
+        fail(f"your loop reads from the device {reads} times per call ({ops}): each read waits for the device.")
     copies = [e for e in events if e["kind"] == "copy"]
     if not copies:
         fail(
             "your loop never moves the batches to the device: on a GPU, model(x) with x on the host and the "
-            "weights on the device fails. Move the batches with .to(device)."
+            "weights on the device fails."
         )
     copied = sum(int(e["nbytes"]) for e in copies)
     per_step = sum(batch_bytes[s % len(batch_bytes)] for s in range(steps))  # one copy of each step's batch
@@ -548,27 +669,28 @@ def _judge_train_fixed(observation: dict) -> None:
         fail(
             f"your loop copies {copied} bytes to the device in {steps} steps, {ratio:.3g}× what the batches hold "
             f"({per_step} bytes): the batch is moved to the device {'twice' if ratio == 2 else 'more than once'} "
-            f"per step ({lines}). Move it once and reuse the copy."
+            f"per step ({lines})."
         )
     kept_short, kept_long = int(short["graphs_alive"]), int(long["graphs_alive"])
     if kept_long > kept_short and kept_long >= 3:
         fail(
             f"your loop keeps every step's loss with its autograd graph: at step {steps}, {kept_long} earlier "
             "steps' graphs were still alive. A tensor in a list keeps the graph that made it (its grad_fn and "
-            "every node behind it), so memory grows with every step. Keep loss.detach(): the value without the "
-            "graph."
+            "every node behind it), so memory grows with every step (section 7)."
         )
     reference = buggy_losses(steps=steps)
     for step, (mine, theirs) in enumerate(zip(long["got"], reference)):
         if not close(float(mine), float(theirs), rel=1e-4):
             fail(
-                f"your losses differ from the buggy loop's from step {step} on. "
-                "Keep the same computation (same model, optimizer, batches and order); change only where the "
-                "batches are copied and when the losses are read."
+                f"your losses differ from the buggy loop's from step {step} on: train_fixed does the same "
+                "training (same model, optimizer, batches and order)."
             )
 
 
-check_train_fixed = Check("train_fixed", _observe_train_fixed, _judge_train_fixed)
+check_train_fixed = guard(Check("train_fixed", _observe_train_fixed, _judge_train_fixed), "train_fixed",
+                          {train_resident: "grader.checks.lesson02.train_resident",
+                           train_pinned: "grader.checks.lesson02.train_pinned",
+                           train_read_once: "grader.checks.lesson02.train_read_once"})
 
 
 def _observe_fixed_on(train_fixed: Callable, n_batches: int, batch: int, features: int, data_seed: int,

@@ -18,15 +18,47 @@ from grader.checks.lesson04 import (_ACTIVATION_CASES, _KINDS, _MAX_BATCH_CASES,
 
 
 # --- state_bytes ----------------------------------------------------------------------------------
+# The course's reading of a model's and an optimizer's tensors: state_bytes' answer, so it lives here, not in the
+# learner's grader.memory (a copy test exec'd its source there and passed).
+
+
+def state_table(model, optimizer=None) -> list[dict]:
+    """One row per tensor: kind ("parameters", "gradients", "optimizer"), name, shape, dtype, nbytes."""
+    rows = []
+    names = {id(p): n for n, p in model.named_parameters()}
+    for p in model.parameters():
+        name = names.get(id(p), "?")
+        rows.append({"kind": "parameters", "name": name, "shape": tuple(p.shape), "dtype": str(p.dtype),
+                     "nbytes": p.numel() * p.element_size()})
+        if p.grad is not None:
+            rows.append({"kind": "gradients", "name": name, "shape": tuple(p.grad.shape),
+                         "dtype": str(p.grad.dtype), "nbytes": p.grad.numel() * p.grad.element_size()})
+    if optimizer is not None:
+        for p, state in optimizer.state.items():
+            for key, value in state.items():
+                if torch.is_tensor(value):
+                    rows.append({"kind": "optimizer", "name": f"{names.get(id(p), '?')}.{key}",
+                                 "shape": tuple(value.shape), "dtype": str(value.dtype),
+                                 "nbytes": value.numel() * value.element_size()})
+    return rows
+
+
+def totals(rows: list[dict]) -> dict[str, int]:
+    """Bytes per kind from `state_table` rows."""
+    out = {"parameters": 0, "gradients": 0, "optimizer": 0}
+    for row in rows:
+        out[row["kind"]] += row["nbytes"]
+    return out
+
 
 def _reference_state(case: str) -> tuple[dict, int, int, int]:
     """(bytes per kind, bytes of AdamW's step counters, trained numbers, tensors in optimizer.state): course code."""
     optimizer, step, _ = _STATE_CASES[case]
     model, opt = _stepped_model(optimizer, step)
-    rows = memory.state_table(model, opt)
+    rows = state_table(model, opt)
     steps = sum(r["nbytes"] for r in rows if r["name"].endswith(".step"))
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return memory.totals(rows), steps, trained, len(opt.state)
+    return totals(rows), steps, trained, len(opt.state)
 
 
 def _state_bytes(observation: dict) -> None:
@@ -59,7 +91,7 @@ def _state_bytes(observation: dict) -> None:
              "tensor's own size and element width.")
     if got["gradients"] == want["parameters"] and want["gradients"] != want["parameters"]:
         fail("state_bytes counted a gradient for every parameter, but this model has a frozen layer whose .grad is "
-             "None. Read the gradients themselves (p.grad), skipping parameters that have none.")
+             "None.")
     if got["gradients"] != want["gradients"]:
         fail("state_bytes's gradient bytes are not what the .grad tensors hold.")
     if got["optimizer"] == 0:
@@ -71,19 +103,18 @@ def _state_bytes(observation: dict) -> None:
     if got["optimizer"] in (2 * trained, 2 * trained + steps // 4, 2 * trained + n_state):
         fail("state_bytes counted the optimizer state's numbers, not its bytes.")
     if got["optimizer"] == 2 * want["parameters"]:
-        fail("state_bytes assumes Adam's two moments for every parameter instead of reading optimizer.state. Here "
-             "one layer is frozen (it has no state), and before any step() there is no state at all.")
+        fail("state_bytes counts AdamW's two moments for every parameter of the model: here one layer is frozen, "
+             "and the optimizer was never given it.")
     if got["optimizer"] not in (want["optimizer"], want["optimizer"] - steps):
         fail("state_bytes's optimizer bytes are not what AdamW's tensors in optimizer.state hold (its step counters "
              "may count or not); read every tensor the optimizer keeps.")
     fresh = observation["fresh"]
     if not isinstance(fresh, dict) or fresh.get("optimizer") != 0:
-        fail("state_bytes reported optimizer state before any step(); AdamW allocates its state on the first step, "
-             "so read optimizer.state, don't assume it.")
+        fail("state_bytes reported optimizer state for an AdamW that has not taken a step yet: what does it hold "
+             "then?")
     sgd = observation["sgd"]
     if not isinstance(sgd, dict) or sgd.get("optimizer") != _reference_state("sgd")[0]["optimizer"]:
-        fail("state_bytes reported state for plain SGD, which keeps none; measure optimizer.state rather than "
-             "assuming Adam.")
+        fail("state_bytes reported state for plain SGD: what does plain SGD keep between steps?")
 
 
 # --- training_bytes -------------------------------------------------------------------------------
@@ -111,13 +142,11 @@ def _training_bytes(training_bytes) -> None:
 
     right = {c: sum(terms[c].values()) for c in cases}
     if everywhere(lambda p, o: 2 + 2 + 4 + 2 * moments[o] if p == "mixed" else right[p, o]):
-        fail("training_bytes in mixed precision keeps the optimizer's buffers in bfloat16. They belong to the "
-             "optimizer, which updates the float32 master weights: its running averages are float32 too, or the "
-             "small updates they add up would vanish as a 2-byte weight's would.")
+        fail("training_bytes in mixed precision keeps the optimizer's running averages 2 bytes wide: section 2 "
+             "says where whatever the optimizer keeps between steps lives, and why.")
     if everywhere(lambda p, o: 4 + 4 + 4 + 4 * moments[o] if p == "fp32" else right[p, o]):
-        fail("training_bytes in fp32 counts a master copy in fp32 too. A master copy exists only because mixed "
-             "precision computes with 2-byte weights; in fp32 the weights the optimizer updates are the weights "
-             "themselves.")
+        fail("training_bytes in fp32 counts a copy of the weights that fp32 training has no use for: what is each "
+             "copy you counted for?")
     for precision, optimizer in cases:
         t = terms[precision, optimizer]
         want, got = sum(t.values()), got_all[precision, optimizer]
@@ -125,16 +154,16 @@ def _training_bytes(training_bytes) -> None:
         if got == want:
             continue
         if precision == "mixed" and got == want - 4:
-            fail(f"{case}: the fp32 master copy of the weights is missing. The optimizer updates float32 weights; "
-                 "the bfloat16 weights are a copy made from them for the forward and backward passes.")
+            fail(f"{case}: a copy of the weights is missing. Where does the update happen, and how wide must the "
+                 "weights be there (section 2)?")
         if got * 4 == want or (precision == "fp32" and got in (2, 3, 4)):
             fail(f"{case} counts tensors (copies of the parameters), not bytes. Each copy costs its dtype's bytes.")
         if precision == "mixed" and got == want / 2:
-            fail(f"{case}: you made everything 16-bit. Only the working weights and gradients are bfloat16; the "
-                 "master weights and the optimizer's moments stay float32.")
+            fail(f"{case}: you made every copy 2 bytes wide. Which of them must hold a small update without losing "
+                 "it (section 2, and lesson 03's running value that stopped moving)?")
         if got == t["parameters"] + t["gradients"] and t["optimizer"] > 0:
-            fail(f"{case} counts weights and gradients only, no optimizer state. Momentum and Adam keep running "
-                 "averages, one float32 number per parameter for each.")
+            fail(f"{case} counts weights and gradients only, no optimizer state: section 1 says what each optimizer "
+                 "keeps per parameter.")
         fail(f"{case} is not what a layer trained one step this way holds: list every copy of the parameters that "
              "exists for training, and the width of each.")
     small = call(training_bytes, 3, "fp32", "adam")
@@ -147,8 +176,21 @@ def _training_bytes(training_bytes) -> None:
 _FROM_OUTPUT = ("relu", "tanh", "sigmoid")  # their derivative is a function of their output
 
 
+_MEASURABLE = 10**7  # batch x widest layer: above it a case is too big to run here (or anywhere: that is its point)
+
+
+def _model_saved(batch: int, widths: list, activation: str) -> int:
+    """What autograd keeps on memory.mlp: the input, and per hidden layer the tensor(s) the activation's backward and
+    the next Linear need (GELU's input and output; the others' output alone). tests hold it to the recorder."""
+    per_hidden = 1 if activation in _FROM_OUTPUT else 2
+    return 4 * batch * (widths[0] + per_hidden * sum(widths[1:-1]))
+
+
 def _measured(batch: int, widths: list, activation: str) -> int:
-    """What memory.mlp(widths, activation) saves for backward on a float32 batch, measured with the course's recorder."""
+    """What memory.mlp(widths, activation) saves for backward on a float32 batch, measured with the course's recorder
+    (a case too big to run: the model the measured cases agree with)."""
+    if batch * max(widths) > _MEASURABLE:
+        return _model_saved(batch, widths, activation)
     return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
 
 
@@ -169,19 +211,16 @@ def _predict_saved_bytes(predict_saved_bytes) -> None:
         if got == want // batch and batch > 1:
             fail(f"{shown} gives the bytes for one sample; every sample in the batch keeps its own activations.")
         if hidden and got == want + hidden and activation in _FROM_OUTPUT:
-            fail(f"{shown}: you counted each hidden layer twice. {activation}'s backward can be computed from its "
-                 "output alone (look at its derivative), and the next Linear keeps that same tensor as its input: one "
-                 "storage, counted once. What comes before it is not kept.")
+            fail(f"{shown} is more than autograd keeps on the {activation} stack: does that activation's backward "
+                 "need anything the next Linear does not keep already (section 3's derivatives)?")
         if hidden and got == want - hidden and activation == "gelu":
-            fail(f"{shown}: GELU's derivative is not a function of its output alone, so its backward needs its input, "
-                 "the Linear's output before it. That is a second tensor per hidden layer, beside the GELU output the "
-                 "next Linear keeps.")
+            fail(f"{shown} is less than autograd keeps on the GELU stack: look again at what GELU′ is a function "
+                 "of (section 3).")
         if got == want + 4 * batch * widths[-1] or got == want + hidden + 4 * batch * widths[-1]:
-            fail(f"{shown}: you counted the last layer's output. A Linear keeps its input (for the weight's gradient), "
-                 "not its output.")
+            fail(f"{shown}: you counted the last Linear's output: what does a Linear's backward need?")
         if got == want - 4 * batch * widths[0]:
-            fail(f"{shown}: the input batch is missing. The first Linear keeps its input to compute its weight's "
-                 "gradient, even though the input needs no gradient.")
+            fail(f"{shown} leaves out something the first Linear's backward needs (the batch needs no gradient; "
+                 "its weight does).")
         if got in (want + weights, want + weights - 4 * widths[0] * widths[1]):
             fail(f"{shown}: you counted the weights. Autograd does save a Linear's weight (to pass the gradient back "
                  "to its input), but parameters are not activations: they are in memory anyway, counted once among "
@@ -213,38 +252,35 @@ def _activation_bytes(observation: dict) -> None:
     with_params = _recorded("mlp10", exclude_parameters=False).nbytes
     per_save = sum(r["storage_nbytes"] for r in saved.rows if r["why not"] != "parameter")
     if got == 0:
-        fail("activation_bytes returned 0: nothing was recorded. Run model(batch) inside "
-             "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` with gradients enabled, "
-             "and add up the storages that pack receives.")
+        fail("activation_bytes returned 0: nothing was recorded. Were the hooks active, with gradients enabled, "
+             "while model(batch) ran?")
     elements = sum(t // 4 for t in saved.storages.values())
     if got == elements or got * 4 == want:
         fail("activation_bytes counts elements, not bytes: each element of a storage takes as many bytes as its dtype is wide.")
     if got == with_params:
         fail("activation_bytes counts the weights too (pack also receives them, since a Linear saves its weight for "
-             "backward). Parameters are not activations: skip any tensor whose storage is a parameter's.")
+             "backward). Parameters are not activations: they are in memory anyway (section 3).")
     if got == per_save:
-        fail("activation_bytes on an MLP: the same storage was counted more than once (ReLU's output is saved by ReLU "
-             "and again by the next Linear). Count each storage once: two tensors that share memory share a storage, whatever the tensor objects are.")
+        fail("activation_bytes on an MLP counts the same memory more than once (ReLU's output is saved by ReLU "
+             "and again by the next Linear, as two tensor objects).")
     if got != want:
         fail("activation_bytes on a 32→64→16 MLP with a batch of 10 is not the bytes of activations it keeps for "
              "backward (parameters excluded, each storage once).")
     want2, got2 = _recorded("squares").nbytes, observation["squares"]
     if is_number(got2) and got2 > want2:
-        fail("activation_bytes gives more than a model that saves one tensor twice keeps: the same storage was "
-             "counted more than once (x * x saves x twice; a split gives two views of one storage). Count each "
-             "storage once: two views of one memory are one storage, whatever the tensor objects are.")
+        fail("activation_bytes gives more than a model that saves one tensor twice keeps: the same memory was "
+             "counted more than once (x * x saves x twice; a split gives two views of one tensor's memory).")
     if got2 != want2:
         fail("activation_bytes is not the bytes of the distinct storages a model that saves one tensor twice keeps.")
     want3, got3 = _recorded("slice").nbytes, observation["slice"]
     if is_number(got3) and got3 < want3:
         fail("activation_bytes gives less than a model keeps alive for backward when it saves a slice (a view) of a "
-             "Linear's output: a view keeps its whole storage in memory, not just the part it shows. Count each "
-             "storage once, at its full size: the storage knows its own size, the view only the part it shows.")
+             "Linear's output: what does a view keep alive, the part it shows or more?")
     if got3 != want3:
         fail("activation_bytes is not the bytes of the distinct storages a model that saves a slice keeps alive.")
     if observation["mlp20"] != 2 * want:
-        fail("activation_bytes does not grow in step with the batch, as activations do. Measure each call from "
-             "scratch (a fresh record every call).")
+        fail("activation_bytes does not grow in step with the batch, as activations do: does each call start "
+             "from nothing?")
 
 
 # --- max_batch ------------------------------------------------------------------------------------
@@ -269,8 +305,7 @@ def _max_batch(max_batch) -> None:
             continue
         if want > 0 and got in {int(memory_bytes // (p / b)) for b, p in peaks.items()}:
             fail(f"{shown}: that divides memory by peak / batch, as if every byte of the peak grew with the batch. "
-                 "Part of it is there whatever the batch (weights, gradients, optimizer state). What one more sample "
-                 "costs is the slope between two measurements; what is left at batch 0 is the fixed part.")
+                 "Part of it is there whatever the batch (weights, gradients, optimizer state).")
         if want > 0 and got == memory_bytes // per:
             fail(f"{shown}: that ignores the fixed bytes, which are there whatever the batch; only what is left after "
                  "them holds activations.")
@@ -278,12 +313,11 @@ def _max_batch(max_batch) -> None:
             fail(f"{shown} returned a negative batch: when the fixed bytes alone leave no room for a sample, no batch "
                  "fits. Return 0, never a negative batch.")
         if got == want + 1 and fixed + got * per > memory_bytes:
-            fail(f"{shown}: that many samples need more bytes than memory holds. Round down.")
+            fail(f"{shown}: that many samples need more bytes than memory holds.")
         if got == want - 1 and fixed + want * per == memory_bytes:
-            fail(f"{shown} is one short: the next batch fills memory exactly, and a batch that fills memory to the "
-                 "last byte still fits (use <=, not <).")
-        fail(f"{shown} is not the largest batch that fits: from the measured peaks, work out what one more sample "
-             "costs and what is there whatever the batch.")
+            fail(f"{shown} is one short: a batch that fills memory to the last byte still fits.")
+        fail(f"{shown} is not the largest batch that fits (section 5: what in a peak grows with the batch, and "
+             "what does not?).")
 
 
 JUDGES = {"state_bytes": _state_bytes, "training_bytes": _training_bytes, "predict_saved_bytes": _predict_saved_bytes,
