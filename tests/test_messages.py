@@ -305,6 +305,23 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "        self.scale = torch.amp.GradScaler('cpu', init_scale=init_scale).get_scale()\n"
          "    def update(self, found_inf):\n"
          "        return not found_inf\n", r"calls torch\.amp\.GradScaler"),
+        ("LossScaler_check",
+         "import torch\nclass LossScaler:\n"
+         "    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):\n"
+         "        self.scale, self.g, self.b, self.i = init_scale, growth_factor, backoff_factor, growth_interval\n"
+         "        self.s, self.t = torch.full((), float(init_scale)), torch.zeros((), dtype=torch.int32)\n"
+         "    def update(self, found_inf):\n"
+         "        torch._amp_update_scale_(self.s, self.t, torch.full((), float(found_inf)), self.g, self.b, self.i)\n"
+         "        self.scale = float(self.s)\n        return not found_inf\n", r"calls torch\._amp_update_scale_"),
+        ("predict_vanishing_check", "from grader import floats\n\ndef predict_vanishing(values, e, m):\n"
+         "    f = floats.Format('x', e, m, None)\n    return [v != 0 and abs(v) <= f.smallest_subnormal / 2 for v in values]\n",
+         r"calls grader\.floats\.Format\.smallest_subnormal"),
+        ("predict_vanishing_check", "from grader import floats\n\ndef predict_vanishing(values, e, m):\n"
+         "    f = floats.Format('x', e, m, None)\n"
+         "    return [v != 0 and abs(v) <= f.smallest_normal * f.eps / 2 for v in values]\n",
+         r"calls grader\.floats\.Format\.(smallest_normal|eps)"),
+        ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._half_subnormal\n", "gone"),
+        ("decode_check", "from grader.checks import lesson03\nlesson03._reference_bits\n", "gone"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03.vanishing_model\n", "gone"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._vanishing_model\n", "gone"),
         ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03.largest_finite_scale\n", "gone"),
