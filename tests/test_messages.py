@@ -380,6 +380,13 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    return floats.Format('x', e, m, None).smallest_subnormal\n", r"calls grader\.floats\.Format\.smallest_subnormal"),
         ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
          "    return floats.value_of(0, 0, 1, floats.Format('x', e, m, None))\n", r"calls grader\.floats\.value_of"),
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+         "    f = floats.Format('x', e, m, None)\n    return f.smallest_normal * f.eps\n",
+         r"calls grader\.floats\.Format\.(smallest_normal|eps)"),
+        ("low_precision_ops_check", "from grader import amp\n\ndef low_precision_ops(model, x, device_type, dtype):\n"
+         "    words = {}\n    for n, (i, o) in amp.leaf_dtypes(model, x, device_type, dtype).items():\n"
+         "        words[n] = 'lowered' if (i, o) == (__import__('torch').float32, dtype) else 'float32' if (i, o) == "
+         "(dtype, __import__('torch').float32) else 'as input'\n    return words\n", r"calls grader\.amp\.leaf_dtypes"),
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06._reference_ops\n", "gone"),
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],
