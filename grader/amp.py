@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from grader import memory, specs
+from grader.shortcuts import course_only
 
 # display name -> autocast dtype (None: plain fp32, no autocast)
 FORMATS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -252,6 +253,24 @@ def gpu_label(chip: specs.Chip) -> str:
     return f"{chip.name} (model: datasheet peak, 6·N·tokens FLOPs, lesson 04's memory model; not a measurement)"
 
 
+
+
+@course_only()
+def leaf_dtypes(model: nn.Module, x: torch.Tensor, device_type: str, dtype: torch.dtype) -> dict[str, tuple]:
+    """For each leaf module that ran in `model(x)` under autocast: (the dtype of its first input, of its output).
+
+    The lesson's tables read the policy's evidence with it once low_precision_ops is checked; a learner's
+    low_precision_ops that calls it is noticed by the check."""
+    seen: dict[str, tuple] = {}
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: seen.__setitem__(n, (inp[0].dtype, out.dtype)))
+               for n, m in model.named_modules() if not list(m.children())]
+    try:
+        with torch.autocast(device_type, dtype=dtype):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return seen
 
 
 def policy_words(table) -> str:

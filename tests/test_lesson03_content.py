@@ -323,7 +323,11 @@ def test_forecast_scenario_is_one_skip_in_growth_interval_plus_one():
 
 
 def test_zero_share_reference_is_the_measured_cast():
-    assert abs(lesson03._zero_share(torch.float16) - 0.4475) < 1e-3 and lesson03._zero_share(torch.bfloat16) == 0.0
+    """The model of a cast to a format of given widths agrees with torch's casts where torch has the format."""
+    spread = torch.logspace(-12, -2, 10001)
+    assert abs(lesson03._zero_share(5, 10) - float((spread.half() == 0).float().mean())) < 1e-4
+    assert lesson03._zero_share(8, 7) == 0.0 == float((spread.bfloat16() == 0).float().mean())
+    assert abs(lesson03._zero_share(*lesson03.ZERO_SHARE_FORMAT) - 0.5678) < 1e-3
 
 
 # --- third edition (issue 29): tf32 has no IEEE cast; fp16 overflows from 65,520 -------------------------------------

@@ -309,6 +309,23 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "        self.scale = torch.amp.GradScaler('cpu', init_scale=init_scale).get_scale()\n"
          "    def update(self, found_inf):\n"
          "        return not found_inf\n", r"calls torch\.amp\.GradScaler"),
+        ("LossScaler_check",
+         "import torch\nclass LossScaler:\n"
+         "    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):\n"
+         "        self.scale, self.g, self.b, self.i = init_scale, growth_factor, backoff_factor, growth_interval\n"
+         "        self.s, self.t = torch.full((), float(init_scale)), torch.zeros((), dtype=torch.int32)\n"
+         "    def update(self, found_inf):\n"
+         "        torch._amp_update_scale_(self.s, self.t, torch.full((), float(found_inf)), self.g, self.b, self.i)\n"
+         "        self.scale = float(self.s)\n        return not found_inf\n", r"calls torch\._amp_update_scale_"),
+        ("predict_vanishing_check", "from grader import floats\n\ndef predict_vanishing(values, e, m):\n"
+         "    f = floats.Format('x', e, m, None)\n    return [v != 0 and abs(v) <= f.smallest_subnormal / 2 for v in values]\n",
+         r"calls grader\.floats\.Format\.smallest_subnormal"),
+        ("predict_vanishing_check", "from grader import floats\n\ndef predict_vanishing(values, e, m):\n"
+         "    f = floats.Format('x', e, m, None)\n"
+         "    return [v != 0 and abs(v) <= f.smallest_normal * f.eps / 2 for v in values]\n",
+         r"calls grader\.floats\.Format\.(smallest_normal|eps)"),
+        ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._half_subnormal\n", "gone"),
+        ("decode_check", "from grader.checks import lesson03\nlesson03._reference_bits\n", "gone"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03.vanishing_model\n", "gone"),
         ("predict_vanishing_check", "from grader.checks import lesson03\nlesson03._vanishing_model\n", "gone"),
         ("choose_loss_scale_check", "from grader.checks import lesson03\nlesson03.largest_finite_scale\n", "gone"),
@@ -367,6 +384,13 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    return floats.Format('x', e, m, None).smallest_subnormal\n", r"calls grader\.floats\.Format\.smallest_subnormal"),
         ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
          "    return floats.value_of(0, 0, 1, floats.Format('x', e, m, None))\n", r"calls grader\.floats\.value_of"),
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+         "    f = floats.Format('x', e, m, None)\n    return f.smallest_normal * f.eps\n",
+         r"calls grader\.floats\.Format\.(smallest_normal|eps)"),
+        ("low_precision_ops_check", "from grader import amp\n\ndef low_precision_ops(model, x, device_type, dtype):\n"
+         "    words = {}\n    for n, (i, o) in amp.leaf_dtypes(model, x, device_type, dtype).items():\n"
+         "        words[n] = 'lowered' if (i, o) == (__import__('torch').float32, dtype) else 'float32' if (i, o) == "
+         "(dtype, __import__('torch').float32) else 'as input'\n    return words\n", r"calls grader\.amp\.leaf_dtypes"),
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06._reference_ops\n", "gone"),
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],

@@ -17,19 +17,21 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import struct
+import sys
 import warnings
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, record, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.checks._keys import Keyed, outcomes
-from grader.floats import FORMATS, value_of
+from grader.floats import FORMATS, Format
+from grader.floats import kind_of as floats_kind_of
+from grader.floats import value_of as floats_value_of
 from grader.notebook import CheckFailed, NotDone
 from grader.shortcuts import course_only
+from grader.shortcuts import message as shortcut_message
 
 LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
 
@@ -38,25 +40,6 @@ _WIDTHS = {name: (f.exponent_bits, f.mantissa_bits) for name, f in FORMATS.items
 # Values every bit-level check tries: normal, negative, subnormal, zero, inf, nan, overflow, ties.
 _EDGE = [1.0, -2.5, 0.1, 3.140625, -1234.5678, 65504.0, 1e-5, -6e-8, 1e-8, 0.0, -0.0,
          math.inf, -math.inf, math.nan, 1e30, 1e-40, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-12]
-
-
-def _fp32_bits(x: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-def _reference_bits(x: float, fmt: str) -> int:
-    """Raw bit pattern of x stored in fp32, fp16 or bf16, from libraries that already know."""
-    if fmt == "fp32":
-        return _fp32_bits(x)
-    if fmt == "fp16":
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            return int(np.array([x], dtype=np.float32).astype(np.float16).view(np.uint16)[0])
-    return int(torch.tensor([x], dtype=torch.float32).to(torch.bfloat16).view(torch.int16)[0]) & 0xFFFF
-
-
-def _split(bits: int, exponent_bits: int, mantissa_bits: int) -> tuple[int, int, int]:
-    return (bits >> (exponent_bits + mantissa_bits)) & 1, (bits >> mantissa_bits) & (2**exponent_bits - 1), bits & (2**mantissa_bits - 1)
 
 
 def _is_int(v) -> bool:
@@ -77,7 +60,10 @@ def _fields(decode: Callable, x: float, fmt: str) -> tuple[int, int, int]:
 # The answers of decode, round_to and stall_point are not here: each is judged by digests (grader.checks._keys),
 # made by scripts/build_keys.py from the instructor's judges (solutions/judges/lesson03.py, never released).
 
-_DECODE_CASES = [(x, fmt) for fmt in ("fp32", "fp16", "bf16", "tf32") for x in _EDGE]
+# The four named formats, and two made up, given by their widths (IEEE-style: an all-ones exponent field is inf or
+# nan): no library has them, so their fields follow from the principle alone.
+_MADE_UP = ((6, 5), (4, 3))
+_DECODE_CASES = [(x, fmt) for fmt in ("fp32", "fp16", "bf16", "tf32", *_MADE_UP) for x in _EDGE]
 
 
 def _public_decode(decode: Replay) -> None:
@@ -87,18 +73,20 @@ def _public_decode(decode: Replay) -> None:
 
 
 def _hints_decode(decode: Replay) -> None:
-    """An unknown answer whose tf32 fields do not fit tf32's widths."""
+    """An unknown answer whose fields do not fit the format's widths."""
     for x, fmt in _DECODE_CASES:
         got = _fields(decode, x, fmt)
-        if fmt == "tf32" and not (got[0] in (0, 1) and 0 <= got[1] < 256 and 0 <= got[2] < 1024):
-            fail(f"decode({x!r}, 'tf32') returned {got}: tf32 fields are 1 sign bit, 8 exponent bits, 10 mantissa bits.")
+        e, m = _WIDTHS[fmt] if isinstance(fmt, str) else fmt
+        if not (got[0] in (0, 1) and 0 <= got[1] < 2**e and 0 <= got[2] < 2**m):
+            fail(f"decode({x!r}, {fmt!r}) returned {got}: its fields are 1 sign bit, {e} exponent bits and {m} "
+                 "mantissa bits.")
 
 
 check_decode = Keyed(
     LESSON, "decode", "decode", _DECODE_CASES, public=_public_decode, hints=_hints_decode,
     unknown="decode returns fields that are not what each format stores, nor a mistake the course knows. Go back to "
-            "section 1: the sign bit, the exponent field with its bias, the stored mantissa bits, and what an all-zero "
-            "or all-ones exponent field means; tf32 is fp32 rounded to nearest even at 10 mantissa bits.")
+            "section 1 (the fields, the bias, what an all-zero or all-ones exponent field means) and to what a cast "
+            "does to the bits that do not fit.")
 
 
 # --- predictions: a dict the learner fills in by hand before the cell that measures it -------------
@@ -129,56 +117,49 @@ def _answers(answers: Any, name: str, keys: list, example: str) -> dict:
 _BY_HAND = [-2.5, 1e-5, 65520.0]  # fp16, worked out on paper
 
 
-def _judge_fields_by_hand(answers: Any) -> None:
-    """FIELDS_BY_HAND: the fp16 fields of -2.5, 1e-5 and 65520, worked out by hand."""
-    got_all = _answers(answers, "FIELDS_BY_HAND", _BY_HAND, "{-2.5: (1, 16, 0), ...}")
-    fp16 = FORMATS["fp16"]
+def _public_fields_by_hand(answers: Any) -> None:
+    """FIELDS_BY_HAND without its answer: three ints per number, each within fp16's field widths."""
+    got_all = _answers(answers, "FIELDS_BY_HAND", _BY_HAND, "{-2.5: (sign, exponent, mantissa), ...}")
     for x in _BY_HAND:
         got = got_all[x]
         if not isinstance(got, (tuple, list)) or len(got) != 3 or not all(_is_int(v) for v in got):
             fail(f"FIELDS_BY_HAND[{x!r}] is {got!r}; write three integers (sign, exponent, mantissa).")
-        got = tuple(int(v) for v in got)
-        want = _split(_reference_bits(x, "fp16"), 5, 10)
-        if got == want:
-            continue
-        sign, exponent, mantissa = got
+        sign, exponent, mantissa = (int(v) for v in got)
+        if exponent < 0:
+            fail(f"FIELDS_BY_HAND[{x!r}] has a negative exponent field: the stored field is an unsigned integer "
+                 "(section 1 says how the power of two is stored, and what a number too small for any normal "
+                 "exponent is stored as).")
+        if mantissa >= 1024:
+            fail(f"FIELDS_BY_HAND[{x!r}] has a mantissa wider than the 10 bits fp16 stores: which bit is never "
+                 "stored?")
         if not (0 <= exponent < 32 and 0 <= mantissa < 1024 and sign in (0, 1)):
-            if exponent < 0:
-                fail(f"FIELDS_BY_HAND[{x!r}] has exponent {exponent}: the stored field is an unsigned integer, the power "
-                     "of two plus the bias (15 in fp16). A number below the smallest normal (2⁻¹⁴ ≈ 6.1e-5) has no "
-                     "exponent to spare: it is stored as a subnormal, with the exponent field all zeros.")
-            if mantissa >= 1024:
-                fail(f"FIELDS_BY_HAND[{x!r}] has mantissa {mantissa}, more than 10 bits hold: the hidden leading 1 "
-                     "is not stored, only the 10 bits after it.")
-            fail(f"FIELDS_BY_HAND[{x!r}] is {got}: fp16 fields are 1 sign bit (0 or 1), 5 exponent bits (0 to 31) and "
-                 "10 mantissa bits (0 to 1023).")
-        if x == 65520.0 and got == (0, 30, 1023):
-            fail("FIELDS_BY_HAND[65520.0] is fp16's largest finite number, 65,504: a cast does not stop at the largest "
-                 "number. How far apart are fp16's numbers up there, where does 65,520 fall between its neighbours "
-                 "(one of them past the largest exponent), and which way does a cast send a tie?")
-        if x == 1e-5 and exponent == 0 and abs(mantissa - 2 * 167.77) < 1.5:
-            fail(f"FIELDS_BY_HAND[1e-5] is {got}: that reads a zero exponent field as 2⁰⁻¹⁵. An all-zero exponent "
-                 "field stands for the same power of two as the smallest normal number, without the hidden 1.")
-        if x == 1e-5 and exponent == 0 and abs(mantissa - 167.77) < 1.5:
-            fail(f"FIELDS_BY_HAND[1e-5] is {got}: a cast rounds to the nearest mantissa, not down.")
-        if x == 1e-5 and exponent != 0:
-            fail(f"FIELDS_BY_HAND[1e-5] has exponent field {exponent}, but 1e-5 is below fp16's smallest normal number "
-                 "(2⁻¹⁴ ≈ 6.1e-5): it is a subnormal, stored with the exponent field all zeros and no hidden 1.")
-        if x == -2.5 and sign == 0:
-            fail("FIELDS_BY_HAND[-2.5] has sign 0: the sign bit is 1 for a negative number; the other fields hold "
-                 "the magnitude, 2.5.")
-        if x == -2.5 and exponent == 1:
-            fail("FIELDS_BY_HAND[-2.5] has exponent 1, the power of two itself: the stored field adds the bias, 15.")
-        if x == -2.5 and mantissa in (1, 25, 5):
-            fail(f"FIELDS_BY_HAND[-2.5] has mantissa {mantissa}: the mantissa field is the binary fraction after the "
-                 "leading 1, read as a 10-bit integer. 2.5 = 1.25 × 2¹ and .25 is binary .01, so the bits are "
-                 "0100000000.")
-        fail(f"FIELDS_BY_HAND[{x!r}] is {got}, fields that store {value_of(*got, fp16)!r} in fp16; that is not the fp16 "
-             f"value nearest to {x!r}. Find the power of two first, then the 10 bits after the leading 1 (section 1 "
-             "says what an all-zero or all-ones exponent field means).")
+            fail(f"FIELDS_BY_HAND[{x!r}] is {tuple(got)}: fp16 fields are 1 sign bit (0 or 1), 5 exponent bits (0 to "
+                 "31) and 10 mantissa bits (0 to 1023).")
 
 
-check_fields_by_hand = Check("FIELDS_BY_HAND", _prediction("FIELDS_BY_HAND"), _judge_fields_by_hand)
+def _summary_fields_by_hand(answers: Any) -> list:
+    return [[int(v) for v in answers[x]] for x in _BY_HAND]
+
+
+def _hints_fields_by_hand(answers: Any) -> None:
+    """An unknown answer: what can be said of each number without its fields."""
+    sign, exponent, _ = answers[-2.5]
+    if sign != 1:
+        fail("FIELDS_BY_HAND[-2.5] has sign 0: which sign bit does a negative number carry?")
+    if answers[1e-5][1] != 0:
+        fail("FIELDS_BY_HAND[1e-5] has a nonzero exponent field, but 1e-5 lies below fp16's smallest normal number "
+             "(section 1's table): how does fp16 store a number that small?")
+    if answers[65520.0][1] < 30:
+        fail("FIELDS_BY_HAND[65520.0] has an exponent field far below the top of fp16's range, where 65,520 lies.")
+
+
+check_fields_by_hand = Keyed(
+    LESSON, "FIELDS_BY_HAND", observe=_prediction("FIELDS_BY_HAND"), summary=_summary_fields_by_hand,
+    public=_public_fields_by_hand, hints=_hints_fields_by_hand,
+    unknown="FIELDS_BY_HAND holds fields that are not what fp16 stores for one of the numbers, nor a mistake the "
+            "course knows. For each: the power of two first, then the 10 bits after the leading 1, then what a "
+            "cast does to the bits that do not fit (section 1 says what an all-zero or all-ones exponent field "
+            "means).")
 
 
 # --- round_to -------------------------------------------------------------------------------
@@ -249,68 +230,56 @@ check_round_to = Keyed(
     observe=_on_copies("round_to", lambda: [(_round_input(), fmt) if ties == "even" else (_round_input(), fmt, ties)
                                             for fmt, ties in _ROUND_CASES]),
     unknown="round_to does not give the format's number nearest to each value, nor a mistake the course knows. "
-            "Rounding to nearest works on the magnitude, keeps the sign, and settles an exact tie by the rule asked "
-            "for (to even: the neighbour whose last mantissa bit is 0; away: the one of larger magnitude).")
+            "Go back to section 2: what \"nearest\" means for the bits that are dropped, and what each tie rule "
+            "asks for.")
 
 
-_ROUNDED = {"1 + 2**-8 in bf16": (1 + 2.0**-8, torch.bfloat16), "1 + 3 * 2**-8 in bf16": (1 + 3 * 2.0**-8, torch.bfloat16),
-            "2049 in fp16": (2049.0, torch.float16), "65519 in fp16": (65519.0, torch.float16)}
+_ROUNDED = ["1 + 2**-8 in bf16", "1 + 3 * 2**-11 in tf32", "2049 in fp16", "65519 in fp16"]  # four casts, by hand
 
 
-def _judge_rounded_by_hand(answers: Any) -> None:
-    """ROUNDED_BY_HAND: four casts predicted before any is run."""
-    got_all = _answers(answers, "ROUNDED_BY_HAND", list(_ROUNDED), '{"2049 in fp16": 2048.0, ...}')
-    for label, (x, dtype) in _ROUNDED.items():
-        got = got_all[label]
-        if not is_number(got):
-            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}; write the number you expect the cast to give.")
-        got = float(got)
-        want = float(torch.tensor([x]).to(dtype).float())
-        if got == want:
-            continue
-        fmt = "bf16" if dtype == torch.bfloat16 else "fp16"
-        if got == x and label != "65519 in fp16":
-            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}, the value itself, but {fmt} cannot hold it: it has "
-                 f"{FORMATS[fmt].mantissa_bits} mantissa bits, so near {x:g} its numbers are "
-                 f"{2.0 ** (math.floor(math.log2(x)) - FORMATS[fmt].mantissa_bits):g} apart. Which two neighbours "
-                 "is it between, and which is nearer?")
-        if label == "65519 in fp16":
-            if math.isinf(got):
-                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but a cast does not overflow as soon as a value passes "
-                     "the largest number: it keeps the nearest, and inf stands where the next power of two would be. "
-                     "How far past fp16's largest number is 65,519, against the gap between numbers there?")
-            fail(f"ROUNDED_BY_HAND['65519 in fp16'] is {got!r}, which fp16 does not hold. Near 65,504 (its largest "
-                 "number) fp16 numbers are 32 apart.")
-        if got > want and (x - want) == (got - x):
-            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: {x!r} is exactly halfway between two {fmt} numbers, and "
-                 "you sent the tie up (away from zero). A cast sends a tie to the neighbour whose last mantissa bit "
-                 "is 0 (to even), so that ties round up as often as down and a long sum is not biased.")
-        if got < x < want:
-            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}: that drops the bits that do not fit (truncation). {x!r} is "
-                 "exactly halfway between two numbers; a cast sends the tie to the neighbour whose last mantissa bit "
-                 "is 0, which is not always the one below.")
-        fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}; a cast to {fmt} keeps the {fmt} number nearest to {x!r} "
-             "(at a tie, the one whose last mantissa bit is 0).")
+def _public_rounded_by_hand(answers: Any) -> None:
+    """ROUNDED_BY_HAND without its answer: a number for each cast."""
+    got_all = _answers(answers, "ROUNDED_BY_HAND", _ROUNDED, '{"2049 in fp16": <the value you expect>, ...}')
+    for label in _ROUNDED:
+        if not is_number(got_all[label]):
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got_all[label]!r}; write the number you expect the cast to give.")
 
 
-check_rounded_by_hand = Check("ROUNDED_BY_HAND", _prediction("ROUNDED_BY_HAND"), _judge_rounded_by_hand)
+def _summary_rounded_by_hand(answers: Any) -> list:
+    return [float(answers[label]) for label in _ROUNDED]
+
+
+def _hints_rounded_by_hand(answers: Any) -> None:
+    """An unknown answer: a value the format cannot hold is named, without the one it should be."""
+    for label, x in zip(_ROUNDED, (1 + 2.0**-8, 1 + 3 * 2.0**-11, 2049.0, 65519.0)):
+        if float(answers[label]) == x:
+            fail(f"ROUNDED_BY_HAND[{label!r}] is the value itself, but the format cannot hold it: which two of its "
+                 "numbers is it between, and which does a cast keep?")
+
+
+check_rounded_by_hand = Keyed(
+    LESSON, "ROUNDED_BY_HAND", observe=_prediction("ROUNDED_BY_HAND"), summary=_summary_rounded_by_hand,
+    public=_public_rounded_by_hand, hints=_hints_rounded_by_hand,
+    unknown="ROUNDED_BY_HAND holds a value that is not what that cast gives, nor a mistake the course knows. For "
+            "each: how far apart the format's numbers are near the value, which two it lies between, and, at a "
+            "tie, which way section 2 says a cast goes.")
 
 
 # --- predict, then measure: which gradients vanish -----------------------------------------------
 
 
-def _half_subnormal(e: int, m: int) -> float:
-    return 2.0 ** (-(2 ** (e - 1) - 1) - m)
+# (values, exponent bits, mantissa bits): fp16, bf16, fp8 e4m3, fp8 e5m2 and a made-up (6, 5) format. Each format is
+# tried on a ladder of magnitudes, every power of two over a stretch of exponents (each exactly, 1.25 times it and
+# -1.5 times it), far enough either side that its cut-off, the ties at it and its neighbours are all on the ladder,
+# with zero and ±1 beside them.
+_LADDERS = {(5, 10): (-31, -11), (8, 7): (-141, -121), (4, 3): (-15, -3), (5, 2): (-23, -10), (6, 5): (-43, -27)}
 
 
-# (values, exponent bits, mantissa bits): fp16, bf16, fp8 e4m3, fp8 e5m2 and a made-up (6, 5) format, each with the
-# exact tie at half the smallest subnormal, values just either side, one between that and the smallest normal, zero, a big one.
 def _vanishing_cases() -> list[tuple]:
     cases = []
-    for e, m in ((5, 10), (8, 7), (4, 3), (5, 2), (6, 5)):
-        h = _half_subnormal(e, m)
-        normal = 2.0 ** (1 - (2 ** (e - 1) - 1))
-        cases.append(([h, h * 1.25, -h * 0.75, h * 0.5, -h * 1.5, h * 2, normal * 0.5, 0.0, 1.0, -h], e, m))
+    for (e, m), (low, high) in _LADDERS.items():
+        values = [v for k in range(low, high + 1) for v in (2.0**k, 1.25 * 2.0**k, -1.5 * 2.0**k)]
+        cases.append((values + [0.0, 1.0, -1.0], e, m))
     return cases
 
 
@@ -350,6 +319,20 @@ def _hints_predict_vanishing(predict_vanishing: Replay) -> None:
                  "smaller one (in magnitude) survives: a cast rounds each magnitude to the nearest number the format "
                  "holds, so whether a value vanishes depends on its magnitude alone, and only on which side of one "
                  "cut-off it lies.")
+    casts = {(5, 10): torch.float16, (8, 7): torch.bfloat16, (4, 3): getattr(torch, "float8_e4m3fn", None),
+             (5, 2): getattr(torch, "float8_e5m2", None)}  # fp8 e4m3fn flushes like an IEEE (4, 3) format does
+    for values, e, m in _VANISH_CASES:
+        dtype = casts.get((e, m))
+        if dtype is None:
+            continue
+        mine = _as_bools(call(predict_vanishing, values, e, m), len(values))
+        cast = ((torch.tensor(values, dtype=torch.float64).to(dtype) == 0) & (torch.tensor(values) != 0)).tolist()
+        if any(p and not c for p, c in zip(mine, cast)):
+            fail(f"for the format with {e} exponent bits and {m} mantissa bits ({dtype}) you predicted that values "
+                 "vanish which torch's cast keeps.")
+        if any(c and not p for p, c in zip(mine, cast)):
+            fail(f"for the format with {e} exponent bits and {m} mantissa bits ({dtype}) you predicted that values "
+                 "survive which torch's cast turns into 0.")
 
 
 def _bools_read(observation: Any) -> list:
@@ -361,9 +344,7 @@ check_predict_vanishing = Keyed(
     LESSON, "predict_vanishing", "predict_vanishing", _VANISH_CASES, public=_public_predict_vanishing,
     hints=_hints_predict_vanishing, accept=(_bools_read,),
     unknown="predict_vanishing is not which values a cast to that format turns into 0, nor a mistake the course "
-            "knows. Go back to section 1: the smallest number each format holds comes from its field widths (the "
-            "bias, and what an all-zero exponent field stands for), and a cast rounds to the nearest number it holds, "
-            "a tie to the one whose last mantissa bit is 0.")
+            "knows. Go back to section 1 and to the paragraph above the exercise.")
 
 
 # --- underflow ------------------------------------------------------------------------------
@@ -380,56 +361,57 @@ _SPREAD = (-12, -2, 10001)  # torch.logspace(-12, -2, 10001): made-up magnitudes
 _SHARE_TOLERANCE = 0.02
 
 
-@course_only()
-def _zero_share(dtype: torch.dtype) -> float:
-    """Share of torch.logspace(-12, -2, 10001) that a cast to dtype turns into 0 (measured)."""
-    spread = torch.logspace(*_SPREAD)
-    return float((spread.to(dtype) == 0).float().mean())
+ZERO_SHARE_FORMAT = (5, 6)  # the made-up format the prediction asks about: fp16's exponent, 6 mantissa bits
 
 
 @course_only()
-def _share_below(threshold: float, inclusive: bool = True) -> float:
+def _zero_share(exponent_bits: int, mantissa_bits: int) -> float:
+    """The model: share of torch.logspace(-12, -2, 10001) that a cast to an IEEE-style format of these widths turns
+    into 0, each magnitude rounded to the nearest multiple of the format's finest spacing (a tie to even)."""
     spread = torch.logspace(*_SPREAD).double()
-    return float(((spread <= threshold) if inclusive else (spread < threshold)).double().mean())
-
-
+    finest = 2.0 ** (2 - 2 ** (exponent_bits - 1) - mantissa_bits)
+    return float((torch.round(spread / finest) == 0).double().mean())
 
 
 @course_only()
 def _zero_share_mistake(answer: dict) -> str | None:
     """ZERO_SHARE's known mistakes, in words with no value in them; None when the answer matches none."""
-    fp16, bf16 = answer["fp16"], answer["bf16"]
-    if fp16 > 1:
+    share, bf16 = answer["e5m6"], answer["bf16"]
+    if share > 1:
         return "a share is a fraction between 0 and 1 (0.25 for a quarter, not 25)"
     if bf16 != "none":
         return ("bf16 has fewer mantissa bits, but those set its precision, not its range: its 8 exponent bits are "
-                "fp32's, so its smallest numbers lie far below anything in these ten decades")
-    if abs(fp16 - _share_below(2.0**-14, inclusive=False)) <= _SHARE_TOLERANCE:
-        return ("the fp16 share is the share below its smallest normal number; below it come the subnormals, which "
-                "keep small values nonzero with fewer digits")
-    if abs(fp16 - _share_below(2.0**-24, inclusive=False)) <= _SHARE_TOLERANCE:
-        return ("the fp16 share stops at the smallest subnormal; a value between half of it and it is nearer to the "
-                "subnormal than to 0, so the cast keeps it")
-    if abs(fp16 - _zero_share(torch.float16)) > _SHARE_TOLERANCE:
-        return ("the magnitudes are spread evenly in log scale, so the share is the part of the ten decades below "
-                "fp16's cut-off, the value nearer to 0 than to its smallest number")
+                "fp32's")
+    if abs(share - _zero_share(*ZERO_SHARE_FORMAT)) > _SHARE_TOLERANCE:
+        return ("the e5m6 share is not what a cast to that format turns into 0: go back to what it holds below its "
+                "smallest normal number, and to what a cast does with a value smaller than all of them")
     return None
 
 
 @course_only()
 def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
-    """ZERO_SHARE's first guess: one half for each format (fp16 within 0.02 of the measured cast, bf16 'none')."""
-    right16 = first["fp16"] <= 1 and abs(first["fp16"] - _zero_share(torch.float16)) <= _SHARE_TOLERANCE
+    """ZERO_SHARE's first guess: one half for each format (e5m6 within 0.02 of the model, bf16 'none')."""
+    right = first["e5m6"] <= 1 and abs(first["e5m6"] - _zero_share(*ZERO_SHARE_FORMAT)) <= _SHARE_TOLERANCE
     right_bf = first["bf16"] == "none"
     mistake = _zero_share_mistake(first)
-    return (right16 + right_bf) / 2, ("your first guess matches the casts" if right16 and right_bf
-                                      else f"your first guess: {mistake}")
+    return (right + right_bf) / 2, ("your first guess matches the casts" if right and right_bf
+                                    else f"your first guess: {mistake}")
 
 
-check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"fp16": "number", "bf16": ("none", "some", "most")}, points=1,
+check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"e5m6": "number", "bf16": ("none", "some", "most")}, points=1,
                               band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
-                              model=lambda context: (f"a cast turns {_zero_share(torch.float16):.1%} of the spread into 0 "
-                                                     "in fp16, none of it in bf16"), watch=(_share_below, _zero_share, _zero_share_mistake,))
+                              model=lambda context: (f"a cast turns {_zero_share(*ZERO_SHARE_FORMAT):.1%} of the spread "
+                                                     "into 0 in e5m6, none of it in bf16"),
+                              watch=(_zero_share, _zero_share_mistake,))
+
+
+# grader.floats (the explorer's and the range picture's arithmetic) knows each format's limits; a learner's function
+# that asks it is noticed, and so is one that asks the model ZERO_SHARE is scored against.
+_FORMAT_SHORTCUTS = {**{prop.fget: f"grader.floats.Format.{name}" for name, prop in vars(Format).items()
+                        if isinstance(prop, property)},
+                     floats_value_of: "grader.floats.value_of", floats_kind_of: "grader.floats.kind_of"}
+check_predict_vanishing = guard(check_predict_vanishing, "predict_vanishing",
+                                {**_FORMAT_SHORTCUTS, _zero_share: "the course's model of ZERO_SHARE"})
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -444,6 +426,12 @@ _SCALE_CASES = [
     (torch.tensor([1.0]), torch.float16),
     (torch.tensor([65519.0 / 1024]), torch.float16),  # a scaled value can land just past fp16's largest number
     (torch.tensor([3.39e38 / 2.0**100, 1.0]), torch.bfloat16),  # and just past bf16's
+    # made-up formats given by their widths, IEEE-style (an all-ones exponent field is inf or nan): no cast to try
+    (torch.tensor([0.7, 1e-3]), (4, 3)),
+    (torch.tensor([244.0 / 128, -0.01]), (4, 3)),
+    (torch.tensor([248.0 / 256]), (4, 3)),
+    (torch.tensor([1e-3, 5.0, -7e-9]), (6, 5)),
+    (torch.tensor([-2.0**-40, 1e-12]), (6, 5)),
 ]
 
 # The answer of choose_loss_scale is not here: it is judged by digests (grader.checks._keys), made by
@@ -494,10 +482,9 @@ check_choose_loss_scale = Keyed(
     LESSON, "choose_loss_scale", "choose_loss_scale", public=_public_choose_loss_scale,
     hints=_hints_choose_loss_scale, accept=(_scales_read,), floats=True,
     observe=_on_copies("choose_loss_scale", lambda: [(g.clone(), d) for g, d in _SCALE_CASES]),
-    unknown="choose_loss_scale is not the scale these gradients call for, nor a mistake the course knows. Weigh what "
-            "each choice costs: a scaled gradient that overflows costs the whole step, one that underflows costs "
-            "its own small share of the update, and a power of two costs a finite gradient no digit; and a cast "
-            "overflows only where its nearest number is past the largest.")
+    unknown="choose_loss_scale is not the scale these gradients call for, nor a mistake the course knows. Go back "
+            "to section 5's weighing of what each choice costs, and to what a cast does at the top of a format's "
+            "range (exercise 1's third number).")
 
 
 # --- stall point ----------------------------------------------------------------------------
@@ -515,7 +502,8 @@ def _as_float(got: Any, label: str) -> float:
     return float(got)
 
 
-_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32)]
+_STALL_FP64 = (1.0, 0.01)  # float64: billions of years of additions to run, so only reasoning answers these
+_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32), *((torch.float64, s) for s in _STALL_FP64)]
 
 
 def _public_stall_point(stall_point: Replay) -> None:
@@ -526,18 +514,29 @@ def _public_stall_point(stall_point: Replay) -> None:
 
 
 def _hints_stall_point(stall_point: Replay) -> None:
-    """An unknown answer that ignores the dtype."""
-    for dtype, step in _STALL_RUN:
-        got, fp32 = call(stall_point, dtype, step), call(stall_point, torch.float32, step)
-        if float(got) == float(fp32):
-            fail(f"stall_point({dtype}, {step}) returned {float(got):g}, the same as for torch.float32: use the eps of "
-                 "the dtype you were given.")
+    """An unknown answer: a case whose value still grows when the step is added, or one already stalled below it."""
+    for dtype, step in _STALL_CASES:
+        got = _as_float(call(stall_point, dtype, step), f"stall_point({dtype}, {step})")
+        if dtype != torch.float32 and got == _as_float(call(stall_point, torch.float32, step), "fp32"):
+            fail(f"stall_point({dtype}, {step}) returned the same as for torch.float32: your answer does not depend "
+                 "on the format the sum is held in.")
+        if not math.isfinite(got) or got <= 0:
+            fail(f"stall_point({dtype}, {step}) returned {got!r}: a running sum of a positive step stops at a "
+                 "positive number.")
+        total, add = torch.tensor(got, dtype=dtype), torch.tensor(step, dtype=dtype)
+        if not math.isfinite(float(total)) or float(total + add) != float(total):
+            fail(f"stall_point({dtype}, {step}) returned {got:g}, and there the sum still grows: adding the step "
+                 f"to it, in {dtype}, gives a different number.")
+        below = torch.nextafter(total, torch.zeros((), dtype=dtype))
+        if float(below + add) == float(below):
+            fail(f"stall_point({dtype}, {step}) returned {got:g}, but the sum stops growing before it gets there: "
+                 f"the {dtype} number just below it does not grow either.")
 
 
 check_stall_point = Keyed(
     LESSON, "stall_point", "stall_point", _STALL_CASES, public=_public_stall_point, hints=_hints_stall_point,
     unknown="stall_point is not where adding the step over and over in that dtype stops growing, nor a mistake the "
-            "course knows: the sum stops where the step is at most half the gap to the next number.")
+            "course knows. Go back to section 4: what decides whether one addition changes the sum.")
 
 
 # --- the scaler -----------------------------------------------------------------------------
@@ -571,6 +570,7 @@ def _drive_gradscaler(steps: int, overflows, **settings) -> list[tuple[bool, flo
     return trace
 
 
+@course_only()
 def gradscaler_trace(found_infs: list[bool], **settings) -> list[tuple[bool, float]]:
     """torch.amp.GradScaler on the CPU fed a given sequence of overflows: (step applied, scale after) per step."""
     return _drive_gradscaler(len(found_infs), lambda i, scale: found_infs[i], **settings)
@@ -607,20 +607,14 @@ def _forecast_mistakes(answer: dict) -> list[str]:
     interval = FORECAST_SETTINGS["growth_interval"]
     said = []
     if start != want_start:
-        said.append("count the start again: each skipped step halves the scale from 2³⁰, and the first step applied "
-                    "is the first whose scale fits; is 2²⁴ itself one that overflows?" if abs(start - want_start) == 1
-                    else "the start: the scaler begins far above the ceiling, and each overflow halves it")
+        said.append("the start is one step off: count again which of the scales from 2³⁰ down overflow"
+                    if abs(start - want_start) == 1 else "the start: count the scales that overflow before the first "
+                    "that fits")
     if share > 1:
         said.append("a share is a fraction between 0 and 1")
     elif abs(share - want_share) > 0.003:
-        if abs(share - 1 / interval) <= 0.003:
-            said.append("the long run: the skipped step is not one of the good steps in a row that make the scale grow; "
-                        "after an overflow the count starts again")
-        elif abs(share - 0.5) <= 0.01:
-            said.append("the long run: the scale grows only after growth_interval good steps in a row, not after each")
-        else:
-            said.append("the long run: the scaler never stops probing; follow the scale once it is at the ceiling, "
-                        "through one growth and the overflow that follows")
+        said.append("the long run: follow the scale once it is at the ceiling through one whole cycle, counting "
+                    "every step of it, the skipped one too")
     return said
 
 
@@ -640,7 +634,8 @@ def _forecast_said(context: dict) -> str:
 
 check_scaler_forecast = Prediction(LESSON, "SCALER_FORECAST", _FORECAST_KEYS, points=1, band=_forecast_band,
                                    mistakes=lambda answer, context: "; ".join(_forecast_mistakes(answer)) or None,
-                                   model=_forecast_said, watch=(_drive_gradscaler, _forecast_mistakes, _forecast_reference, _gradscaler_with_ceiling,))
+                                   model=_forecast_said, watch=(_drive_gradscaler, _forecast_mistakes, _forecast_reference, _gradscaler_with_ceiling,
+                                          gradscaler_trace))
 
 
 def _same_flag(got: Any, want: bool) -> bool:
@@ -693,38 +688,72 @@ def _judge_loss_scaler(observation: dict) -> None:
         steps = run["steps"]
         if len(steps) != len(flags):
             fail("the check could not read what your LossScaler did (a recording of the wrong length)")
-        good_run, before = 0, float(run["init"])
+        before = float(run["init"])
         for i, (found_inf, (applied, scale), (got, mine_scale)) in enumerate(zip(flags, want, steps)):
             where = f"at step {i} (overflows so far: {[j for j in range(i + 1) if flags[j]]}, settings {settings})"
             if not _same_flag(got, applied):
-                if found_inf:
-                    fail(f"update(found_inf=True) returned {got!r} {where}: skip the step on overflow, return False.")
-                fail(f"update(found_inf=False) returned {got!r} {where}: a step without overflow is applied, return True.")
+                fail(f"update(found_inf={found_inf}) returned {got!r} {where}: is the step this update follows "
+                     "worth applying?")
             if not is_number(mine_scale):
                 fail(f"after update() your LossScaler's scale is {mine_scale!r}; keep a number in self.scale.")
             mine_scale = float(mine_scale)
             if mine_scale != scale:
                 if found_inf and mine_scale >= before:
-                    fail(f"On an overflow {where} your scale stayed at {mine_scale:g}; multiply it by backoff_factor "
-                         "or the next step overflows again.")
+                    fail(f"On an overflow {where} your scale stayed at {mine_scale:g} or rose: what does an overflow "
+                         "say about the scale?")
                 if not found_inf and scale > before and mine_scale == before:
-                    fail(f"After {settings['growth_interval']} good steps in a row {where}, GradScaler grows the scale; "
-                         f"yours stayed at {mine_scale:g}. A scaler that never grows back leaves the scale "
-                         "low after one early overflow, and small gradients underflow again.")
+                    fail(f"{where} GradScaler's scale grew and yours stayed at {mine_scale:g}. A scaler that does "
+                         "not grow there leaves the scale low after an early overflow, and small gradients underflow "
+                         "again.")
                 if not found_inf and mine_scale > before and scale == before:
-                    if good_run < settings["growth_interval"] and any(flags[:i]):
-                        fail(f"Your scale grew to {mine_scale:g} {where} after only {good_run + 1} good step(s) since the "
-                             "last overflow: an overflow resets the count of good steps to zero.")
-                    fail(f"Your scale grew to {mine_scale:g} {where}; GradScaler grows only after growth_interval good steps in a row.")
-                fail(f"Your scale is {mine_scale:g} {where}, not GradScaler's: grow by growth_factor after growth_interval good "
-                     "steps in a row, multiply by backoff_factor on an overflow.")
-            good_run = 0 if found_inf else good_run + 1
-            if good_run == settings["growth_interval"]:
-                good_run = 0
+                    fail(f"Your scale grew to {mine_scale:g} {where}, and GradScaler's did not: what has the evidence "
+                         "said since the scale last changed?")
+                fail(f"Your scale is {mine_scale:g} {where}, not GradScaler's: go back to what each kind of evidence "
+                     "says, and when a run of it starts again.")
             before = mine_scale
 
 
-check_loss_scaler = guard(Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler), "LossScaler",
+def _c_calls(targets: tuple[str, ...]) -> Callable:
+    """A profile function that notes the C functions named in `targets` (torch's own scaler update, by any route) and
+    hands every event on to the profile function that was active before it (a guard's)."""
+    before = sys.getprofile()
+    hits: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "c_call" and getattr(arg, "__name__", None) in targets and arg.__name__ not in hits:
+            hits.append(arg.__name__)
+        if before is not None:
+            return before(frame, event, arg)
+
+    profile.hits = hits
+    profile.before = before
+    return profile
+
+
+_TORCH_SCALER_OPS = ("_amp_update_scale_", "_amp_foreach_non_finite_check_and_unscale_")
+
+
+def _observe_watched_scaler(LossScaler: type) -> dict:
+    """_observe_loss_scaler, noting whether the learner's class reached torch's own scale update (a C function a
+    Python-level guard does not see)."""
+    profile = _c_calls(_TORCH_SCALER_OPS)
+    sys.setprofile(profile)
+    try:
+        observed = _observe_loss_scaler(LossScaler)
+    finally:
+        sys.setprofile(profile.before)
+    return {"observed": observed, "torch_ops": list(profile.hits)}
+
+
+def _judge_watched_scaler(observation: Any) -> None:
+    if not isinstance(observation, dict) or not isinstance(observation.get("torch_ops"), list):
+        fail("the check could not read what your LossScaler did (not an observation of this check)")
+    if observation["torch_ops"]:
+        fail(shortcut_message("LossScaler", f"torch.{observation['torch_ops'][0]} (GradScaler's own scale update)"))
+    _judge_loss_scaler(observation.get("observed"))
+
+
+check_loss_scaler = guard(Check("LossScaler", _observe_watched_scaler, _judge_watched_scaler), "LossScaler",
                           {gradscaler_trace: "grader.checks.lesson03.gradscaler_trace",
                            _drive_gradscaler: "the course's own GradScaler driver",
                            torch.amp.GradScaler: "torch.amp.GradScaler (the scaler it is compared with)"})

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grader import floats
+from grader import amp, floats
 from grader.checks._common import Check, Replay, call, close, fail, guard, is_number, require_callable
 from grader.checks._keys import Keyed, outcomes
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson06.expect
@@ -402,9 +402,8 @@ def _public_ops(observation: dict) -> None:
         fail("the check could not read what low_precision_ops did with a model whose forward pass fails")
     if broken["hooks_left"]:
         fail(f"given a model whose forward pass raises an error half-way, low_precision_ops left "
-             f"{int(broken['hooks_left'])} forward hook(s) attached: the hooks were removed after the forward pass, "
-             "which never returned. Remove them in a `finally:` block (try: forward; finally: remove every handle), "
-             "so they go whether the forward pass returns or raises.")
+             f"{int(broken['hooks_left'])} forward hook(s) attached: they were to be removed after a forward pass "
+             "that never returned. What removes them whether the forward pass returns or raises?")
 
 
 def _ops_summary(observation: dict) -> list:
@@ -413,11 +412,11 @@ def _ops_summary(observation: dict) -> list:
 
 # What autocast does to each module here is the instructor's to know (solutions/judges/lesson06.py): the check is
 # keyed on the three dicts low_precision_ops returned.
-check_low_precision_ops = Keyed(
+check_low_precision_ops = guard(Keyed(
     "06_mixed_precision", "low_precision_ops", observe=_observe_ops, summary=_ops_summary, public=_public_ops,
-    unknown="low_precision_ops misread what the policy did to some modules, and not in a way the course knows. For "
-            "each leaf module, read the dtype it received and the one it returned under autocast, and ask which "
-            "pairs show the policy at work and which show a module running in the type it was given.")
+    unknown="low_precision_ops misread what the policy did to some modules, and not in a way the course knows. Go "
+            "back to section 3: what a module's dtypes show of the policy, and what they cannot show."),
+    "low_precision_ops", {amp.leaf_dtypes: "grader.amp.leaf_dtypes"})
 
 
 def _observe_ops_on(fn: Callable, conv: bool) -> dict:
@@ -497,7 +496,10 @@ _VERDICT_CASES = {  # the runs verdict is tried on (inputs only: what each shoul
     "5.2 % above": (_REF, [v * 1.052 for v in _REF], 0.9, 0.05),
     "4.8 % below": (_REF, [v * 0.952 for v in _REF], 0.9, 0.05),
     "big losses agree": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
+    "flat, both curves × 1e6": ([v * 1e6 for v in _REF], [1.0] * 40, 0.9, 0.05),
+    "rising, both curves × 1e6": ([v * 1e6 for v in _REF], [1.05**i for i in range(40)], 0.9, 0.05),
 }
+_SCALED_TWINS = {"flat": "flat, both curves × 1e6", "rising": "rising, both curves × 1e6"}  # the same runs, other units
 
 
 def _public_verdict(verdict: Replay) -> None:
@@ -512,17 +514,19 @@ def _hints_verdict(verdict: Replay) -> None:
     """An unknown answer that lets a blown-up run through."""
     for name in ("nan at the end", "nan in the middle", "inf"):
         if call(verdict, *_VERDICT_CASES[name]) == "agrees":
-            fail("verdict called a run whose loss became NaN or inf 'agrees': every comparison with NaN is False, so "
-                 "a test like `not (difference > tolerance)` lets it through. A loss that is not a number is a "
-                 "blown-up run.")
+            fail(f"verdict called the '{name}' run 'agrees': how does a NaN or an inf fare in a comparison, and "
+                 "what is a loss that is not a number?")
+    for name, twin in _SCALED_TWINS.items():
+        if call(verdict, *_VERDICT_CASES[name]) != call(verdict, *_VERDICT_CASES[twin]):
+            fail(f"verdict judged the '{name}' run one way and the '{twin}' run another: the same run, with both "
+                 "curves in other units. A verdict on a run cannot depend on the units its loss is counted in.")
 
 
 check_verdict = Keyed(
     "06_mixed_precision", "verdict", "verdict", list(_VERDICT_CASES.values()), public=_public_verdict,
     hints=_hints_verdict,
-    unknown="verdict misjudged some of the runs, and not in a way the course knows. Go back to the order of the "
-            "questions: did the run blow up or get worse (on its own smoothed curve), and only then, does its "
-            "smoothed loss end within rtol of the smoothed reference's, relative to the reference.")
+    unknown="verdict misjudged some of the runs, and not in a way the course knows. Go back to the three words as "
+            "exercise 4 defines them, and to what noise, the size of the losses and a NaN each do to a comparison.")
 
 
 # --- the smallest number a format keeps ------------------------------------------------------------------
@@ -540,7 +544,8 @@ def _public_smallest_kept(fn: Replay) -> None:
 
 
 # grader.floats (lesson 03's explorer) computes this number for a Format; a smallest_kept that asks it is noticed.
-_KEPT_SHORTCUTS = {floats.Format.smallest_subnormal.fget: "grader.floats.Format.smallest_subnormal",
+_KEPT_SHORTCUTS = {**{prop.fget: f"grader.floats.Format.{name}" for name, prop in vars(floats.Format).items()
+                      if isinstance(prop, property)},
                    floats.value_of: "grader.floats.value_of", floats.kind_of: "grader.floats.kind_of"}
 
 check_smallest_kept = guard(Keyed(

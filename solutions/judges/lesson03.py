@@ -18,13 +18,62 @@ from typing import Callable
 
 import torch
 
+import numpy as np
+import warnings
+from fractions import Fraction
+
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson03 import (_EDGE, _ROUND_CASES, _STALL_FP32, _SCALE_CASES, _STALL_RUN, _VANISH_CASES, _WIDTHS, _as_bools,
-                                    _as_float, _fields, _fp32_bits, _reference_bits, _round_input, _scale_label,
-                                    _scale_of, _split)
-from grader.floats import FORMATS, value_of
+from grader.checks.lesson03 import (_BY_HAND, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
+                                    _SCALE_CASES, _STALL_RUN, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
+                                    _round_input, _scale_label, _scale_of)
+from grader.floats import FORMATS, Format, value_of
 
 
+def _fp32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def _reference_bits(x: float, fmt: str) -> int:
+    """Raw bit pattern of x stored in fp32, fp16 or bf16, from libraries that already know."""
+    if fmt == "fp32":
+        return _fp32_bits(x)
+    if fmt == "fp16":
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return int(np.array([x], dtype=np.float32).astype(np.float16).view(np.uint16)[0])
+    return int(torch.tensor([x], dtype=torch.float32).to(torch.bfloat16).view(torch.int16)[0]) & 0xFFFF
+
+
+def _split(bits: int, exponent_bits: int, mantissa_bits: int) -> tuple[int, int, int]:
+    return (bits >> (exponent_bits + mantissa_bits)) & 1, (bits >> mantissa_bits) & (2**exponent_bits - 1), bits & (2**mantissa_bits - 1)
+
+
+def _encode(x: float, e: int, m: int) -> tuple[int, int, int] | None:
+    """The fields of x (a Python float, rounded once) in an IEEE-style format of e exponent and m mantissa bits, found
+    by exact arithmetic: every candidate's value compared with x. None for nan (any nonzero mantissa is right)."""
+    if math.isnan(x):
+        return None
+    sign = 1 if math.copysign(1.0, x) < 0 else 0
+    top = 2**e - 1
+    if math.isinf(x):
+        return sign, top, 0
+    a, fmt = Fraction(abs(x)), Format("made up", e, m, None)
+    bias = 2 ** (e - 1) - 1
+    best = (0, 0)
+    for exponent in range(top):  # every finite field pair, found by value: the nearest, a tie to the even mantissa
+        step = Fraction(2) ** (max(exponent, 1) - bias - m)
+        base = Fraction(2) ** (exponent - bias) if exponent else Fraction(0)
+        n = max(0, min(2**m - 1, int((a - base) / step)))
+        for mantissa in {n, min(n + 1, 2**m - 1)}:
+            v = base + mantissa * step
+            b = Fraction(value_of(0, *best, fmt))
+            if abs(v - a) < abs(b - a) or (abs(v - a) == abs(b - a) and mantissa % 2 == 0 and best[1] % 2):
+                best = (exponent, mantissa)
+    largest = Fraction(value_of(0, top - 1, 2**m - 1, fmt))
+    half_gap = Fraction(2) ** (top - 1 - bias - m - 1)
+    if a >= largest + half_gap:  # nearer the next power of two than the largest number, or a tie (largest is odd)
+        return sign, top, 0
+    return sign, *best
 def _tf32_problem(x: float, stored: float, mantissa: int) -> str | None:
     """Why `stored` is not x rounded to nearest even in tf32 (None when it is)."""
     if math.isnan(x):
@@ -88,8 +137,88 @@ def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
                 "tf32 rounds to nearest (ties to even), like every cast."
             )
         if problem:
-            fail(f"decode({x!r}, 'tf32') gives fields {got} that store {stored!r}: {problem}. "
-                 "tf32 is fp32 rounded to nearest even at 10 mantissa bits; the exponent stays 8 bits.")
+            fail(f"decode({x!r}, 'tf32') gives fields {got} that are not what tf32 stores for it: {problem}.")
+    for e_bits, m_bits in _MADE_UP:
+        fmt = (e_bits, m_bits)
+        for x in _EDGE:
+            got = _fields(decode, x, fmt)
+            want = _encode(x, e_bits, m_bits)
+            if want is None:
+                if got[1] != 2**e_bits - 1 or got[2] == 0:
+                    fail(f"decode(nan, {fmt}) returned {got}, fields that do not store a nan in that format.")
+                continue
+            if got == want:
+                continue
+            what = ("zero" if x == 0 else "a value past the format's largest number" if want[1] == 2**e_bits - 1
+                    else "a value below the format's smallest normal number" if want[1] == 0 else "a number")
+            fail(f"decode({x!r}, {fmt}) returned {got}, fields that are not what a format of {e_bits} exponent bits "
+                 f"and {m_bits} mantissa bits stores for it: check how you handle {what}.")
+
+
+def _judge_fields_by_hand(answers: dict) -> None:
+    """FIELDS_BY_HAND: the fp16 fields of -2.5, 1e-5 and 65520, worked out by hand."""
+    for x in _BY_HAND:
+        got = tuple(int(v) for v in answers[x])
+        want = _split(_reference_bits(x, "fp16"), 5, 10)
+        if got == want:
+            continue
+        sign, exponent, mantissa = got
+        if x == 65520.0 and got == (0, 30, 1023):
+            fail("FIELDS_BY_HAND[65520.0] is fp16's largest finite number: a cast does not stop at the largest "
+                 "number. How far apart are fp16's numbers up there, where does 65,520 fall between its neighbours, "
+                 "and which way does a cast send a tie?")
+        if x == 1e-5 and exponent == 0 and abs(mantissa - 2 * 167.77) < 1.5:
+            fail(f"FIELDS_BY_HAND[1e-5] reads an all-zero exponent field as 2 to the power 0 minus the bias. Section 1: "
+                 "which power of two does an all-zero exponent field stand for?")
+        if x == 1e-5 and exponent == 0 and abs(mantissa - 167.77) < 1.5:
+            fail("FIELDS_BY_HAND[1e-5] drops the bits that do not fit: a cast keeps the nearest number, not the one "
+                 "below.")
+        if x == 1e-5 and exponent != 0:
+            fail("FIELDS_BY_HAND[1e-5] is stored as a normal number, but 1e-5 is below fp16's smallest normal number "
+                 "(section 1's table): how does fp16 store a number that small?")
+        if x == -2.5 and sign == 0:
+            fail("FIELDS_BY_HAND[-2.5] has sign 0: which sign bit does a negative number carry?")
+        if x == -2.5 and exponent == 1:
+            fail("FIELDS_BY_HAND[-2.5] stores the power of two itself as the exponent field: section 1 says what is "
+                 "added to it before it is stored.")
+        if x == -2.5 and mantissa in (1, 25, 5):
+            fail("FIELDS_BY_HAND[-2.5] has a mantissa read as decimal digits: the mantissa field holds the binary "
+                 "fraction after the leading 1, read as a 10-bit integer.")
+        fail(f"FIELDS_BY_HAND[{x!r}] is not what fp16 stores for {x!r}. Find the power of two first, then the 10 "
+             "bits after the leading 1 (section 1 says what an all-zero or all-ones exponent field means).")
+
+
+def _tf32_nearest(x: float) -> float:
+    return float(_nearest(torch.tensor([x]), 13, "even")[0])
+
+
+def _judge_rounded_by_hand(answers: dict) -> None:
+    """ROUNDED_BY_HAND: four casts worked out before any is run."""
+    cases = {"1 + 2**-8 in bf16": (1 + 2.0**-8, "bf16"), "1 + 3 * 2**-11 in tf32": (1 + 3 * 2.0**-11, "tf32"),
+             "2049 in fp16": (2049.0, "fp16"), "65519 in fp16": (65519.0, "fp16")}
+    for label in _ROUNDED:
+        x, fmt = cases[label]
+        got = float(answers[label])
+        want = _tf32_nearest(x) if fmt == "tf32" else float(torch.tensor([x]).to(FORMATS[fmt].dtype).float())
+        if got == want:
+            continue
+        if got == x and label != "65519 in fp16":
+            fail(f"ROUNDED_BY_HAND[{label!r}] is the value itself, but {fmt} cannot hold it: which two of its numbers "
+                 "is it between, and which does a cast keep?")
+        if label == "65519 in fp16":
+            if math.isinf(got):
+                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but a cast does not overflow as soon as a value passes "
+                     "the largest number: it keeps the nearest. How far past fp16's largest number is 65,519, against "
+                     "the gap between numbers there?")
+            fail(f"ROUNDED_BY_HAND['65519 in fp16'] is {got!r}, which fp16 does not hold: how far apart are fp16's "
+                 "numbers near its largest?")
+        if got > want and (x - want) == (got - x):
+            fail(f"ROUNDED_BY_HAND[{label!r}]: {x!r} is exactly halfway between two {fmt} numbers, and you sent the tie "
+                 "up (away from zero). Section 2: which way does a cast send a tie, and why?")
+        if got < x < want:
+            fail(f"ROUNDED_BY_HAND[{label!r}] drops the bits that do not fit (truncation), but {x!r} is exactly halfway "
+                 "between two numbers: section 2 says where a tie goes.")
+        fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}, not the {fmt} number a cast keeps for {x!r}.")
 
 
 def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:
@@ -190,28 +319,27 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
             after = float(torch.tensor(got, dtype=dtype) + torch.tensor(step, dtype=dtype))
             fail(
                 f"{label} returned {got:g}, but there {got:g} + {step} = {after:g} in {dtype}: the sum still grows. "
-                "Where the spacing between numbers equals the step, the sum still grows; it stops once the step is at "
-                "most half the spacing, because a + step then rounds back to a (round to nearest, ties to even)."
+                "Where the spacing between numbers equals the step, one addition still reaches the next number up."
             )
         if close(got, 2 * want):
             fail(
-                f"{label} returned {got:g}, but the sum already stops below it, where the step lands "
-                "exactly halfway to the next number. A tie rounds to the even "
-                "neighbour, the sum itself, so a step of exactly half the spacing is lost too: the sum stops where "
-                "the step is at most half the spacing, not only where it is less."
+                f"{label} returned {got:g}, but the sum already stops below it, where the step lands exactly halfway "
+                "to the next number. Section 2: where does a cast send a tie?"
             )
         fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
         if is_number(fp32) and close(got, float(fp32)):
-            fail(f"{label} returned {got:g}, the same as for torch.float32: use the eps of the dtype you were given.")
-        fail(f"{label} returned {got:g}, which is not where adding {step} in {dtype} over and over stops growing: the sum "
-             "stops where the step is at most half the gap to the next number.")
-    for step in _STALL_FP32[:2]:  # too long to run in fp32: check that it stalls there and not just below
-        label = f"stall_point(torch.float32, {step})"
-        got = _as_float(call(stall_point, torch.float32, step, label=label), label)
-        s = torch.tensor(got, dtype=torch.float32)
-        below = torch.nextafter(s, torch.tensor(0.0))
-        if s + step != s or below + step == below:
-            fail(f"{label} returned {got:g}; in float32 the sum stops growing elsewhere.")
+            fail(f"{label} returned {got:g}, the same as for torch.float32: your answer does not depend on the format "
+                 "the sum is held in.")
+        fail(f"{label} returned {got:g}, which is not where adding {step} in {dtype} over and over stops growing "
+             "(section 4).")
+    for dtype, steps in ((torch.float32, _STALL_FP32[:2]), (torch.float64, _STALL_FP64)):
+        for step in steps:  # too long to run: check that it stalls there and not just below
+            label = f"stall_point({dtype}, {step})"
+            got = _as_float(call(stall_point, dtype, step, label=label), label)
+            s = torch.tensor(got, dtype=dtype)
+            below = torch.nextafter(s, torch.zeros((), dtype=dtype))
+            if s + step != s or below + step == below:
+                fail(f"{label} returned {got:g}; in {dtype} the sum stops growing elsewhere.")
 
 # --- predict_vanishing ---------------------------------------------------------------------------------------------
 
@@ -238,43 +366,49 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         smallest, normal = 2 * half, 2.0 ** (1 - bias)
         fmt = f"for a format with {e} exponent bits and {m} mantissa bits"
         if mine == [v != 0 and abs(v) < normal for v in values]:
-            fail(f"{fmt} you predicted that everything below the smallest normal number vanishes; below it come the "
-                 "subnormals, which keep small values nonzero with fewer digits.")
+            fail(f"{fmt} you predicted that values vanish which the cast keeps: every value below the smallest normal "
+                 "number. Section 1: what does an all-zero exponent field (a subnormal) store?")
         if mine == [v != 0 and abs(v) <= smallest for v in values]:
-            fail(f"{fmt} you predicted that the smallest subnormal itself vanishes, but it is a number of the format: "
-                 "the cast keeps it. A cast sends a value to 0 only when 0 is the nearest number it holds.")
+            fail(f"{fmt} you predicted that the smallest positive number the format holds vanishes, but the cast "
+                 "keeps it: a cast sends a value to 0 only when 0 is the nearest number it holds.")
         if mine == [v != 0 and abs(v) < smallest for v in values]:
-            fail(f"{fmt} you predicted that a value just below the smallest subnormal vanishes, but it is nearer to "
-                 "the smallest subnormal than to 0, so the cast rounds it up: a cast keeps the nearest number, not the "
-                 "one below.")
+            fail(f"{fmt} you predicted that values vanish which the cast keeps: the largest of them lie just below "
+                 "the smallest positive number the format holds. Which is nearer to them, 0 or that number?")
         if mine == [v != 0 and abs(v) < half for v in values]:
-            fail(f"{fmt} you predicted that a value exactly halfway between 0 and the smallest subnormal survives: a tie "
-                 "rounds to the even neighbour, the one whose mantissa ends in 0, and that is 0, so it vanishes.")
+            fail(f"{fmt} you predicted that a value survives which the cast turns into 0: the one exactly halfway "
+                 "between 0 and the smallest positive number the format holds. Section 2: where does a tie go?")
         if mine == [v != 0 and abs(v) <= half / 2 for v in values]:
-            fail(f"{fmt} your cut-off is off by a factor of two. Check the bias, and the power of two an all-zero "
-                 "exponent field stands for: the smallest normal number's, not 2^(0 − bias), since a subnormal is "
-                 "the smallest normal's power of two without the hidden 1.")
+            fail(f"{fmt} you predicted that values survive which the cast turns into 0, all of them within a factor "
+                 "of two of your cut-off. Check the bias, and the power of two an all-zero exponent field stands "
+                 "for (section 1).")
         if any(v < 0 and w for v, w in zip(values, want)) and mine == [v > 0 and w for v, w in zip(values, want)]:
             fail("predict_vanishing keeps every negative value: a negative value vanishes too, the sign is kept apart "
                  "and the magnitude is what the cast rounds. Compare magnitudes.")
         if any(g and x == 0 for x, g in zip(values, mine)):
             fail("predict_vanishing said 0.0 vanishes: it was zero already. Vanishing means a nonzero value that becomes 0.")
-        fail(f"{fmt} your prediction is not what the cast does: a cast rounds to the nearest number the format holds "
-             "(a tie to the even one), and the smallest it holds besides 0 is its smallest subnormal.")
+        fail(f"{fmt} your prediction is not what the cast does (section 1, and the paragraph above the exercise).")
 
 
 # --- choose_loss_scale ---------------------------------------------------------------------------------------------
 
 
-def _all_finite(grads: torch.Tensor, dtype: torch.dtype, scale: float) -> bool:
-    """True when every gradient times `scale`, stored in `dtype`, is finite (the cast rounds to nearest)."""
+def _all_finite(grads: torch.Tensor, dtype, scale: float) -> bool:
+    """True when every gradient times `scale`, stored in `dtype` (a torch dtype, or the widths of an IEEE-style format),
+    is finite (the cast rounds to nearest)."""
+    if isinstance(dtype, tuple):
+        return all(_encode(g * scale, *dtype)[1] != 2 ** dtype[0] - 1 for g in grads.double().tolist())
     return bool(torch.isfinite((grads.double() * scale).to(dtype)).all())
 
 
-def _largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
+def _largest(dtype) -> float:
+    """The format's largest finite number."""
+    return Format("made up", *dtype, None).max if isinstance(dtype, tuple) else torch.finfo(dtype).max
+
+
+def _largest_finite_scale(grads: torch.Tensor, dtype) -> float:
     """The largest power of two S such that every gradient × S stays finite in dtype (grads finite, one nonzero)."""
     amax = float(grads.abs().max())
-    k = math.floor(math.log2(torch.finfo(dtype).max / amax))
+    k = math.floor(math.log2(_largest(dtype) / amax))
     while _all_finite(grads, dtype, 2.0 ** (k + 1)):
         k += 1
     while not _all_finite(grads, dtype, 2.0**k):
@@ -282,10 +416,14 @@ def _largest_finite_scale(grads: torch.Tensor, dtype: torch.dtype) -> float:
     return 2.0**k
 
 
-def _rescue_scale(grads: torch.Tensor, dtype: torch.dtype) -> float | None:
+def _rescue_scale(grads: torch.Tensor, dtype) -> float | None:
     """The old aim: the smallest power of two ≥ 1 that keeps every nonzero gradient nonzero (None if none does)."""
     nonzero = grads[grads != 0].abs().double()
     for k in range(0, 400):
+        if isinstance(dtype, tuple):
+            if all(_encode(g * 2.0**k, *dtype)[1:] != (0, 0) for g in nonzero.tolist()):
+                return 2.0**k
+            continue
         scaled = (nonzero * 2.0**k).to(dtype)
         if (scaled != 0).all():
             return 2.0**k
@@ -308,7 +446,7 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
         if got != 2.0 ** round(math.log2(got)):
             fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a gradient.")
         largest = float(grads[int(grads.abs().argmax())])
-        line = 2.0 ** math.floor(math.log2(torch.finfo(dtype).max / abs(largest)))  # the largest finite number as the line
+        line = 2.0 ** math.floor(math.log2(_largest(dtype) / abs(largest)))  # the largest finite number as the line
         if not _all_finite(grads, dtype, got):
             if want < 1 and got == 1:
                 fail(f"{label} returned 1, but a gradient here overflows {dtype} already at scale 1: the scale may go "
@@ -316,29 +454,20 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
             if largest < 0 and _all_finite(grads.clamp(min=0), dtype, got):
                 fail(f"{label} returns a scale that turns the largest gradient into -inf: the gradient with the largest "
                      "magnitude is negative. Compare magnitudes (abs), not signed values.")
-            if got == 2 * want:
-                fail("choose_loss_scale is one power of two too high: its scale turns the largest gradient into inf. A "
-                     "cast overflows only when the nearest number is past the largest: which side of that is yours?")
             if got == _rescue_scale(grads, dtype):
                 fail(f"{label} returns the smallest scale that keeps the smallest gradient nonzero, but it turns the "
                      "largest into inf, and an inf costs the whole step. Which gradients carry the update?")
-            fail(f"{label} returns a scale that turns the largest gradient into inf in {dtype}: a scale must keep "
-                 "every scaled gradient finite.")
+            fail(f"{label} returns a scale that turns the largest gradient into inf in {dtype}.")
         if got == _rescue_scale(grads, dtype):
             fail(f"{label} returns the smallest scale that keeps the smallest gradient nonzero (the old aim). The "
                  "smallest gradients carry almost none of the update, and a bigger scale costs a finite gradient no "
                  "digit: what does a higher scale still buy, and where does it stop being safe?")
         if got == want / 2 and got == line:
-            fail("choose_loss_scale stops where a scaled gradient would pass the format's largest finite number, which "
-                 "is one power of two too low where a scaled gradient lands a little past it: a cast rounds to the "
-                 "nearest number, so a value a little past the largest finite number can still round down to it. "
-                 "What overflows is what the cast turns into inf.")
-        if got == want / 2:
-            fail("choose_loss_scale is one power of two too low: twice its scale still keeps every scaled gradient "
-                 "finite, and a higher scale costs a finite gradient no digit while it keeps more small ones nonzero.")
+            fail(f"{label} returns a scale that leaves room: twice it still keeps every scaled gradient finite in "
+                 f"{dtype}. Exercise 1's third number is the case to remember.")
         fail(f"{label} returns a scale that leaves room unused in {dtype}: a bigger power of two still keeps every "
              "scaled gradient finite, and costs none of them a digit.")
 
 
-JUDGES = {"decode": _judge_decode, "round_to": _judge_round_to, "predict_vanishing": _judge_predict_vanishing,
+JUDGES = {"FIELDS_BY_HAND": _judge_fields_by_hand, "ROUNDED_BY_HAND": _judge_rounded_by_hand, "decode": _judge_decode, "round_to": _judge_round_to, "predict_vanishing": _judge_predict_vanishing,
           "stall_point": _judge_stall_point, "choose_loss_scale": _judge_choose_loss_scale}

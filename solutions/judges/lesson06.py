@@ -173,8 +173,7 @@ def _judge_clipping(seen: dict, ref: dict, name: str) -> None:
     if name.startswith("fp16") and params and _matches(params[0], _reference(name, clip="scaled")["params"][0]):
         fail(f"in the {name} run the weights moved far less than a step clipped to max_norm: you clipped the "
              "gradients while they were still multiplied by the scale S. Their norm was S times too large, so the "
-             "clip cut them S times too much. The scale must leave the gradients before their norm is measured "
-             "(scaler.unscale_(opt) does it in place, once per step, and scaler.step then divides no more).")
+             "clip cut them S times too much. Where must the scale have left the gradients?")
     fail(f"in the {name} run the weights differ from a step whose true gradients were clipped to max_norm: the clip "
          "must see the gradients as backward made them for the unscaled loss, and the optimizer must use the clipped "
          "ones.")
@@ -236,21 +235,19 @@ def _ops_result(got: dict, dtype: torch.dtype, conv: bool) -> None:
              "`torch.autocast(device_type, dtype=dtype)`, so no policy acted on anything.")
     fed_low = [n for n, (i, o) in seen.items() if i == dtype and o == dtype]
     if fed_low and all(got[n] == "lowered" for n in fed_low):
-        fail("low_precision_ops called a module 'lowered' that received the low-precision type and returned it: you "
-             "read the output alone. A module that runs in its input's type returns a low-precision tensor when it "
-             "was given one; only a module given float32 that returns low precision was lowered by the policy.")
+        fail(f"low_precision_ops called {', '.join(sorted(fed_low))} 'lowered': each received the low-precision "
+             "type and returned it. What does that pair say about the policy?")
     fed_fp32 = [n for n, (i, o) in seen.items() if i == torch.float32 and o == torch.float32]
     if fed_fp32 and all(got[n] == "float32" for n in fed_fp32):
-        fail("low_precision_ops called a module 'float32' that received float32 and returned it: you read the output "
-             "alone. Only a module that was given low precision and returned float32 shows the policy's float32 "
-             "list; one that was given float32 says nothing about it.")
+        fail(f"low_precision_ops called {', '.join(sorted(fed_fp32))} 'float32': each received float32 and returned "
+             "it. What does that pair say about the policy?")
     lowered = [n for n, w in want.items() if w == "lowered"]
     if lowered and all(got[n] == "float32" for n in lowered):
-        fail("low_precision_ops called the matmul-like modules 'float32' and the float32-list ops 'lowered': the input "
-             "and the output dtypes are swapped (a forward hook receives the inputs before the output).")
-    if any(got[n] != w for n, w in want.items()):
-        fail("low_precision_ops misread what the policy did to some modules: read what each received and what it "
-             "returned under autocast here, and what each pair says about the policy.")
+        fail(f"low_precision_ops called {', '.join(sorted(lowered))} 'float32' and the modules the policy sends to "
+             "float32 'lowered': check which of a forward hook's arguments is what the module received.")
+    wrong = sorted(n for n, w in want.items() if got[n] != w)
+    if wrong:
+        fail(f"low_precision_ops misread what the policy did to {', '.join(wrong)} (dtype={dtype}).")
 
 
 def low_precision_ops(observation: dict, conv: bool = False) -> None:
@@ -300,16 +297,14 @@ def _smooth(smooth: Callable) -> None:
             fail("smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 averages over "
                  "about 10 steps and beta = 0 returns the losses unchanged.")
         if _same_list(got, smooth_reference(*args, correct=False)):
-            fail("smooth has no bias correction: the average starts at 0, so its first values are pulled towards 0. "
-                 "Once corrected, the first smoothed value is the first loss itself: nothing came before it.")
+            fail("smooth has no bias correction: its first values are pulled towards the starting 0.")
         values, beta = args
         for shift in (1, -1):
             weights = [1 - beta ** (t + shift) for t in range(1, len(values) + 1)]
             if all(weights) and _same_list(got, [v / w for v, w in zip(smooth_reference(values, beta, correct=False),
                                                                        weights)]):
-                fail("smooth's bias correction is one step off. After t steps the real losses carry part of the "
-                     "weight and the starting 0 the rest: divide by the real losses' share after exactly t steps, "
-                     "so that the first smoothed value is the first loss itself.")
+                fail("smooth's bias correction is one step off: its first smoothed value is not the first loss "
+                     "itself, though nothing came before it.")
         if args[0] == [2.0] * 5:
             fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
         fail("smooth is not the bias-corrected exponential moving average of the losses.")
@@ -336,8 +331,8 @@ def _verdict(verdict: Callable) -> None:
             fail("verdict got a run whose loss became NaN or inf wrong: a loss that is not finite means the run "
                  "blew up.")
     if answers["flat"] == "agrees":
-        fail("verdict said a flat run 'agrees' with a reference that fell from 1e-6 to 1e-7: with losses this small an "
-             "absolute tolerance passes anything. rtol is a tolerance relative to the size of the reference's loss.")
+        fail("verdict said the flat run 'agrees' with a reference that fell tenfold, its losses of order 1e-6: go "
+             "back to what section 4 says rtol is relative to.")
     if answers["flat"] != "stalled":
         fail("verdict got a finite, flat run wrong: it neither blew up nor got worse, and it never reached the "
              "reference.")
@@ -347,22 +342,18 @@ def _verdict(verdict: Callable) -> None:
              "run that tracks the reference but ends on one noisy step, was misjudged. One raw loss is one noisy "
              "step: judge the smoothed curves.")
     if answers["reference ends on a noisy step"] != "agrees":
-        fail("verdict misjudged a run that follows the reference step for step when the reference's last raw loss is "
-             "one noisy step 30 % up: the reference was compared unsmoothed. Both curves are noisy, and both need "
-             "the same smoothing.")
+        fail("verdict misjudged the run that follows the reference step for step, where the reference's last raw "
+             "loss is one noisy step 30 % up.")
     if answers["rising with a rising reference"] != "diverged":
-        fail("verdict misjudged a run whose smoothed loss rose 3 % a step because its reference rose alongside it. A "
-             "run that got worse than where it started diverged, whatever the reference did: that is read from the "
-             "run's own curve, before any comparison with the reference. (A rising fp32 reference is a broken "
-             "reference: look at it next.)")
+        fail("verdict misjudged the run whose loss rose 3 % a step alongside a reference that rose too. Section 4: "
+             "what is a run that ended worse than it started? (A rising fp32 reference is a broken reference: look "
+             "at it next.)")
     if answers["flat and noisy"] != "stalled":
-        fail("verdict misjudged a flat run with ±30 % noise whose raw last loss is above its first: its smoothed curve "
-             "ends about where it started. Noise moves single losses by more than rtol, so whether a run got worse "
-             "is read on the smoothed curve too.")
+        fail("verdict misjudged the flat run with ±30 % noise whose last raw loss is above its first: did it end "
+             "worse than it started?")
     if answers["5.2 % above"] != "stalled" or answers["4.8 % below"] != "agrees":
-        fail("near the tolerance verdict misjudged a run 5.2 % above the reference or one 4.8 % below it (rtol 5 %): "
-             "the tolerance was taken relative to the run's loss, or one-sided. rtol is relative to the reference's "
-             "loss, in either direction.")
+        fail("near the tolerance verdict misjudged the run 5.2 % above the reference or the one 4.8 % below it "
+             "(rtol 5 %).")
     if answers["agrees"] != "agrees" or answers["big losses agree"] != "agrees":
         fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along: it ends where the "
              "reference ends, well within the tolerance.")
@@ -404,18 +395,14 @@ def _smallest_kept(fn: Callable) -> None:
         if close(value, want, 1e-9):
             continue
         if close(value, smallest_kept_reference(e, m, subnormals=False), 1e-9):
-            fail(f"smallest_kept ({name}) returned the smallest *normal* number. Below it the exponent field is 0 and "
-                 "the format goes on with subnormals, evenly spaced, whose mantissa has no leading 1: the smallest "
-                 "positive number is the smallest of those. A gradient between the two survives (with fewer "
-                 "significant bits); that is why a cast to fp16 keeps values well below its smallest normal.")
+            fail(f"smallest_kept ({name}) returned the smallest *normal* number: section 5 says what the format "
+                 "holds below it.")
         for shift in (1, -1):
             if close(value, smallest_kept_reference(e, m, bias_shift=shift), 1e-9) or close(
                     value, smallest_kept_reference(e, m, subnormals=False, bias_shift=shift), 1e-9):
-                fail(f"smallest_kept ({name}) is a factor 2 off: the exponent bias is off by one (or the mantissa "
-                     "counted with its hidden bit). Go back to how the bias follows from the exponent's width, and to "
-                     "which bits a subnormal's mantissa has.")
-        fail(f"smallest_kept ({name}) is not the smallest positive number {name} keeps. Work it out from the bias, the "
-             "smallest normal exponent, and how far the subnormals go below it.")
+                fail(f"smallest_kept ({name}) is a factor 2 off: check the bias, and which bits a subnormal's "
+                     "mantissa has.")
+        fail(f"smallest_kept ({name}) is not the smallest positive number {name} keeps (section 5).")
     if not close(float(got[(6, 9)]), smallest_kept_reference(6, 9), 1e-9):
         fail("smallest_kept is right for the formats a table lists, not for 6 exponent and 9 mantissa bits. Work from "
              "the bits, not from a table of formats.")

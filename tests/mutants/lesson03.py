@@ -10,6 +10,23 @@ def _bits(x, fmt):
     if fmt == "fp16": return int(t.half().view(torch.int16)[0]) & 0xFFFF
     if fmt == "bf16": return int(t.bfloat16().view(torch.int16)[0]) & 0xFFFF
     return int(t.view(torch.int32)[0]) & 0xFFFFFFFF
+import math
+def _general(x, e, m, chop=False, overflow=True):
+    bias, top = 2 ** (e - 1) - 1, 2 ** e - 1
+    sign = 1 if math.copysign(1.0, x) < 0 else 0
+    if math.isnan(x):
+        return sign, top, 1
+    if math.isinf(x):
+        return sign, top, 0
+    a = abs(x)
+    p = max(math.frexp(a)[1] - 1, 1 - bias) if a else 1 - bias
+    n = (math.floor if chop else round)(a / 2.0 ** (p - m))
+    if n == 2 ** (m + 1):
+        p, n = p + 1, 2 ** m
+    exponent = p + bias if n >= 2 ** m else 0
+    if exponent >= top:
+        return (sign, top, 0) if overflow else (sign, top - 1, 2 ** m - 1)
+    return sign, exponent, n - 2 ** m if exponent else n
 """
 
 _SCALER_HEAD = """
@@ -29,22 +46,24 @@ MUTANTS = {
         (
             "by hand: a zero exponent field read as 2^(0 - bias)",
             "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, 0, 336), 65520.0: (0, 31, 0)}",
-            r"same power of two as the smallest normal",
+            r"all-zero exponent field stand for",
         ),
         (
             "by hand: the exponent without the bias",
             "FIELDS_BY_HAND = {-2.5: (1, 1, 256), 1e-5: (0, 0, 168), 65520.0: (0, 31, 0)}",
-            r"adds the bias",
+            r"added to it before it is stored",
         ),
         (
             "by hand: 1e-5 as a normal number with a negative exponent",
             "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, -2, 320), 65520.0: (0, 31, 0)}",
-            r"unsigned integer",
+            r"negative exponent field",
         ),
         (
             "bf16 read with fp16's field widths",
             _DECODE_HEAD + """
 def decode(x, fmt):
+    if not isinstance(fmt, str):
+        return _general(x, *fmt)
     e, m = (5, 10) if fmt in ("fp16", "bf16") else WIDTHS[fmt]
     bits = _bits(x, fmt)
     if fmt == "tf32":
@@ -57,6 +76,8 @@ def decode(x, fmt):
             "tf32 by truncation",
             _DECODE_HEAD + """
 def decode(x, fmt):
+    if not isinstance(fmt, str):
+        return _general(x, *fmt)
     e, m = WIDTHS[fmt]
     bits = _bits(x, fmt)
     if fmt == "tf32":
@@ -69,6 +90,8 @@ def decode(x, fmt):
             "unbiased exponent",
             _DECODE_HEAD + """
 def decode(x, fmt):
+    if not isinstance(fmt, str):
+        return _general(x, *fmt)
     e, m = WIDTHS[fmt]
     bits = _bits(x, fmt)
     if fmt == "tf32":
@@ -81,6 +104,8 @@ def decode(x, fmt):
             "hidden bit in the mantissa",
             _DECODE_HEAD + """
 def decode(x, fmt):
+    if not isinstance(fmt, str):
+        return _general(x, *fmt)
     e, m = WIDTHS[fmt]
     bits = _bits(x, fmt)
     if fmt == "tf32":
@@ -89,23 +114,51 @@ def decode(x, fmt):
 """,
             r"hidden leading 1",
         ),
+        (
+            "made-up formats: the bits that do not fit dropped (rounded down)",
+            _DECODE_HEAD + """
+def decode(x, fmt):
+    if not isinstance(fmt, str):
+        return _general(x, *fmt, chop=True)
+    e, m = WIDTHS[fmt]
+    bits = _bits(x, fmt)
+    if fmt == "tf32":
+        bits = ((bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000) >> 13
+    return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+""",
+            r"check how you handle",
+        ),
+        (
+            "made-up formats: a value past the largest number kept as the largest",
+            _DECODE_HEAD + """
+def decode(x, fmt):
+    if not isinstance(fmt, str):
+        return _general(x, *fmt, overflow=False)
+    e, m = WIDTHS[fmt]
+    bits = _bits(x, fmt)
+    if fmt == "tf32":
+        bits = ((bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000) >> 13
+    return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+""",
+            r"past the format's largest number",
+        ),
     ],
     "round_to_check": [
         (
             "by hand: ties away from zero",
-            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1 + 2**-7, '1 + 3 * 2**-8 in bf16': 1 + 2**-6, "
+            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1 + 2**-7, '1 + 3 * 2**-11 in tf32': 1 + 2**-9, "
             "'2049 in fp16': 2050.0, '65519 in fp16': 65504.0}",
             r"sent the tie up",
         ),
         (
             "by hand: anything past fp16's largest number is inf",
-            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-8 in bf16': 1 + 2**-6, "
+            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-11 in tf32': 1 + 2**-9, "
             "'2049 in fp16': 2048.0, '65519 in fp16': float('inf')}",
             r"[Hh]ow far past fp16.s largest number",
         ),
         (
             "by hand: truncation",
-            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-8 in bf16': 1 + 2**-7, "
+            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-11 in tf32': 1 + 2**-10, "
             "'2049 in fp16': 2048.0, '65519 in fp16': 65504.0}",
             r"truncation",
         ),
@@ -204,7 +257,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) <= 2.0 ** (0 - bias - mantissa_bits) / 2 for x in values]
 """,
-            r"not 2\^\(0 − bias\)",
+            r"within a factor\s+of two",
         ),
         (
             "everything below the smallest normal vanishes",
@@ -213,7 +266,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias) for x in values]
 """,
-            r"subnormals",
+            r"\(a subnormal\)",
         ),
         (
             "the smallest subnormal itself as the threshold",
@@ -222,7 +275,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) for x in values]
 """,
-            r"rounds it up",
+            r"Which is nearer to them",
         ),
         (
             "a tie at exactly half kept (< for <=)",
@@ -231,7 +284,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
 """,
-            r"tie rounds to the even neighbour",
+            r"where does a tie go",
         ),
         (
             "bias off by one",
@@ -240,7 +293,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1)
     return [x != 0 and abs(x) <= 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
 """,
-            r"off by a factor of two",
+            r"within a factor\s+of two",
         ),
         (
             "negative values never vanish",
@@ -264,22 +317,22 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     "ZERO_SHARE_check": [
         (
             "share: bf16 loses more (fewer mantissa bits)",
-            "ZERO_SHARE = {'fp16': 0.45, 'bf16': 'most'}",
+            "ZERO_SHARE = {'e5m6': 0.57, 'bf16': 'most'}",
             r"precision, not its range",
         ),
         (
             "share: fp16 loses everything below its smallest normal",
-            "ZERO_SHARE = {'fp16': 0.78, 'bf16': 'none'}",
-            r"below its smallest normal",
+            "ZERO_SHARE = {'e5m6': 0.78, 'bf16': 'none'}",
+            r"what it holds below its\s+smallest normal number",
         ),
         (
             "share: fp16 loses everything below its smallest subnormal",
-            "ZERO_SHARE = {'fp16': 0.478, 'bf16': 'none'}",
-            r"nearer to the subnormal than to 0",
+            "ZERO_SHARE = {'e5m6': 0.598, 'bf16': 'none'}",
+            r"what a cast does with a value smaller than all of them",
         ),
         (
             "share: a percentage, not a fraction",
-            "ZERO_SHARE = {'fp16': 44.7, 'bf16': 'none'}",
+            "ZERO_SHARE = {'e5m6': 56.8, 'bf16': 'none'}",
             r"not 25",
         ),
     ],
@@ -310,7 +363,7 @@ def choose_loss_scale(grads, dtype):
         scale *= 2
     return scale
 """,
-            r"one power of two too high",
+            r"turns the largest gradient into inf",
         ),
         (
             "one power too low: keeps a spare factor of two",
@@ -319,7 +372,7 @@ import math, torch
 def choose_loss_scale(grads, dtype):
     return 2.0 ** (math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max()))) - 1)
 """,
-            r"one power of two too low",
+            r"leaves room unused",
         ),
         (
             "never goes below 1",
@@ -357,7 +410,7 @@ import math, torch
 def choose_loss_scale(grads, dtype):
     return 2.0 ** math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max())))
 """,
-            r"round down to it",
+            r"third number is the case to remember",
         ),
     ],
     "stall_point_check": [
@@ -369,7 +422,7 @@ def stall_point(dtype, step):
     step = float(torch.tensor(step, dtype=dtype))
     return 2.0 ** (math.floor(math.log2(2 * step / torch.finfo(dtype).eps)) + 1)
 """,
-            r"at most half the spacing, not only",
+            r"where does a cast send a tie",
         ),
         (
             "step/eps",
@@ -378,7 +431,7 @@ import torch
 def stall_point(dtype, step):
     return step / torch.finfo(dtype).eps
 """,
-            r"half the spacing",
+            r"still reaches the next number up",
         ),
         (
             "float32's eps for every dtype",
@@ -387,24 +440,24 @@ import math, torch
 def stall_point(dtype, step):
     return 2.0 ** math.ceil(math.log2(2 * step / torch.finfo(torch.float32).eps))
 """,
-            r"eps of the dtype you were given",
+            r"does not depend on the format",
         ),
     ],
     "LossScaler_check": [
         (
             "forecast: the scale settles and nothing is skipped once it has come down",
             "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.002}",
-            r"never\s+stops probing",
+            r"one whole cycle",
         ),
         (
             "forecast: one skip every growth_interval steps",
             "SCALER_FORECAST = {'skipped at start': 6, 'share skipped in the long run': 0.1}",
-            r"count starts\s+again",
+            r"one whole cycle",
         ),
         (
             "forecast: 2^24 counted among the overflowing scales",
             "SCALER_FORECAST = {'skipped at start': 7, 'share skipped in the long run': 1 / 11}",
-            r"count the start again",
+            r"one step off",
         ),
         (
             "never grows back",
@@ -415,7 +468,7 @@ def stall_point(dtype, step):
             return False
         return True
 """,
-            r"never grows back",
+            r"scale grew and yours stayed",
         ),
         (
             "run of good steps survives an overflow",
@@ -430,7 +483,7 @@ def stall_point(dtype, step):
             self.good = 0
         return True
 """,
-            r"resets the count of good steps",
+            r"what has the evidence\s+said since",
         ),
         (
             "never backs off",
@@ -445,7 +498,7 @@ def stall_point(dtype, step):
             self.good = 0
         return True
 """,
-            r"multiply it by backoff_factor",
+            r"stayed at \S+ or rose",
         ),
         (
             "applies the step on overflow",
@@ -461,7 +514,7 @@ def stall_point(dtype, step):
             self.good = 0
         return True
 """,
-            r"skip the step on overflow",
+            r"worth applying",
         ),
         (
             "grows one step late",
@@ -477,7 +530,7 @@ def stall_point(dtype, step):
             self.good = 0
         return True
 """,
-            r"GradScaler grows the scale|GradScaler's is",
+            r"scale grew and yours stayed|not GradScaler's",
         ),
     ],
 }
@@ -498,6 +551,24 @@ class LossScaler:
         return applied
 """,
     r"calls grader.checks.lesson03.gradscaler_trace",
+))
+
+MUTANTS["LossScaler_check"].append((
+    "shortcut: torch's own scale update (a C function) called from update",
+    """
+import torch
+class LossScaler:
+    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+        self.scale, self.growth_factor, self.backoff_factor = init_scale, growth_factor, backoff_factor
+        self.growth_interval = growth_interval
+        self._scale, self._tracker = torch.full((), float(init_scale)), torch.zeros((), dtype=torch.int32)
+    def update(self, found_inf):
+        torch._amp_update_scale_(self._scale, self._tracker, torch.full((), float(found_inf)), self.growth_factor,
+                                 self.backoff_factor, self.growth_interval)
+        self.scale = float(self._scale)
+        return not found_inf
+""",
+    r"calls torch\._amp_update_scale_",
 ))
 
 
