@@ -75,22 +75,19 @@ def test_h100_fp16_best_tile_does_not_spill():
     pick = namespace("08_inside_a_kernel")["best_tiles"](8192, 8192, 8192, 64, 2, smem, regs, 3, sizes)
     assert pick[0] * pick[1] * 4 < regs and pick != (256, 256)
     assert 3 * (256 * 64 + 64 * 256) * 2 <= smem  # shared memory alone would have let 256 × 256 through
-    best, limit, _ = lesson08._tile_model()
-    assert best == tuple(pick) and limit == "registers"
+    best, limit = lesson08._tile_model()
+    assert f"{pick[0]}x{pick[1]}" in best and limit == "registers"
 
 
 def test_the_tile_predictions_model_is_the_instructors_best_tile_on_its_case():
-    """TILE_PREDICTION's model stays in the package without a general tile traffic (it ranks tiles by re-reads on
-    its one square case): it must agree with the instructor's best_tiles judge on every tile of that case."""
-    from grader import specs
-
-    sm = specs.load_sm()[lesson08.TILE_CHIP]
-    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
-    n, bk, b, stages = lesson08._TILE_CASE
-    best, _, tiles = lesson08._tile_model()
-    assert best == JUDGES._best(n, n, n, bk, b, smem, regs, stages, lesson08.TILE_SIZES)
-    by_traffic = {t: JUDGES._traffic(n, n, n, *t, bk, b) for t in tiles}
-    assert all((tiles[s][1] < tiles[t][1]) == (by_traffic[s] < by_traffic[t]) for s in tiles for t in tiles)
+    """TILE_PREDICTION's model is kept in the package as digests only (a copy test copied the budget functions that
+    used to be there, and read the 256 × 256 limit off a comment): they must be what the instructor's judge works
+    out from data/sm.csv, and the package must hold no on-chip budget that answers best_tiles."""
+    want = JUDGES.tile_model_keys()
+    assert {k: sorted(v) if isinstance(v, tuple) else v for k, v in lesson08._TILE_KEYS.items()} == want
+    assert not hasattr(lesson08, "_fits") and not hasattr(lesson08, "_footprint")
+    text = open(lesson08.__file__, encoding="utf-8").read()
+    assert "256 × 256 fits" not in text and "spills too" not in text and "would still admit" not in text
 
 
 def test_the_tile_explorer_says_256_squared_spills_on_an_h100():

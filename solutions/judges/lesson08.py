@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Callable
 
 from grader.checks._common import call, close, fail, is_number, quote
-from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _TILE_CASES, _best_label, _fits,
-                                    _footprint)
+from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _LIMITS, _TILE_CASE, _TILE_CASES,
+                                    _TILE_WORDS, LESSON, TILE_CHIP, TILE_SIZES, _best_label, _tile_key)
 
 # --- fusion_bytes ------------------------------------------------------------------------------------
 
@@ -100,6 +100,20 @@ def _tile_traffic(fn: Callable) -> None:
 # --- best_tiles --------------------------------------------------------------------------------------
 
 
+def _footprint(BM: int, BN: int, BK: int, b: int, stages: int) -> int:
+    """Bytes of shared memory: num_stages stages, each a BM × BK piece of A and a BK × BN piece of B."""
+    return stages * (BM * BK + BK * BN) * b
+
+
+def _fits(BM: int, BN: int, BK: int, b: int, stages: int, smem: int, regs: int) -> bool:
+    """Shared memory holds the staged pieces; the float32 accumulator must leave registers for everything else."""
+    return _footprint(BM, BN, BK, b, stages) <= smem and BM * BN * 4 < regs
+
+
+# What best_tiles' cases (grader.checks.lesson08._BEST_CASES) tell apart, kept here because it names tiles:
+# case 7 is fp16 on an H100 with 3 stages, where 256 × 256 fits shared memory only (its accumulator is the whole
+# register file); case 8 has half the registers, so 128 × 256 spills too; case 9 a quarter, where fp16's 2 bytes
+# (the accumulator counted at dtype_bytes) would still admit 256 × 64.
 def _best(M, N, K, BK, b, smem, regs, stages, sizes, fits=_fits):
     """The (BM, BN) with the least traffic among those `fits` admits (ties: smaller footprint, larger BM)."""
     ok = [(BM, BN) for BM in sizes for BN in sizes if fits(BM, BN, BK, b, stages, smem, regs)]
@@ -158,6 +172,36 @@ def _best_tiles(fn: Callable) -> None:
              "N buy nothing); on a tie take the smaller footprint, then the larger BM.")
     fail(f"best_tiles on {_best_label(k)}: another tile that fits moves less traffic. Among the tiles that fit both "
          "budgets, take the least traffic (ties: the smaller footprint, then the larger BM).")
+
+
+# --- TILE_PREDICTION's model ------------------------------------------------------------------------
+
+
+def tile_model(sm: dict | None = None) -> tuple[tuple, str, dict]:
+    """(the best tile, what stops 256 × 256, {tile: (fits, traffic, footprint)}) for TILE_PREDICTION's matmul on
+    TILE_CHIP (data/sm.csv)."""
+    from grader import specs
+
+    sm = sm or specs.load_sm()[TILE_CHIP]
+    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
+    n, BK, b, stages = _TILE_CASE
+    tiles = {(bm, bn): (_fits(bm, bn, BK, b, stages, smem, regs), _traffic(n, n, n, bm, bn, BK, b),
+                        _footprint(bm, bn, BK, b, stages)) for bm in TILE_SIZES for bn in TILE_SIZES}
+    best = _best(n, n, n, BK, b, smem, regs, stages, TILE_SIZES)
+    staged_ok, acc_ok = _footprint(256, 256, BK, b, stages) <= smem, 256 * 256 * 4 < regs
+    limit = "nothing" if staged_ok and acc_ok else "shared memory" if not staged_ok else "registers"
+    return best, limit, tiles
+
+
+def tile_model_keys() -> dict:
+    """grader.checks.lesson08._TILE_KEYS: digests of the tile words as good as the best (the same fit, traffic and
+    footprint), of those that fit, and of the limit of 256 × 256."""
+    best, limit, tiles = tile_model()
+    word = {w: tuple(int(v) for v in w.split("x")) for w in _TILE_WORDS}
+    assert limit in _LIMITS
+    return {"best": sorted(_tile_key(w) for w, t in word.items() if tiles[t] == tiles[best]),
+            "fits": sorted(_tile_key(w) for w, t in word.items() if tiles[t][0]),
+            "limit": _tile_key(limit)}
 
 
 # --- flash_traffic -----------------------------------------------------------------------------------

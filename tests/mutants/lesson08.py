@@ -193,6 +193,13 @@ def fusion_bytes(rows, cols, dtype_bytes):
     e = tl.exp(x - tl.max(x, axis=0))
     tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
 """, r"never written.*longer than BLOCK"),
+        ("a fixed block of 1024 whatever BLOCK (Triton's tutorial)", _SOFTMAX + """
+    cols = tl.arange(0, 1024)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+""", r"more lanes at once than BLOCK"),
         ("each block normalised on its own", _SOFTMAX + """
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
@@ -300,6 +307,11 @@ def fusion_bytes(rows, cols, dtype_bytes):
     return acc / l
 """, r"Start the running max at −inf"),
         ("the s × s scores after all", _ATTN + """    return torch.softmax(q @ k.T / math.sqrt(d), dim=1) @ v
+""", r"the \d+×\d+ scores"),
+        ("the s × s scores, hidden from a TorchFunctionMode", _ATTN + """    with torch._C.DisableTorchFunction():
+        return torch.softmax(q @ k.T / math.sqrt(d), dim=1) @ v
+""", r"the \d+×\d+ scores"),
+        ("torch's scaled_dot_product_attention", _ATTN + """    return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
 """, r"the \d+×\d+ scores"),
     ],
     "flash_traffic_check": [
