@@ -136,11 +136,11 @@ def _judge_add(observation: dict) -> None:
         if math.prod(shape) != programs:
             if math.prod(shape) == n // block:
                 fail(f"{label} returned {shape}: those programs cover whole blocks only, and the elements of the "
-                     "last, partial block are never written. n // BLOCK rounds down; the grid must round up, so the "
-                     "partial block has a program too, and the mask turns off the lanes past the end.")
+                     "last, partial block are never written. Every element needs a program; the mask is what keeps a "
+                     "partial block's extra lanes from reading or writing past the end.")
             if math.prod(shape) == n:
-                fail(f"{label} returned {shape}: one program per element. Each program handles a block of BLOCK "
-                     "elements: count the blocks it takes to cover n.")
+                fail(f"{label} returned {shape}: one program per element. Each program handles a whole block of "
+                     "elements (section 1).")
             fail(f"{label} returned {shape} ({math.prod(shape)} programs) for {n} elements in blocks of {block}: "
                  + ("more programs than blocks; the extra ones have no element at all." if math.prod(shape) > programs
                     else "too few programs, so some elements have no program.")
@@ -168,13 +168,13 @@ def _judge_add(observation: dict) -> None:
         want = programs * block - n
         if not (is_number(lanes) and lanes == want):
             if lanes == n % block and want != n % block:
-                fail(f"masked_lanes({n}, {block}) returned {lanes}: that is n % BLOCK, the elements in the last "
-                     "block. The masked lanes are the rest of that block, the lanes with no element.")
+                fail(f"masked_lanes({n}, {block}) returned {lanes}: that is n % BLOCK, the elements the last block "
+                     "does have. masked_lanes counts lanes, the ones with no element.")
             if want == 0:
-                fail(f"masked_lanes({n}, {block}) returned {lanes}: when BLOCK divides n every lane has an element, "
-                     "so no lane is masked (0).")
-            fail(f"masked_lanes({n}, {block}) returned {lanes!r}: count the lanes of the whole launch (every "
-                 "program has BLOCK of them) that have no element.")
+                fail(f"masked_lanes({n}, {block}) returned {lanes}: when BLOCK divides n, does any lane of the launch "
+                     "lack an element?")
+            fail(f"masked_lanes({n}, {block}) returned {lanes!r}: masked_lanes counts the lanes of the whole launch "
+                 "that have no element (section 1).")
 
 
 check_add = Check("add_kernel, add_grid and masked_lanes", _observe_add, _judge_add)
@@ -448,8 +448,8 @@ def _judge_softmax(observation: dict, cases: list | None = None) -> None:
                      "(float32 above x ≈ 88.7). The max must be over the whole row before any exponent is taken.")
             fail(f"{text}: the output holds inf or NaN. e^x overflows float32 above x ≈ 88.7 (rows × 50) and "
                  "underflows to 0 below about −103 (rows near −200), so the sum is inf or 0 and the division NaN. "
-                 "Subtract the row's max before tl.exp: softmax(x) = softmax(x − max(x)), and the largest exponent "
-                 "is then e^0 = 1.")
+                 "Section 3: softmax does not change when one number is subtracted from every element of a row; "
+                 "which number keeps every exponent in range?")
         fail(f"{text}: out differs from torch.softmax(x, dim=1). Every value of a row is divided by one sum over the "
              "whole row, of exponents all taken relative to the same number.")
 
@@ -678,8 +678,9 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
         mode = _Largest()
         with mode:
             got = call(fn, q, k, v, block, label=f"attention_blocked(q, k, v, block={block}) on {label}")
-        runs.append({"out": got if isinstance(got, torch.Tensor) else repr(got)[:200], "largest": mode.largest,
-                     "ops": mode.ops})
+        pair = isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
+        runs.append({"out": got[0] if pair else repr(got)[:200], "lse": got[1] if pair else None,
+                     "largest": mode.largest, "ops": mode.ops})
     return {"runs": runs}
 
 
@@ -691,8 +692,13 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
     for (label, s, d, block, kind), run in zip(cases, runs):
         text = f"attention_blocked on {label} (s={s}, d={d}, block={block})"
         got = run.get("out") if isinstance(run, dict) else None
+        lse = run.get("lse") if isinstance(run, dict) else None
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != (s, d):
-            fail(f"{text} returned {got!r}; return the (s, d) output tensor.")
+            fail(f"{text} returned {got!r}; return (out, lse): the (s, d) output and the (s,) log-sum-exp of each "
+                 "row's scores.")
+        if not isinstance(lse, torch.Tensor) or lse.numel() != s:
+            fail(f"{text} returned {quote(lse)} as lse; return (out, lse) with lse a tensor of s values, one per "
+                 "query row.")
         q, k, v = attention_inputs(s, d, kind)
         want = reference_attention(q, k, v)
         if torch.allclose(got.float(), want, atol=1e-4, rtol=1e-4):
@@ -703,16 +709,17 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
             if run.get("largest", 0) >= s * s and s > block:
                 fail(f"{text}: right, but a tensor of {run['largest']} elements was made: the {s}×{s} scores. The "
                      f"point of the online softmax is to need only a {s}×{block} block of scores at a time.")
+            _judge_lse(text, lse.reshape(s).double(), q, k)
             continue
         if not torch.isfinite(got).all():
             if kind == "negative":
                 fail(f"{text}: the output holds NaN or inf. With every score far below 0, a running max that starts "
-                     "at 0 makes e^(score − 0) underflow to 0 for every key, so l = 0 and acc / l = 0/0. Start the "
-                     "running max at −inf (the first block then sets it).")
+                     "at 0 makes e^(score − 0) underflow to 0 for every key, so l = 0 and acc / l = 0/0. A running max "
+                     "must start below any score it could meet.")
             if kind == "falling":
                 fail(f"{text}: the output holds NaN or inf. The first block's scores are far above the later ones: "
-                     "taking each block's own max as m_new makes exp(m_old − m_new) = e^(+200), which overflows. The "
-                     "running max never falls: m_new = max(m_old, max of this block).")
+                     "taking each block's own max as the new max makes exp(m_old − m_new) = e^(+200), which "
+                     "overflows. The running max never falls: it is the max of every score seen so far.")
             fail(f"{text}: the output holds NaN or inf.")
         if torch.allclose(got.float(), reference_attention(q, k, v, scale=False), atol=1e-4, rtol=1e-4):
             fail(f"{text}: this is softmax(q kᵀ) v: the scores were not divided by √d (= {math.sqrt(d):.3g}).")
@@ -724,6 +731,32 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
              "Every block's exponentials must be taken against one and the same maximum by the time they are added "
              "together, and each row is divided by the sum of all of its exponentials, over every block: which of "
              "your running quantities still refer to an older maximum, and when does the division happen?")
+
+
+def _judge_lse(text: str, lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> None:
+    """The log-sum-exp of each row's scores, log Σ_j e^(q_i·k_j / √d), against what the usual mistakes give."""
+    scores = q.double() @ k.double().T / math.sqrt(q.shape[1])
+    want, top = torch.logsumexp(scores, dim=1), scores.max(dim=1).values
+
+    def near(x: torch.Tensor) -> bool:
+        return bool(torch.allclose(lse, x, rtol=1e-5, atol=1e-3))
+
+    if near(want):
+        return
+    if not torch.isfinite(lse).all():
+        fail(f"{text}: the output is right, but lse holds inf or NaN. The sum inside the log is taken of numbers far "
+             "outside float32's range here: what do your running quantities hold that stays in range?")
+    if near(want - top):
+        fail(f"{text}: the output is right, but lse is off by each row's max score. What exactly is your running sum "
+             "a sum of?")
+    if near(top):
+        fail(f"{text}: the output is right, but lse is each row's max score: the max alone leaves out every other "
+             "term of the sum.")
+    if near(torch.exp(want)) or near(torch.exp(want - top)):
+        fail(f"{text}: the output is right, but lse is not a logarithm: it is the sum itself, which overflows or "
+             "underflows float32 for scores like these.")
+    fail(f"{text}: the output is right, but lse is not log Σ_j e^(score_ij) of each row. What do the running max and "
+         "the running sum say about that sum, once every block has been seen?")
 
 
 check_attention_blocked = guard(Check("attention_blocked", _observe_attention, _judge_attention), "attention_blocked",

@@ -42,11 +42,11 @@ def _fusion_bytes(fn: Callable) -> None:
         fail(f"{label}: only the reads were counted. Writes move bytes too: each separate op writes its result, and "
              "the fused kernel writes its output.")
     if close(unfused, 5 * n * b) or close(fused, 3 * n * b):
-        fail(f"{label}: the bias counted once per element. The bias has one value per column; each is read from "
-             "memory once and reused for every row (a cache keeps it; the counter's unique bytes show it).")
+        fail(f"{label}: the bias counted once per element. The bias has one value per column, and a value used by "
+             "many rows comes from memory once (a cache keeps it; the counter's unique bytes show it).")
     if close(unfused, (3 * n + cols) * b):
-        fail(f"{label}: the unfused count has the intermediate y once. As separate ops y goes to memory twice: the "
-             "bias add writes it, and GELU reads it back.")
+        fail(f"{label}: the unfused count has the intermediate y once. Go kernel by kernel: what does the bias add do "
+             "with y, and what does GELU?")
     if not close(unfused, want_u):
         fail(f"{label}: the unfused count is off. Go kernel by kernel: which tensors does each read, which does it "
              "write, and how many elements each (the bias once per column)?")
@@ -82,10 +82,10 @@ def _tile_traffic(fn: Callable) -> None:
              "every program reads a BM × K strip of A and a K × BN strip of B. How many programs read the same strip?")
     if close(value, b * (M * K * (N // BN) + K * N * (M // BM) + M * N)):
         fail(f"{label}: the tile counts were rounded down. A partial tile at the edge of C is still a program, and it "
-             "reads its whole strips (masked lanes aside): count the programs along each side rounding up.")
+             "reads its strips like any other (masked lanes aside).")
     if close(value, b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N * -(-K // BK))):
-        fail(f"{label}: C written once per K step. A program keeps its BM × BN accumulator on chip while it steps "
-             "along K and stores C once at the end.")
+        fail(f"{label}: C written once per K step. Read the kernel: where does a program keep its tile of C while it "
+             "steps along K, and where is its tl.store?")
     if not close(float(got[_TILE_CASES[0]]), float(got[_TILE_CASES[1]])):
         fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
              "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
@@ -226,11 +226,11 @@ def _flash_traffic(fn: Callable) -> None:
         fail(f"{label}: the stores count the s × s score matrix. This kernel never writes it: each block of scores "
              "lives in registers and is gone after its step. It stores only what it returns.")
     if close(loads, 3 * b * s * d):
-        fail(f"{label}: the loads count Q, K and V once each. Every program (one per query block) walks all of K and "
-             "V: how many programs are there?")
+        fail(f"{label}: the loads count Q, K and V once each, the floor a perfect cache gives. Which loop of the "
+             "kernel loads K and V, and how many times does it run in the whole launch?")
     if close(loads, b * (s * d + 2 * s * d * -(-s // bn))):
-        fail(f"{label}: K and V re-read once per key block. They are re-read once per program, and a program is a "
-             "block of queries, not of keys.")
+        fail(f"{label}: K and V re-read once per key block. What does one program of the kernel stand for, and how "
+             "much of K and V does each program load?")
     if not close(stores, want_s):
         fail(f"{label}: the stores are off. Read the kernel's tl.store: what does it write, and how often?")
     if not close(loads, want_l):
