@@ -181,3 +181,20 @@ def test_the_lesson_says_what_tl_dot_needs_on_a_gpu_and_when_l2_serves_k_and_v()
     attention = next(c for c in cells if "The score matrix alone outgrows" in c)
     assert "SM[\"l2_mb\"]" in attention and "upper bound" in attention
     assert 2 * 65536 * 128 * 2 < 50e6  # s = 64k, d = 128, bf16: 33.5 MB in an H100's 50 MB L2
+
+
+def test_opening_the_tile_explorer_before_the_first_guess_is_a_reveal(tmp_path, monkeypatch, capsys):
+    """The explorer says whether 256 × 256 spills on an H100: TILE_PREDICTION's answer, so opened from a cell before
+    the first guess it counts as asking for it (like the model it is scored against)."""
+    from grader import predictions, specs
+
+    monkeypatch.setenv(predictions.ENV_PATH, str(tmp_path / predictions.FILE_NAME))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv(predictions.ENV_GRADING, raising=False)
+    predictions._MEMORY.clear()
+    predictions._SHOWN.clear()
+    chips = [(specs.chip(lesson08.TILE_CHIP), specs.load_sm()[lesson08.TILE_CHIP])]
+    exec(compile("from grader import widgets\nwidgets.tile_explorer(lambda *a: 1.0, chips, start_tile=256)\n", "<cell>",
+                 "exec"), {"chips": chips})
+    assert lesson08.check_tile_prediction({"tile": "256x128", "256x256": "registers", "why": "read it off"}) == 0.0
+    assert "counts as asking for the answer" in capsys.readouterr().out

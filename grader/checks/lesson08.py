@@ -562,7 +562,9 @@ _TILE_KEYS = {"best": ("dc1138812d1ce48442a695a7168ec8aa", "dfba991687a41bef9a9d
               "limit": "aad6985e7040fd0ba97f09db771ee105"}
 
 
+@course_only()
 def _tile_key(word: str) -> str:
+    """A TILE_PREDICTION word's digest (matched against _TILE_KEYS, it answers the prediction: watched)."""
     return digest(LESSON, "TILE_PREDICTION", word)
 
 
@@ -604,10 +606,18 @@ def _tile_model_said(context: dict) -> str:
     return f"the model's best tile is {' or '.join(best)}; the '256x256' tile is stopped by: {limit}"
 
 
+def _explorer() -> Callable:
+    """The lesson's tile explorer (grader.widgets.tile_explorer): it shows whether a tile fits a chip's shared memory and
+    registers, so opened before the first guess it answers TILE_PREDICTION."""
+    from grader import widgets
+
+    return widgets.tile_explorer
+
+
 check_tile_prediction = Prediction(LESSON, "TILE_PREDICTION", {"tile": _TILE_WORDS, "256x256": _LIMITS},
                                    points=1, band=_tile_band, model=_tile_model_said,
                                    mistakes=lambda answer, context: "; ".join(_tile_said(answer)) or None,
-                                   watch=(_tile_model, _tile_said))
+                                   watch=(_tile_model, _tile_said, _tile_key, _explorer()))
 
 
 # --- exercise 5: blocked attention with the online softmax -------------------------------------------

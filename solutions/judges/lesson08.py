@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Callable
 
 from grader.checks._common import call, close, fail, is_number, quote
+from grader.checks._keys import digest
 from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _LIMITS, _TILE_CASE, _TILE_CASES,
-                                    _TILE_WORDS, LESSON, TILE_CHIP, TILE_SIZES, _best_label, _tile_key)
+                                    _TILE_WORDS, LESSON, TILE_CHIP, TILE_SIZES, _best_label)
 
 # --- fusion_bytes ------------------------------------------------------------------------------------
 
@@ -198,6 +199,10 @@ def tile_model_keys() -> dict:
     footprint), of those that fit, and of the limit of 256 × 256."""
     best, limit, tiles = tile_model()
     word = {w: tuple(int(v) for v in w.split("x")) for w in _TILE_WORDS}
+
+    def _tile_key(w: str) -> str:  # grader.checks.lesson08._tile_key, which is watched: the instructor's own copy
+        return digest(LESSON, "TILE_PREDICTION", w)
+
     assert limit in _LIMITS
     return {"best": sorted(_tile_key(w) for w, t in word.items() if tiles[t] == tiles[best]),
             "fits": sorted(_tile_key(w) for w, t in word.items() if tiles[t][0]),
