@@ -198,3 +198,29 @@ def test_opening_the_tile_explorer_before_the_first_guess_is_a_reveal(tmp_path, 
                  "exec"), {"chips": chips})
     assert lesson08.check_tile_prediction({"tile": "256x128", "256x256": "registers", "why": "read it off"}) == 0.0
     assert "counts as asking for the answer" in capsys.readouterr().out
+
+
+def test_every_exercise_cell_imports_what_its_definitions_need():
+    """The class grader runs exercise cells and checks alone: a cell whose decorator or annotations use a module it
+    does not import itself (torch, triton, tl, math) fails with a NameError when an earlier exercise cell, rewritten by
+    the learner, no longer imports it. The pipeline's own mistaken add_kernel did that: attention_blocked then
+    failed with "name 'attention_blocked' is not defined"."""
+    import ast
+    import json
+
+    from conftest import ROOT
+
+    cells = json.loads((ROOT / "notebooks" / "08_inside_a_kernel" / "08_inside_a_kernel.ipynb").read_text())["cells"]
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("solution") or cell["cell_type"] != "code":
+            continue
+        tree = ast.parse("".join(cell["source"]))
+        imported = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names}
+        needed = set()
+        for f in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+            roots = [*f.decorator_list, f.returns, *(a.annotation for a in f.args.args + f.args.kwonlyargs)]
+            needed |= {n.id for r in roots if r is not None for n in ast.walk(r) if isinstance(n, ast.Name)}
+        needed -= {"int", "float", "tuple", "list", "dict", "str", "bool", "object"}
+        assert needed <= imported, f"{meta['grade_id']} uses {sorted(needed - imported)} without importing it"
