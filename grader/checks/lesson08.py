@@ -689,7 +689,8 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
         with mode:
             got = call(fn, q, k, v, block, label=f"attention_blocked(q, k, v, block={block}) on {label}")
         pair = isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
-        runs.append({"out": got[0] if pair else repr(got)[:200], "lse": got[1] if pair else None,
+        shown = f"one tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else quote(got)
+        runs.append({"out": got[0] if pair else shown, "lse": got[1] if pair else None,
                      "largest": mode.largest, "ops": mode.ops})
     return {"runs": runs}
 
@@ -704,7 +705,9 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
         got = run.get("out") if isinstance(run, dict) else None
         lse = run.get("lse") if isinstance(run, dict) else None
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != (s, d):
-            fail(f"{text} returned {got!r}; return (out, lse): the (s, d) output and the (s,) log-sum-exp of each "
+            shown = got if isinstance(got, str) else f"an out of shape {tuple(got.shape)}" if isinstance(
+                got, torch.Tensor) else quote(got)
+            fail(f"{text} returned {shown}; return (out, lse): the (s, d) output and the (s,) log-sum-exp of each "
                  "row's scores.")
         if not isinstance(lse, torch.Tensor) or lse.numel() != s:
             fail(f"{text} returned {quote(lse)} as lse; return (out, lse) with lse a tensor of s values, one per "
