@@ -672,6 +672,12 @@ class _Largest(TorchDispatchMode):
         super().__init__()
         self.largest, self.ops = 0, 0
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No torch.compile runs in a check: left True, torch wraps __torch_dispatch__ to skip Dynamo, and the first
+        call imports torch._dynamo (3 s on a laptop, in a check that otherwise takes a fraction of one)."""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.ops += 1
