@@ -490,8 +490,8 @@ _TILE_CASES = [(256, 256, 256, 64, 64, 32, 2), (256, 256, 256, 64, 64, 64, 2), (
 def _hints_tile_traffic(fn: Replay) -> None:
     """An unknown answer that changes when only the step along K changes (the first two cases differ in BK alone)."""
     if not close(float(call(fn, *_TILE_CASES[0])), float(call(fn, *_TILE_CASES[1]))):
-        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
-             "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
+        fail("tile_traffic changed when only BK changed. BK only cuts what a program reads into steps along K: "
+             "does the step change how much the program reads in all?")
 
 
 check_tile_traffic = _bytes_check(

@@ -88,8 +88,8 @@ def _tile_traffic(fn: Callable) -> None:
         fail(f"{label}: C written once per K step. Read the kernel: where does a program keep its tile of C while it "
              "steps along K, and where is its tl.store?")
     if not close(float(got[_TILE_CASES[0]]), float(got[_TILE_CASES[1]])):
-        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
-             "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
+        fail("tile_traffic changed when only BK changed. BK only cuts what a program reads into steps along K: "
+             "does the step change how much the program reads in all?")
     if not close(value, want):
         fail(f"{label} is off. Each program computes one tile of C: which rows of A and columns of B does it read, how "
              "many programs read the same ones (tiles at the edge included), and how often is C written?")
