@@ -4,6 +4,7 @@
     counts.loaded_bytes, counts.stored_bytes      # bytes requested by tl.load / tl.store (masked-off lanes not counted)
     counts.unique_bytes                           # bytes touched at least once: the traffic of a perfect cache
     counts.programs                               # program instances run (the grid's size)
+    counts.widest                                 # lanes of the widest single tl.load or tl.store (its block's size)
 
 Triton's interpreter (TRITON_INTERPRET=1) runs each program of the grid one
 after another, in Python, on torch CPU tensors. Every tl.load and tl.store
@@ -125,6 +126,7 @@ class Counts:
     grid: tuple
     programs: int
     regions: dict  # argument name -> Region
+    widest: int = 0  # lanes in the widest single load or store, masked lanes included: the block it worked on
 
     @property
     def loaded_bytes(self) -> int:
@@ -170,7 +172,8 @@ class Counts:
         """The launch's totals as plain numbers (what a check sends to its judge)."""
         return {"kernel": self.kernel, "programs": self.programs, "loaded_bytes": self.loaded_bytes,
                 "stored_bytes": self.stored_bytes, "unique_loaded_bytes": self.unique_loaded_bytes,
-                "unique_stored_bytes": self.unique_stored_bytes, "overwritten": self.overwritten}
+                "unique_stored_bytes": self.unique_stored_bytes, "overwritten": self.overwritten,
+                "widest": self.widest}
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -259,7 +262,7 @@ class _Watch:
 
     def __init__(self, kernel: str, regions: dict, builder: Any):
         self.kernel, self.regions, self.builder = kernel, regions, builder
-        self.program, self.programs = (0, 0, 0), 0
+        self.program, self.programs, self.widest = (0, 0, 0), 0, 0
         self.order = sorted(regions.values(), key=lambda r: r.lo)
 
     def grid_idx(self, original):
@@ -293,6 +296,7 @@ class _Watch:
         itemsize = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
         addresses = np.asarray(ptrs.data, dtype=np.uint64).astype(np.int64)
         on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        self.widest = max(self.widest, int(addresses.size))
         active = addresses[on]
         if active.size == 0:
             return
@@ -414,7 +418,7 @@ def launch(kernel: Any, grid: Any, *args: Any, max_programs: int = MAX_PROGRAMS,
             builder.__dict__.pop(attr, None)
     for storage, block in copies:
         torch.empty(0, dtype=torch.uint8).set_(storage).copy_(block)
-    return Counts(name, shape, watch.programs, regions)
+    return Counts(name, shape, watch.programs, regions, watch.widest)
 
 
 def _where_text(watch: _Watch) -> str:

@@ -13,6 +13,7 @@ import ipywidgets as widgets
 from IPython.core.pylabtools import print_figure
 
 from grader import floats, plots
+from grader.shortcuts import course_only
 from grader.specs import Chip
 
 
@@ -268,6 +269,7 @@ def data_parallel_explorer(
     return _figure_panel([(model_box, chip_box, gpus)], draw)
 
 
+@course_only()  # it says what stops a tile on a chip: TILE_PREDICTION's answer, so lesson 08's prediction watches it
 def tile_explorer(tile_traffic: Callable[..., float], chips: Sequence[tuple[Chip, dict]],
                   start_tile: int = 128) -> widgets.Widget:
     """Lesson 08: pick a matmul size, tiles, stages and a chip: traffic (the learner's tile_traffic), the tiles'

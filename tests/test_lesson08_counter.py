@@ -147,3 +147,13 @@ assert type(tl.sum).__name__ == "JITFunction"  # left as it was
     done = subprocess.run([sys.executable, str(tmp_path / "kernel.py")], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_widest_access_is_the_block_a_kernel_worked_on():
+    """softmax_kernel's check fails a kernel that ignores BLOCK (a copy test passed Triton's tutorial, one fixed
+    1024-wide block, since every row of the check fit it): the counter reports the lanes of the widest load or store,
+    masked lanes included."""
+    x, y = torch.randn(100), torch.randn(100)
+    assert tc.launch(_add, (4,), x, y, torch.empty(100), 100, BLOCK=32).widest == 32
+    assert tc.launch(_add, (1,), x, y, torch.empty(100), 100, BLOCK=1024).widest == 1024
+    assert "widest" in tc.launch(_add, (1,), x, y, torch.empty(100), 100, BLOCK=128).summary()

@@ -408,10 +408,34 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls grader\.triton_kernels\.unfused_bias_gelu"),
         ("tile_traffic_check", "from grader.checks import lesson08\nlesson08._traffic\n", "gone"),
         ("best_tiles_check", "from grader.checks import lesson08\nlesson08._best\n", "gone"),
-        ("best_tiles_check", "from grader.checks import lesson08\n\ndef best_tiles(M, N, K, BK, dtype_bytes, smem_bytes, "
-         "regs_bytes, num_stages, sizes):\n    fits = [(m, n) for m in sizes for n in sizes if lesson08._fits(m, n, BK, "
-         "dtype_bytes, num_stages, smem_bytes, regs_bytes)]\n    return min(fits, key=lambda t: (M // t[0] + N // t[1], "
-         "-t[0]))\n", r"calls grader\.checks\.lesson08\._fits"),
+        ("best_tiles_check", "from grader.checks import lesson08\nlesson08._fits\n", "gone"),
+        ("best_tiles_check", "from grader.checks import lesson08\nlesson08._footprint\n", "gone"),
+        ("fusion_bytes_check", "import torch\nfrom grader import triton_counter, triton_kernels\n\n"
+         "def fusion_bytes(rows, cols, dtype_bytes):\n    k = triton_kernels.kernels()\n"
+         "    x, bias, y, z = torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4), torch.zeros(2, 4)\n"
+         "    add = triton_counter.launch(k['bias_add_kernel'], (1,), x, bias, y, 8, 4, BLOCK=8)  # measured\n"
+         "    return rows * cols * dtype_bytes * 4, rows * cols * dtype_bytes * 2\n",
+         r"calls grader\.triton_counter\.launch|calls the course's bias_add_kernel"),
+        ("fusion_bytes_check", "import torch\nfrom triton.runtime.interpreter import InterpretedFunction\n"
+         "from grader import triton_kernels\n\ndef fusion_bytes(rows, cols, dtype_bytes):\n"
+         "    z = torch.zeros(8)  # the course's kernel run in the interpreter without the counter\n"
+         "    InterpretedFunction(triton_kernels.kernels()['gelu_kernel'].fn)[(1,)](z, z, 8, BLOCK=8)\n"
+         "    return rows * cols * dtype_bytes * 4, rows * cols * dtype_bytes * 2\n",
+         r"calls the course's gelu_kernel"),
+        ("tile_traffic_check", "import torch\nfrom grader import triton_counter, triton_kernels\n\n"
+         "def tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n    a, b, c = torch.ones(16, 16), torch.ones(16, 16), torch.ones(16, 16)\n"
+         "    n = triton_counter.launch(triton_kernels.kernels()['matmul_kernel'], (1, 1), a, b, c, 16, 16, 16, 16, 1, 16, "
+         "1, 16, 1, BM=16, BN=16, BK=16).bytes\n    return n * M * N * K / 16 ** 3\n",
+         r"calls grader\.triton_counter\.launch|calls the course's matmul_kernel"),
+        ("flash_traffic_check", "import torch\nfrom grader import triton_kernels\n\n"
+         "def flash_traffic(s, d, block_m, block_n, dtype_bytes):\n"
+         "    q = torch.ones(16, 16)\n    o, counts = triton_kernels.flash_attention(q, q, q, 16, 16)\n"
+         "    return float(counts.loaded_bytes) * s, float(counts.stored_bytes) * s\n",
+         r"calls grader\.triton_kernels\.flash_attention"),
+        ("attention_blocked_check", "import torch\nfrom grader import triton_kernels\n\n"
+         "def attention_blocked(q, k, v, block):\n    with torch._C.DisableTorchFunction():\n"
+         "        return triton_kernels.flash_attention(q, k, v, block, block)[0]\n",
+         r"calls grader\.triton_kernels\.flash_attention"),
         ("flash_traffic_check", "from grader.checks import lesson08\nlesson08.flash_bytes\n", "gone"),
         ("attention_blocked_check", "from grader.checks import lesson08\n\ndef attention_blocked(q, k, v, block):\n"
          "    return lesson08.reference_attention(q, k, v)\n", r"calls grader\.checks\.lesson08\.reference_attention"),

@@ -20,13 +20,14 @@ import math
 from typing import Any, Callable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader import triton_counter
 from grader.checks import _plain
 from grader.checks._common import (Check, Prediction, Raised, Replay, _key, call, close, fail, guard, is_number, quote,
                                    record)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson08.expect
-from grader.checks._keys import Keyed
+from grader.checks._keys import Keyed, digest
 from grader.notebook import CheckFailed, NotDone
 from grader.shortcuts import course_only
 
@@ -38,8 +39,10 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _launch(kernel: Any, name: str, grid: Any, args: tuple, kwargs: dict, outs: dict) -> dict:
-    """Run a learner's kernel under the counter; what came out (outputs, counts) or what it raised, as plain data."""
+def _launch(kernel: Any, name: str, grid: Any, args: tuple, kwargs: dict, outs: dict, block: int | None = None) -> dict:
+    """Run a learner's kernel under the counter; what came out (outputs, counts) or what it raised, as plain data.
+
+    With `block`: whether any one load or store worked on more lanes than that (a kernel that ignores its BLOCK)."""
     try:
         counts = triton_counter.launch(kernel, grid, *args, **kwargs)
     except NotImplementedError:
@@ -48,7 +51,11 @@ def _launch(kernel: Any, name: str, grid: Any, args: tuple, kwargs: dict, outs: 
         return {"error": "OutOfBounds", "message": str(exc)}
     except Exception as exc:  # noqa: BLE001  the judge says which launch raised what
         return {"error": type(exc).__name__, "message": str(exc)[:2000]}
-    return {"outs": {k: v.clone() for k, v in outs.items()}, "counts": counts.summary()}
+    summary = counts.summary()
+    widest = summary.pop("widest", 0)
+    if block is not None:
+        summary["wider_than_block"] = bool(widest > block)
+    return {"outs": {k: v.clone() for k, v in outs.items()}, "counts": summary}
 
 
 def _launch_failed(run: Any, label: str) -> None:
@@ -129,11 +136,11 @@ def _judge_add(observation: dict) -> None:
         if math.prod(shape) != programs:
             if math.prod(shape) == n // block:
                 fail(f"{label} returned {shape}: those programs cover whole blocks only, and the elements of the "
-                     "last, partial block are never written. n // BLOCK rounds down; the grid must round up, so the "
-                     "partial block has a program too, and the mask turns off the lanes past the end.")
+                     "last, partial block are never written. Every element needs a program; the mask is what keeps a "
+                     "partial block's extra lanes from reading or writing past the end.")
             if math.prod(shape) == n:
-                fail(f"{label} returned {shape}: one program per element. Each program handles a block of BLOCK "
-                     "elements: count the blocks it takes to cover n.")
+                fail(f"{label} returned {shape}: one program per element. Each program handles a whole block of "
+                     "elements (section 1).")
             fail(f"{label} returned {shape} ({math.prod(shape)} programs) for {n} elements in blocks of {block}: "
                  + ("more programs than blocks; the extra ones have no element at all." if math.prod(shape) > programs
                     else "too few programs, so some elements have no program.")
@@ -161,13 +168,13 @@ def _judge_add(observation: dict) -> None:
         want = programs * block - n
         if not (is_number(lanes) and lanes == want):
             if lanes == n % block and want != n % block:
-                fail(f"masked_lanes({n}, {block}) returned {lanes}: that is n % BLOCK, the elements in the last "
-                     "block. The masked lanes are the rest of that block, the lanes with no element.")
+                fail(f"masked_lanes({n}, {block}) returned {lanes}: that is n % BLOCK, the elements the last block "
+                     "does have. masked_lanes counts lanes, the ones with no element.")
             if want == 0:
-                fail(f"masked_lanes({n}, {block}) returned {lanes}: when BLOCK divides n every lane has an element, "
-                     "so no lane is masked (0).")
-            fail(f"masked_lanes({n}, {block}) returned {lanes!r}: count the lanes of the whole launch (every "
-                 "program has BLOCK of them) that have no element.")
+                fail(f"masked_lanes({n}, {block}) returned {lanes}: when BLOCK divides n, does any lane of the launch "
+                     "lack an element?")
+            fail(f"masked_lanes({n}, {block}) returned {lanes!r}: masked_lanes counts the lanes of the whole launch "
+                 "that have no element (section 1).")
 
 
 check_add = Check("add_kernel, add_grid and masked_lanes", _observe_add, _judge_add)
@@ -175,7 +182,8 @@ check_add = Check("add_kernel, add_grid and masked_lanes", _observe_add, _judge_
 
 # --- exercise 2: fusion_bytes, then a fused bias + GELU kernel ----------------------------------------
 
-_FUSION_CASES = [(1024, 4096, 2), (4, 8, 4), (3, 5, 4), (1, 1, 8), (256, 1000, 4)]  # (rows, cols, dtype_bytes)
+# (rows, cols, dtype_bytes); the last is a billion elements, which no interpreter can run: counted, not measured
+_FUSION_CASES = [(1024, 4096, 2), (4, 8, 4), (3, 5, 4), (1, 1, 8), (256, 1000, 4), (49152, 20000, 2)]
 
 
 # The answers of fusion_bytes, tile_traffic, flash_traffic and best_tiles are not here: each is judged by digests
@@ -183,16 +191,37 @@ _FUSION_CASES = [(1024, 4096, 2), (4, 8, 4), (3, 5, 4), (1, 1, 8), (256, 1000, 4
 # never released).
 
 
-def _instruments() -> dict:
-    """The course's kernels the lesson measures with grader.triton_counter: run under the counter they report the very
-    bytes fusion_bytes, tile_traffic and flash_traffic ask for (a copy test passed all three that way)."""
+def _kernel_code(kernel: Any, name: str) -> dict:
+    """{function: label} for one of the course's kernels as it runs: its Python function, and the function Triton's
+    interpreter rewrites it into (InterpretedFunction caches one per kernel, so every launch runs that same code)."""
+    found = {kernel.fn: name}
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        found[InterpretedFunction(kernel.fn).rewrite()] = name
+    except Exception:  # noqa: BLE001  another triton: the counter refuses to run there anyway
+        pass
+    return found
+
+
+def _instruments(*names: str) -> dict:
+    """The course's instruments that measure what fusion_bytes, tile_traffic, flash_traffic (and attention_blocked)
+    ask for: the wrappers in grader.triton_kernels, the kernels themselves however they are launched (their own code,
+    not only the wrappers': a copy test launched triton_kernels.kernels()[...] under the counter itself), and the
+    counter's launch, with which a function could measure a copy of a printed kernel instead of counting.
+    `names`: the kernels that matter (all when none is given)."""
     try:
         from grader import triton_kernels
     except ImportError:  # no triton here (macOS): the kernels cannot run, so no function can measure with them
         return {}
-    return {triton_kernels.unfused_bias_gelu: "grader.triton_kernels.unfused_bias_gelu",
-            triton_kernels.matmul: "grader.triton_kernels.matmul",
-            triton_kernels.flash_attention: "grader.triton_kernels.flash_attention"}
+    found = {triton_kernels.unfused_bias_gelu: "grader.triton_kernels.unfused_bias_gelu",
+             triton_kernels.matmul: "grader.triton_kernels.matmul",
+             triton_kernels.flash_attention: "grader.triton_kernels.flash_attention",
+             triton_counter.launch: "grader.triton_counter.launch"}
+    for name, kernel in triton_kernels.kernels().items():
+        if not names or name in names:
+            found.update(_kernel_code(kernel, f"the course's {name} (grader.triton_kernels)"))
+    return found
 
 
 def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callable[[Replay], None],
@@ -207,8 +236,24 @@ def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callab
                     else is_number(got)):
                 fail(f"{what}{case} returned {got!r}; return {returns}.")
 
-    return guard(Keyed(LESSON, what, what, cases, floats=True, public=public, hints=hints, unknown=unknown), what,
-                 _instruments())
+    def observe(fn: Callable) -> dict:
+        """The recording of every case; a function seen measuring on the small cases is not run on the last, which
+        no interpreter can run (the guard around this check names what it called)."""
+        small = record(fn, what, cases[:-1])
+        if _measuring():
+            return small
+        return record(fn, what, cases)
+
+    return guard(Keyed(LESSON, what, what, cases, floats=True, public=public, hints=hints, unknown=unknown,
+                       observe=observe), what, _instruments())
+
+
+def _measuring() -> bool:
+    """Whether the guard watching this check (grader.shortcuts.watching, the profiler it set) has seen the learner's
+    code call one of the course's instruments."""
+    import sys
+
+    return bool(getattr(getattr(sys.getprofile(), "__self__", None), "hits", None))
 
 
 def _hints_fusion_bytes(fn: Replay) -> None:
@@ -324,7 +369,8 @@ _SOFTMAX_CASES = [("normal rows", 6, 37, 1.0, 0.0, False, 64),
                   ("rows × 50, longer than a block", 4, 37, 50.0, 0.0, False, 16),
                   ("rows near −200, a strided view, longer than a block", 4, 37, 1.0, -200.0, True, 16),
                   ("rows × 50 in one block", 3, 40, 50.0, 0.0, False, 64),
-                  ("rows of 64, exactly two blocks", 3, 64, 1.0, 0.0, False, 32)]
+                  ("rows of 64, exactly two blocks", 3, 64, 1.0, 0.0, False, 32),
+                  ("rows of a vocabulary's length, a strided view", 2, 3000, 1.0, 0.0, True, 256)]
 
 
 def _softmax_input(rows: int, cols: int, scale: float, shift: float, strided: bool) -> torch.Tensor:
@@ -339,7 +385,7 @@ def _observe_softmax(kernel: Any, cases: list | None = None) -> dict:
         x = _softmax_input(rows, cols, scale, shift, strided)
         out = torch.full((rows, cols), NAN)
         runs.append(_launch(kernel, "softmax_kernel", (rows,), (x, out, cols, x.stride(0), out.stride(0)),
-                            {"BLOCK": block}, {"out": out}))
+                            {"BLOCK": block}, {"out": out}, block=block))
     return {"runs": runs}
 
 
@@ -366,6 +412,11 @@ def _judge_softmax(observation: dict, cases: list | None = None) -> None:
                 f"BLOCK {block})")
         _launch_failed(run, text)
         got = _out(run, "out", (rows, cols), text)
+        if run["counts"].get("wider_than_block") is not False:
+            fail(f"{text}: one tl.load or tl.store of your kernel worked on more lanes at once than BLOCK. "
+                 "BLOCK is how many columns a program holds at a time (on a GPU, what fits its registers); a block "
+                 "of another width, fixed in the kernel, fits some rows and not others, and no row is too long for "
+                 "a kernel that keeps to BLOCK.")
         x = _softmax_input(rows, cols, scale, shift, strided)
         results.append((got, x, text, strided, block, shift, run["counts"]))
     right = [bool(torch.allclose(got, torch.softmax(x, dim=1), atol=1e-5)) for got, x, *_ in results]
@@ -397,8 +448,8 @@ def _judge_softmax(observation: dict, cases: list | None = None) -> None:
                      "(float32 above x ≈ 88.7). The max must be over the whole row before any exponent is taken.")
             fail(f"{text}: the output holds inf or NaN. e^x overflows float32 above x ≈ 88.7 (rows × 50) and "
                  "underflows to 0 below about −103 (rows near −200), so the sum is inf or 0 and the division NaN. "
-                 "Subtract the row's max before tl.exp: softmax(x) = softmax(x − max(x)), and the largest exponent "
-                 "is then e^0 = 1.")
+                 "Section 3: softmax does not change when one number is subtracted from every element of a row; "
+                 "which number keeps every exponent in range?")
         fail(f"{text}: out differs from torch.softmax(x, dim=1). Every value of a row is divided by one sum over the "
              "whole row, of exponents all taken relative to the same number.")
 
@@ -431,15 +482,16 @@ softmax_on.__doc__ = "Hidden test: softmax_kernel on a strided rows × cols inpu
 
 # --- exercise 4: tile traffic and the best tiles under an on-chip budget -----------------------------
 
+# (M, N, K, BM, BN, BK, dtype_bytes); the last is a 16384³ matmul, far past what the interpreter can run: counted
 _TILE_CASES = [(256, 256, 256, 64, 64, 32, 2), (256, 256, 256, 64, 64, 64, 2), (1000, 300, 130, 128, 64, 32, 4),
-               (64, 64, 64, 64, 64, 64, 4), (512, 128, 1024, 32, 128, 16, 2)]
+               (64, 64, 64, 64, 64, 64, 4), (512, 128, 1024, 32, 128, 16, 2), (16384, 16384, 16384, 128, 128, 64, 2)]
 
 
 def _hints_tile_traffic(fn: Replay) -> None:
     """An unknown answer that changes when only the step along K changes (the first two cases differ in BK alone)."""
     if not close(float(call(fn, *_TILE_CASES[0])), float(call(fn, *_TILE_CASES[1]))):
-        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
-             "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
+        fail("tile_traffic changed when only BK changed. BK only cuts what a program reads into steps along K: "
+             "does the step change how much the program reads in all?")
 
 
 check_tile_traffic = _bytes_check(
@@ -450,31 +502,17 @@ check_tile_traffic = _bytes_check(
 
 _SIZES = (16, 32, 64, 128, 256)
 _REGS = 65536 * 4  # bytes: the register file of an A100's or H100's SM (data/sm.csv)
-# (M, N, K, BK, dtype_bytes, smem_bytes, regs_bytes, num_stages, sizes)
+# (M, N, K, BK, dtype_bytes, smem_bytes, regs_bytes, num_stages, sizes): what each case tells apart is written beside
+# the instructor's judge (solutions/judges/lesson08.py), not here: it names the tiles that fit.
 _BEST_CASES = [(4096, 4096, 4096, 64, 2, 233472, _REGS, 4, _SIZES), (4096, 4096, 4096, 64, 2, 233472, _REGS, 1, _SIZES),
                (8192, 1024, 4096, 32, 4, 167936, _REGS, 3, _SIZES), (512, 512, 512, 64, 2, 49152, _REGS, 2, _SIZES),
-               (8192, 64, 1024, 64, 2, 233472, _REGS, 3, _SIZES),  # N = 64: wider tiles than 64 columns buy nothing
-               (512, 512, 512, 64, 2, 49152, _REGS, 4, _SIZES),
-               (4096, 4096, 4096, 64, 2, 233472, _REGS, 3, _SIZES),  # fp16 on an H100: 256 × 256 fits shared memory only
-               (4096, 4096, 4096, 32, 1, 233472, 131072, 2, _SIZES),  # half the registers: 128 × 256 spills too
-               (4096, 4096, 4096, 32, 2, 233472, 65536, 2, _SIZES)]  # a quarter: fp16's 2 bytes would still admit 256 × 64
+               (8192, 64, 1024, 64, 2, 233472, _REGS, 3, _SIZES), (512, 512, 512, 64, 2, 49152, _REGS, 4, _SIZES),
+               (4096, 4096, 4096, 64, 2, 233472, _REGS, 3, _SIZES), (4096, 4096, 4096, 32, 1, 233472, 131072, 2, _SIZES),
+               (4096, 4096, 4096, 32, 2, 233472, 65536, 2, _SIZES)]
 
 
-# The on-chip budget stays in the package: TILE_PREDICTION's model (below) judges a guessed tile by it. best_tiles'
-# answer (the least traffic among the tiles that fit) is judged by digests, and the guard notices a best_tiles that
-# calls these.
-@course_only()
-def _footprint(BM: int, BN: int, BK: int, b: int, stages: int) -> int:
-    """Bytes of shared memory: num_stages stages, each a BM × BK piece of A and a BK × BN piece of B."""
-    return stages * (BM * BK + BK * BN) * b
-
-
-@course_only()
-def _fits(BM: int, BN: int, BK: int, b: int, stages: int, smem: int, regs: int) -> bool:
-    """Shared memory holds the staged pieces; the float32 accumulator must leave registers for everything else."""
-    return _footprint(BM, BN, BK, b, stages) <= smem and BM * BN * 4 < regs
-
-
+# best_tiles' answer and the on-chip budget that decides it are the instructor's (solutions/judges/lesson08.py): the
+# package holds neither (a copy test passed best_tiles with the budget functions it found here).
 def _best_label(k: int) -> str:
     """A case named without its numbers (they are also tile sizes a message must not hand over)."""
     return (f"the check's case {k + 1} of {len(_BEST_CASES)} (its arguments, in order: "
@@ -490,26 +528,19 @@ def _public_best_tiles(fn: Replay) -> None:
 
 
 def _hints_best_tiles(fn: Replay) -> None:
-    """An unknown answer whose tile is not from `sizes`, or does not fit on chip."""
+    """An unknown answer whose tile is not from `sizes`."""
     for k, case in enumerate(_BEST_CASES):
-        M, N, K, BK, b, smem, regs, stages, sizes = case
+        sizes = case[-1]
         mine = tuple(call(fn, *case))
         if not all(v in sizes for v in mine):
             fail(f"best_tiles on {_best_label(k)} returned a tile size that is not in `sizes`: pick BM and BN from it.")
-        if not _fits(*mine, BK, b, stages, smem, regs):
-            where = ("its staged pieces of A and B overflow shared memory" if _footprint(*mine, BK, b, stages) > smem
-                     else "its single-precision accumulator does not leave room in the register file")
-            fail(f"best_tiles on {_best_label(k)} picked a tile that does not fit: {where}. Work out both footprints "
-                 "of every tile you consider.")
 
 
-check_best_tiles = guard(Keyed(
+check_best_tiles = Keyed(
     LESSON, "best_tiles", "best_tiles", _BEST_CASES, public=_public_best_tiles, hints=_hints_best_tiles,
-    unknown="best_tiles picked another tile than the one with the least traffic among those that fit, and not by a "
-            "mistake the course knows. Among the tiles that fit both budgets (the staged pieces of A and B in shared "
-            "memory, the float32 accumulator in the registers with room left), take the least traffic; on a tie the "
-            "smaller shared-memory footprint, then the larger BM."),
-    "best_tiles", {_fits: "grader.checks.lesson08._fits", _footprint: "grader.checks.lesson08._footprint"})
+    unknown="best_tiles picked another tile than the course's on at least one case, and not by a mistake the course "
+            "knows. Go back to section 4: what each of the two on-chip budgets holds, and in what precision, for "
+            "every tile you consider, and what a bigger tile buys.")
 BEST_TILES_CASES = _BEST_CASES  # what best_tiles' messages point to: (M, N, K, BK, dtype_bytes, smem, regs, stages, sizes)
 
 
@@ -520,38 +551,43 @@ _LIMITS = ("shared memory", "registers", "nothing")
 _TILE_WORDS = tuple(f"{bm}x{bn}" for bm in TILE_SIZES[2:] for bn in TILE_SIZES[2:])  # "64x64" .. "512x512"
 _TILE_CASE = (8192, 64, 2, 3)  # M = N = K, BK, dtype_bytes, num_stages
 
+# TILE_PREDICTION's model, worked out by the instructor's judge (solutions/judges/lesson08.py, tile_model_keys) from
+# data/sm.csv's H100 and kept here as digests (grader.checks._keys.digest): the tiles as good as the best, the tiles
+# that fit on chip, and what stops 256 × 256. tests/test_lesson08_content.py checks them against the judge.
+_TILE_KEYS = {"best": ("dc1138812d1ce48442a695a7168ec8aa", "dfba991687a41bef9a9d89e93f200122"),
+              "fits": ("0ee04b37f0be6e0a04c6f6ddefa963ea", "257072e6a00eaf33997bede612c38965", "50f780da98b30c892e8319c0c97b8857",
+                       "89326383536409a115aa25bedff44d72", "aa65e6ee45306a201a323e152543f816", "ac548f0c4dc99ce55ddf1f3fe908af10",
+                       "b67698c34254a1932942ec7b99b5d39f", "d878810a602331c1537ebd340bb217fc", "dc1138812d1ce48442a695a7168ec8aa",
+                       "dfba991687a41bef9a9d89e93f200122"),
+              "limit": "aad6985e7040fd0ba97f09db771ee105"}
+
 
 @course_only()
-def _tile_model() -> tuple[tuple[int, int], str, dict]:
-    """(the best tile, what stops 256 × 256, {tile: (fits, re-reads, footprint)}) for TILE_PREDICTION's matmul on
-    an H100, from data/sm.csv. Only this case: every tile divides its square sides, so a tile's traffic falls with
-    the programs along each side (how often A and B are re-read); no general tile traffic is needed."""
-    from grader import specs
+def _tile_key(word: str) -> str:
+    """A TILE_PREDICTION word's digest (matched against _TILE_KEYS, it answers the prediction: watched)."""
+    return digest(LESSON, "TILE_PREDICTION", word)
 
-    sm = specs.load_sm()[TILE_CHIP]
-    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
-    n, BK, b, stages = _TILE_CASE
-    tiles = {(bm, bn): (_fits(bm, bn, BK, b, stages, smem, regs), n // bm + n // bn, _footprint(bm, bn, BK, b, stages))
-             for bm in TILE_SIZES for bn in TILE_SIZES}
-    best = min((t for t, (fits, _, _) in tiles.items() if fits), key=lambda t: (*tiles[t][1:], -t[0]))
-    staged_ok, acc_ok = _footprint(256, 256, BK, b, stages) <= smem, 256 * 256 * 4 < regs
-    limit = "nothing" if staged_ok and acc_ok else "shared memory" if not staged_ok else "registers"
-    return best, limit, tiles
+
+@course_only()
+def _tile_model() -> tuple[tuple[str, ...], str]:
+    """(the tile words as good as the model's best, what stops 256 × 256) for TILE_PREDICTION's matmul on an H100."""
+    best = tuple(w for w in _TILE_WORDS if _tile_key(w) in _TILE_KEYS["best"])
+    limit = next(w for w in _LIMITS if _tile_key(w) == _TILE_KEYS["limit"])
+    return best, limit
 
 
 @course_only()
 def _tile_said(answer: dict) -> list[str]:
     """What is off in a TILE_PREDICTION (tile, then limit), in words that give no figure."""
-    best, limit, tiles = _tile_model()
-    tile = tuple(int(v) for v in answer["tile"].split("x"))
     said = []
-    if tiles[tile] != tiles[best]:  # a tile as good as the best (its transpose) is the model's too
-        if not tiles[tile][0]:
+    tile = _tile_key(answer["tile"])
+    if tile not in _TILE_KEYS["best"]:  # a tile as good as the best (its transpose) is the model's too
+        if tile not in _TILE_KEYS["fits"]:
             said.append("that tile does not fit on chip: count both footprints, the staged pieces of A and B in "
                         "shared memory and the float32 accumulator in the registers")
         else:
             said.append("that tile fits, but a bigger one that also fits moves less traffic")
-    if answer["256x256"] != limit:
+    if _tile_key(answer["256x256"]) != _TILE_KEYS["limit"]:
         said.append("what stops 256 × 256: work out its staged pieces against the shared memory and its float32 "
                     "accumulator against the register file, each from data/sm.csv's figures")
     return said
@@ -566,13 +602,22 @@ def _tile_band(first: dict, context: dict) -> tuple[float, str]:
 
 @course_only()
 def _tile_model_said(context: dict) -> str:
-    best, limit, _ = _tile_model()
-    return f"the model's best tile is {best[0]}x{best[1]}; the '256x256' tile is stopped by: {limit}"
+    best, limit = _tile_model()
+    return f"the model's best tile is {' or '.join(best)}; the '256x256' tile is stopped by: {limit}"
+
+
+def _explorer() -> Callable:
+    """The lesson's tile explorer (grader.widgets.tile_explorer): it shows whether a tile fits a chip's shared memory and
+    registers, so opened before the first guess it answers TILE_PREDICTION."""
+    from grader import widgets
+
+    return widgets.tile_explorer
 
 
 check_tile_prediction = Prediction(LESSON, "TILE_PREDICTION", {"tile": _TILE_WORDS, "256x256": _LIMITS},
                                    points=1, band=_tile_band, model=_tile_model_said,
-                                   mistakes=lambda answer, context: "; ".join(_tile_said(answer)) or None, watch=(_fits, _footprint, _tile_model, _tile_said,))
+                                   mistakes=lambda answer, context: "; ".join(_tile_said(answer)) or None,
+                                   watch=(_tile_model, _tile_said, _tile_key, _explorer()))
 
 
 # --- exercise 5: blocked attention with the online softmax -------------------------------------------
@@ -616,15 +661,26 @@ def _no_rescale(q, k, v, block):
     return (acc / l).float()
 
 
-class _Largest(torch.overrides.TorchFunctionMode):
-    """Notes the largest tensor any torch function returns (in elements)."""
+class _Largest(TorchDispatchMode):
+    """Notes the largest tensor any torch operation makes (in elements), and how many operations ran.
+
+    At the dispatcher, below torch functions: torch._C.DisableTorchFunction does not hide a tensor from it (a copy
+    test hid the s x s scores of its attention_blocked from a TorchFunctionMode that way), and a fused library call
+    is seen as the operations it runs here."""
 
     def __init__(self):
         super().__init__()
-        self.largest = 0
+        self.largest, self.ops = 0, 0
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No torch.compile runs in a check: left True, torch wraps __torch_dispatch__ to skip Dynamo, and the first
+        call imports torch._dynamo (3 s on a laptop, in a check that otherwise takes a fraction of one)."""
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        self.ops += 1
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(t, torch.Tensor):
                 self.largest = max(self.largest, t.numel())
@@ -638,7 +694,10 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
         mode = _Largest()
         with mode:
             got = call(fn, q, k, v, block, label=f"attention_blocked(q, k, v, block={block}) on {label}")
-        runs.append({"out": got if isinstance(got, torch.Tensor) else repr(got)[:200], "largest": mode.largest})
+        pair = isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
+        shown = f"one tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else quote(got)
+        runs.append({"out": got[0] if pair else shown, "lse": got[1] if pair else None,
+                     "largest": mode.largest, "ops": mode.ops})
     return {"runs": runs}
 
 
@@ -650,24 +709,36 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
     for (label, s, d, block, kind), run in zip(cases, runs):
         text = f"attention_blocked on {label} (s={s}, d={d}, block={block})"
         got = run.get("out") if isinstance(run, dict) else None
+        lse = run.get("lse") if isinstance(run, dict) else None
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != (s, d):
-            fail(f"{text} returned {got!r}; return the (s, d) output tensor.")
+            shown = got if isinstance(got, str) else f"an out of shape {tuple(got.shape)}" if isinstance(
+                got, torch.Tensor) else quote(got)
+            fail(f"{text} returned {shown}; return (out, lse): the (s, d) output and the (s,) log-sum-exp of each "
+                 "row's scores.")
+        if not isinstance(lse, torch.Tensor) or lse.numel() != s:
+            fail(f"{text} returned {quote(lse)} as lse; return (out, lse) with lse a tensor of s values, one per "
+                 "query row.")
         q, k, v = attention_inputs(s, d, kind)
         want = reference_attention(q, k, v)
         if torch.allclose(got.float(), want, atol=1e-4, rtol=1e-4):
+            if not run.get("ops"):
+                fail(f"{text}: right, but the check saw no torch operation run: it cannot tell whether the {s}×{s} "
+                     "scores were made. Compute it with torch on the tensors you are given, in plain code the check "
+                     "can watch.")
             if run.get("largest", 0) >= s * s and s > block:
                 fail(f"{text}: right, but a tensor of {run['largest']} elements was made: the {s}×{s} scores. The "
                      f"point of the online softmax is to need only a {s}×{block} block of scores at a time.")
+            _judge_lse(text, lse.reshape(s).double(), q, k)
             continue
         if not torch.isfinite(got).all():
             if kind == "negative":
                 fail(f"{text}: the output holds NaN or inf. With every score far below 0, a running max that starts "
-                     "at 0 makes e^(score − 0) underflow to 0 for every key, so l = 0 and acc / l = 0/0. Start the "
-                     "running max at −inf (the first block then sets it).")
+                     "at 0 makes e^(score − 0) underflow to 0 for every key, so l = 0 and acc / l = 0/0. A running max "
+                     "must start below any score it could meet.")
             if kind == "falling":
                 fail(f"{text}: the output holds NaN or inf. The first block's scores are far above the later ones: "
-                     "taking each block's own max as m_new makes exp(m_old − m_new) = e^(+200), which overflows. The "
-                     "running max never falls: m_new = max(m_old, max of this block).")
+                     "taking each block's own max as the new max makes exp(m_old − m_new) = e^(+200), which "
+                     "overflows. The running max never falls: it is the max of every score seen so far.")
             fail(f"{text}: the output holds NaN or inf.")
         if torch.allclose(got.float(), reference_attention(q, k, v, scale=False), atol=1e-4, rtol=1e-4):
             fail(f"{text}: this is softmax(q kᵀ) v: the scores were not divided by √d (= {math.sqrt(d):.3g}).")
@@ -681,8 +752,35 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
              "your running quantities still refer to an older maximum, and when does the division happen?")
 
 
+def _judge_lse(text: str, lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> None:
+    """The log-sum-exp of each row's scores, log Σ_j e^(q_i·k_j / √d), against what the usual mistakes give."""
+    scores = q.double() @ k.double().T / math.sqrt(q.shape[1])
+    want, top = torch.logsumexp(scores, dim=1), scores.max(dim=1).values
+
+    def near(x: torch.Tensor) -> bool:
+        return bool(torch.allclose(lse, x, rtol=1e-5, atol=1e-3))
+
+    if near(want):
+        return
+    if not torch.isfinite(lse).all():
+        fail(f"{text}: the output is right, but lse holds inf or NaN. The sum inside the log is taken of numbers far "
+             "outside float32's range here: what do your running quantities hold that stays in range?")
+    if near(want - top):
+        fail(f"{text}: the output is right, but lse is off by each row's max score. What exactly is your running sum "
+             "a sum of?")
+    if near(top):
+        fail(f"{text}: the output is right, but lse is each row's max score: the max alone leaves out every other "
+             "term of the sum.")
+    if near(torch.exp(want)) or near(torch.exp(want - top)):
+        fail(f"{text}: the output is right, but lse is not a logarithm: it is the sum itself, which overflows or "
+             "underflows float32 for scores like these.")
+    fail(f"{text}: the output is right, but lse is not log Σ_j e^(score_ij) of each row. What do the running max and "
+         "the running sum say about that sum, once every block has been seen?")
+
+
 check_attention_blocked = guard(Check("attention_blocked", _observe_attention, _judge_attention), "attention_blocked",
-                                {reference_attention: "grader.checks.lesson08.reference_attention"})
+                                {reference_attention: "grader.checks.lesson08.reference_attention",
+                                 **_instruments("flash_attention_kernel")})
 
 
 def _observe_attention_on(fn: Callable, s: int, d: int, block: int, seed: int) -> dict:
@@ -703,7 +801,9 @@ attention_on.__doc__ = "Hidden test: attention_blocked on random (s, d) inputs w
 
 # --- exercise 6: FlashAttention's traffic ---------------------------------------------------------------
 
-_FLASH_CASES = [(1024, 64, 128, 64, 2), (4096, 128, 64, 128, 2), (100, 16, 32, 16, 4), (256, 32, 256, 32, 4)]
+# (s, d, block_m, block_n, dtype_bytes); the last, s = 65536, is far past what the interpreter can run: counted
+_FLASH_CASES = [(1024, 64, 128, 64, 2), (4096, 128, 64, 128, 2), (100, 16, 32, 16, 4), (256, 32, 256, 32, 4),
+                (65536, 128, 128, 64, 2)]
 
 
 def _hints_flash_traffic(fn: Replay) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Callable
 
 from grader.checks._common import call, close, fail, is_number, quote
-from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _TILE_CASES, _best_label, _fits,
-                                    _footprint)
+from grader.checks._keys import digest
+from grader.checks.lesson08 import (_BEST_CASES, _FLASH_CASES, _FUSION_CASES, _LIMITS, _TILE_CASE, _TILE_CASES,
+                                    _TILE_WORDS, LESSON, TILE_CHIP, TILE_SIZES, _best_label)
 
 # --- fusion_bytes ------------------------------------------------------------------------------------
 
@@ -42,11 +43,11 @@ def _fusion_bytes(fn: Callable) -> None:
         fail(f"{label}: only the reads were counted. Writes move bytes too: each separate op writes its result, and "
              "the fused kernel writes its output.")
     if close(unfused, 5 * n * b) or close(fused, 3 * n * b):
-        fail(f"{label}: the bias counted once per element. The bias has one value per column; each is read from "
-             "memory once and reused for every row (a cache keeps it; the counter's unique bytes show it).")
+        fail(f"{label}: the bias counted once per element. The bias has one value per column, and a value used by "
+             "many rows comes from memory once (a cache keeps it; the counter's unique bytes show it).")
     if close(unfused, (3 * n + cols) * b):
-        fail(f"{label}: the unfused count has the intermediate y once. As separate ops y goes to memory twice: the "
-             "bias add writes it, and GELU reads it back.")
+        fail(f"{label}: the unfused count has the intermediate y once. Go kernel by kernel: what does the bias add do "
+             "with y, and what does GELU?")
     if not close(unfused, want_u):
         fail(f"{label}: the unfused count is off. Go kernel by kernel: which tensors does each read, which does it "
              "write, and how many elements each (the bias once per column)?")
@@ -82,13 +83,13 @@ def _tile_traffic(fn: Callable) -> None:
              "every program reads a BM × K strip of A and a K × BN strip of B. How many programs read the same strip?")
     if close(value, b * (M * K * (N // BN) + K * N * (M // BM) + M * N)):
         fail(f"{label}: the tile counts were rounded down. A partial tile at the edge of C is still a program, and it "
-             "reads its whole strips (masked lanes aside): count the programs along each side rounding up.")
+             "reads its strips like any other (masked lanes aside).")
     if close(value, b * (M * K * -(-N // BN) + K * N * -(-M // BM) + M * N * -(-K // BK))):
-        fail(f"{label}: C written once per K step. A program keeps its BM × BN accumulator on chip while it steps "
-             "along K and stores C once at the end.")
+        fail(f"{label}: C written once per K step. Read the kernel: where does a program keep its tile of C while it "
+             "steps along K, and where is its tl.store?")
     if not close(float(got[_TILE_CASES[0]]), float(got[_TILE_CASES[1]])):
-        fail("tile_traffic changed when only BK changed. BK only cuts each strip into steps: a program still reads "
-             "its whole BM × K strip of A and K × BN strip of B, whatever the step.")
+        fail("tile_traffic changed when only BK changed. BK only cuts what a program reads into steps along K: "
+             "does the step change how much the program reads in all?")
     if not close(value, want):
         fail(f"{label} is off. Each program computes one tile of C: which rows of A and columns of B does it read, how "
              "many programs read the same ones (tiles at the edge included), and how often is C written?")
@@ -100,6 +101,20 @@ def _tile_traffic(fn: Callable) -> None:
 # --- best_tiles --------------------------------------------------------------------------------------
 
 
+def _footprint(BM: int, BN: int, BK: int, b: int, stages: int) -> int:
+    """Bytes of shared memory: num_stages stages, each a BM × BK piece of A and a BK × BN piece of B."""
+    return stages * (BM * BK + BK * BN) * b
+
+
+def _fits(BM: int, BN: int, BK: int, b: int, stages: int, smem: int, regs: int) -> bool:
+    """Shared memory holds the staged pieces; the float32 accumulator must leave registers for everything else."""
+    return _footprint(BM, BN, BK, b, stages) <= smem and BM * BN * 4 < regs
+
+
+# What best_tiles' cases (grader.checks.lesson08._BEST_CASES) tell apart, kept here because it names tiles:
+# case 7 is fp16 on an H100 with 3 stages, where 256 × 256 fits shared memory only (its accumulator is the whole
+# register file); case 8 has half the registers, so 128 × 256 spills too; case 9 a quarter, where fp16's 2 bytes
+# (the accumulator counted at dtype_bytes) would still admit 256 × 64.
 def _best(M, N, K, BK, b, smem, regs, stages, sizes, fits=_fits):
     """The (BM, BN) with the least traffic among those `fits` admits (ties: smaller footprint, larger BM)."""
     ok = [(BM, BN) for BM in sizes for BN in sizes if fits(BM, BN, BK, b, stages, smem, regs)]
@@ -160,6 +175,40 @@ def _best_tiles(fn: Callable) -> None:
          "budgets, take the least traffic (ties: the smaller footprint, then the larger BM).")
 
 
+# --- TILE_PREDICTION's model ------------------------------------------------------------------------
+
+
+def tile_model(sm: dict | None = None) -> tuple[tuple, str, dict]:
+    """(the best tile, what stops 256 × 256, {tile: (fits, traffic, footprint)}) for TILE_PREDICTION's matmul on
+    TILE_CHIP (data/sm.csv)."""
+    from grader import specs
+
+    sm = sm or specs.load_sm()[TILE_CHIP]
+    smem, regs = int(sm["shared_kb_per_sm"] * 1024), int(sm["registers_kb_per_sm"] * 1024)
+    n, BK, b, stages = _TILE_CASE
+    tiles = {(bm, bn): (_fits(bm, bn, BK, b, stages, smem, regs), _traffic(n, n, n, bm, bn, BK, b),
+                        _footprint(bm, bn, BK, b, stages)) for bm in TILE_SIZES for bn in TILE_SIZES}
+    best = _best(n, n, n, BK, b, smem, regs, stages, TILE_SIZES)
+    staged_ok, acc_ok = _footprint(256, 256, BK, b, stages) <= smem, 256 * 256 * 4 < regs
+    limit = "nothing" if staged_ok and acc_ok else "shared memory" if not staged_ok else "registers"
+    return best, limit, tiles
+
+
+def tile_model_keys() -> dict:
+    """grader.checks.lesson08._TILE_KEYS: digests of the tile words as good as the best (the same fit, traffic and
+    footprint), of those that fit, and of the limit of 256 × 256."""
+    best, limit, tiles = tile_model()
+    word = {w: tuple(int(v) for v in w.split("x")) for w in _TILE_WORDS}
+
+    def _tile_key(w: str) -> str:  # grader.checks.lesson08._tile_key, which is watched: the instructor's own copy
+        return digest(LESSON, "TILE_PREDICTION", w)
+
+    assert limit in _LIMITS
+    return {"best": sorted(_tile_key(w) for w, t in word.items() if tiles[t] == tiles[best]),
+            "fits": sorted(_tile_key(w) for w, t in word.items() if tiles[t][0]),
+            "limit": _tile_key(limit)}
+
+
 # --- flash_traffic -----------------------------------------------------------------------------------
 
 
@@ -182,11 +231,11 @@ def _flash_traffic(fn: Callable) -> None:
         fail(f"{label}: the stores count the s × s score matrix. This kernel never writes it: each block of scores "
              "lives in registers and is gone after its step. It stores only what it returns.")
     if close(loads, 3 * b * s * d):
-        fail(f"{label}: the loads count Q, K and V once each. Every program (one per query block) walks all of K and "
-             "V: how many programs are there?")
+        fail(f"{label}: the loads count Q, K and V once each, the floor a perfect cache gives. Which loop of the "
+             "kernel loads K and V, and how many times does it run in the whole launch?")
     if close(loads, b * (s * d + 2 * s * d * -(-s // bn))):
-        fail(f"{label}: K and V re-read once per key block. They are re-read once per program, and a program is a "
-             "block of queries, not of keys.")
+        fail(f"{label}: K and V re-read once per key block. What does one program of the kernel stand for, and how "
+             "much of K and V does each program load?")
     if not close(stores, want_s):
         fail(f"{label}: the stores are off. Read the kernel's tl.store: what does it write, and how often?")
     if not close(loads, want_l):

@@ -95,7 +95,7 @@ def add_grid(n, BLOCK):
 
 def masked_lanes(n, BLOCK):
     return (n + BLOCK - 1) // BLOCK * BLOCK - n
-""", r"never written\. n // BLOCK rounds down"),
+""", r"last, partial block are never written"),
         ("offsets without pid * BLOCK", _JIT + """def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     mask = offsets < n
@@ -124,7 +124,7 @@ def add_grid(n, BLOCK):
 
 def masked_lanes(n, BLOCK):
     return BLOCK - n % BLOCK
-""", r"when BLOCK divides n every lane has an element"),
+""", r"when BLOCK divides n, does any lane of the launch"),
     ],
     "fusion_bytes_check": [
         ("writes not counted", """
@@ -178,7 +178,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
     ],
     "softmax_kernel_check": [
         ("no max subtraction", _softmax(_LOAD, _LOAD, _LOAD, _STORE).replace(" - row_max)", ")"),
-         r"Subtract the row's max"),
+         r"which number keeps every exponent in range"),
         ("masked lanes filled with 0", _softmax(_LOAD.replace('float("-inf")', "0.0"), _LOAD.replace('float("-inf")', "0.0"),
                                                 _LOAD.replace('float("-inf")', "0.0"), _STORE),
          r"loaded as 0.*changes neither the max nor the sum"),
@@ -193,6 +193,13 @@ def fusion_bytes(rows, cols, dtype_bytes):
     e = tl.exp(x - tl.max(x, axis=0))
     tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
 """, r"never written.*longer than BLOCK"),
+        ("a fixed block of 1024 whatever BLOCK (Triton's tutorial)", _SOFTMAX + """
+    cols = tl.arange(0, 1024)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
+""", r"more lanes at once than BLOCK"),
         ("each block normalised on its own", _SOFTMAX + """
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
@@ -267,7 +274,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
         p = torch.exp(scores - m)
         l = l + p.sum(dim=1, keepdim=True)
         acc = acc + p @ v[j:j + block]
-    return acc / l
+    return acc / l, (m + torch.log(l)).squeeze(1)
 """, r"in the running sum and in the accumulator alike"),
         ("the block's max instead of the running max", _ATTN + """    m = torch.full((s, 1), float("-inf"))
 """ + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
@@ -277,7 +284,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
         l = l * alpha + p.sum(dim=1, keepdim=True)
         acc = acc * alpha + p @ v[j:j + block]
         m = m_new
-    return acc / l
+    return acc / l, (m + torch.log(l)).squeeze(1)
 """, r"The running max never falls"),
         ("no 1/sqrt(d)", _ATTN + """    m = torch.full((s, 1), float("-inf"))
 """ + _ATTN_LOOP + """        scores = q @ k[j:j + block].T
@@ -287,7 +294,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
         l = l * alpha + p.sum(dim=1, keepdim=True)
         acc = acc * alpha + p @ v[j:j + block]
         m = m_new
-    return acc / l
+    return acc / l, (m + torch.log(l)).squeeze(1)
 """, r"not divided by √d"),
         ("a running max that starts at 0", _ATTN + """    m = torch.zeros(s, 1)
 """ + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
@@ -297,10 +304,48 @@ def fusion_bytes(rows, cols, dtype_bytes):
         l = l * alpha + p.sum(dim=1, keepdim=True)
         acc = acc * alpha + p @ v[j:j + block]
         m = m_new
-    return acc / l
-""", r"Start the running max at −inf"),
-        ("the s × s scores after all", _ATTN + """    return torch.softmax(q @ k.T / math.sqrt(d), dim=1) @ v
+    return acc / l, (m + torch.log(l)).squeeze(1)
+""", r"must start below any score it could meet"),
+        ("the s × s scores after all", _ATTN + """    scores = q @ k.T / math.sqrt(d)
+    return torch.softmax(scores, dim=1) @ v, torch.logsumexp(scores, dim=1)
 """, r"the \d+×\d+ scores"),
+        ("the s × s scores, hidden from a TorchFunctionMode", _ATTN + """    with torch._C.DisableTorchFunction():
+        scores = q @ k.T / math.sqrt(d)
+        return torch.softmax(scores, dim=1) @ v, torch.logsumexp(scores, dim=1)
+""", r"the \d+×\d+ scores"),
+        ("torch's scaled_dot_product_attention", _ATTN + """    out = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
+    return out, torch.logsumexp(q @ k.T / math.sqrt(d), dim=1)
+""", r"the \d+×\d+ scores"),
+        ("lse as the log of the running sum alone", _ATTN + """    m = torch.full((s, 1), float("-inf"))
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
+        m_new = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        l = l * alpha + p.sum(dim=1, keepdim=True)
+        acc = acc * alpha + p @ v[j:j + block]
+        m = m_new
+    return acc / l, torch.log(l).squeeze(1)
+""", r"lse is off by each row's max score"),
+        ("lse as the running max alone", _ATTN + """    m = torch.full((s, 1), float("-inf"))
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
+        m_new = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        l = l * alpha + p.sum(dim=1, keepdim=True)
+        acc = acc * alpha + p @ v[j:j + block]
+        m = m_new
+    return acc / l, m.squeeze(1)
+""", r"lse is each row's max score"),
+        ("lse as the sum itself, not its log", _ATTN + """    m = torch.full((s, 1), float("-inf"))
+""" + _ATTN_LOOP + """        scores = q @ k[j:j + block].T / math.sqrt(d)
+        m_new = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        l = l * alpha + p.sum(dim=1, keepdim=True)
+        acc = acc * alpha + p @ v[j:j + block]
+        m = m_new
+    return acc / l, (torch.exp(m) * l).squeeze(1)
+""", r"lse is not a logarithm|lse holds inf or NaN"),
     ],
     "flash_traffic_check": [
         ("the s × s matrix stored", _FLASH + """
