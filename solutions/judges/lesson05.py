@@ -15,7 +15,8 @@ from typing import Callable
 import torch
 
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SPAN,
+from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SORTED,
+                                    _B_SPAN, _B_UNSORTED,
                                     _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
                                     _MFU_MODELS, _MFU_TOL, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
                                     _idle_call, _public_mfu, _small_transformer, describe)
@@ -129,7 +130,7 @@ def _busy_fraction(busy_fraction: Callable) -> None:
     for i, value in got.items():
         if not is_number(value):
             fail(f"busy_fraction{_BUSY_CASES[i]} returned {value!r} ({type(value).__name__}); return a float from 0 to 1.")
-    simple, overlap, clip, span, outside, empty, nested = (float(got[i]) for i in range(len(_BUSY_CASES)))
+    simple, overlap, clip, span, outside, empty, nested, unsorted, ordered = (float(got[i]) for i in range(len(_BUSY_CASES)))
     if close(simple, 50.0):
         fail(f"busy_fraction{_B_SIMPLE} returned {simple!r}: a share is a fraction from 0 to 1, not a percent.")
     if overlap > 1.0 or close(overlap, 1.75) or close(nested, 1.1):
@@ -143,12 +144,16 @@ def _busy_fraction(busy_fraction: Callable) -> None:
     if close(span, 2 / 3) or close(simple, 2 / 3):
         fail(f"busy_fraction{_B_SPAN} returned {span!r}: you divided by the intervals' span (first start to last end), "
              "not by the window. Idle time before the first kernel and after the last is idle time too.")
+    if not close(unsorted, ordered) and close(ordered, _busy_reference(*_B_SORTED)):
+        fail(f"busy_fraction{_B_UNSORTED} returned {unsorted!r}, though the same kernels listed by start time gave the "
+             "right share: your function reads the intervals in the order they come. Two streams' kernels overlap, "
+             "and a profile lists them in the order it read its buffers, not the order they ran.")
     for value, case in ((simple, _B_SIMPLE), (overlap, _B_OVERLAP), (clip, _B_CLIP), (span, _B_SPAN),
-                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED)):
+                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED), (unsorted, _B_UNSORTED),
+                        (ordered, _B_SORTED)):
         if not math.isclose(value, _busy_reference(*case), rel_tol=1e-9, abs_tol=1e-12):
             fail(f"busy_fraction{case} returned {value!r}: not the share of the window in which at least one interval "
-                 "ran. Walk the window from start to end: each moment is busy or not, whatever the number of kernels "
-                 "running then and whichever order the intervals came in.")
+                 "ran. Go back to section 2: what utilisation counts, moment by moment, and try this case by hand.")
 
 
 # --- top_ops -----------------------------------------------------------------------------------------
@@ -252,7 +257,7 @@ def _idle_by_cause(idle_by_cause: Callable) -> None:
     if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
         fail(f"{shown['no_loading']}: you blamed all the idle time on the loader, but here no batch was being fetched "
              "at all. Idle time while nothing is loading (Python between steps, the profiler, a log line) is not "
-             "the loader's fault, and no number of workers shortens it.")
+             "the loader's.")
     if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
         fail(f"{shown['overlap']}: you counted loading time that overlaps compute as idle. The device was busy then: "
              "a batch fetched while a step computes costs nothing. Only idle moments are split between the causes.")
@@ -267,16 +272,16 @@ def _idle_by_cause(idle_by_cause: Callable) -> None:
              "device as idle inside it). A moment covered by two ranges is busy, once.")
     if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
         fail(f"{shown['nested']}: one compute range sits inside another, and you took the device as idle from the "
-             "inner range's end. It stays busy until the outer range ends: keep the latest end seen so far.")
+             "inner range's end, while the outer range still ran.")
     if "unsorted" in wrong and "sorted" not in wrong:
-        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted. A profile's ranges come in "
-             "any order: order them yourself before walking through them.")
+        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted: your function depends on "
+             "the order a profile lists its ranges in, and a profile lists them in any order.")
     if wrong == {"edges"}:
         fail(f"{shown['edges']}: ranges that stick out of the window were counted outside it. Only the part of each "
              "range between start and end counts.")
     name = next(name for name in _IDLE if name in wrong)
-    fail(f"{shown[name]}. The device is idle at a moment no compute range covers; an idle moment under a loading range "
-         "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
+    fail(f"{shown[name]}: not the device's idle time split by owner. Go back to section 4's two owners and work this "
+         "case by hand, moment by moment.")
 
 
 # --- mfu ---------------------------------------------------------------------------------------------
@@ -303,8 +308,9 @@ def _mfu_reference(model: torch.nn.Module, batch: int, seq_len: int, step_second
 
 
 def small_step_flops() -> int:
-    """The model FLOPs of one training step of the lesson's small transformer on its batch (lesson05._SMALL_STEP_FLOPS,
-    which the MFU_GUESS model uses): the same count as mfu's."""
+    """The model FLOPs of one training step of the lesson's small transformer on its batch, as mfu counts them (the
+    MFU_GUESS model counts with torch's flop counter instead, attention's matmuls included: a test holds the two
+    within a few percent)."""
     net, _, _ = _small_transformer()
     return 6 * _matmul_params(net) * _SMALL_TOKENS[0] * _SMALL_TOKENS[1]
 
