@@ -13,6 +13,7 @@ import ipywidgets as widgets
 from IPython.core.pylabtools import print_figure
 
 from grader import floats, plots
+from grader.shortcuts import course_only
 from grader.specs import Chip
 
 
@@ -215,6 +216,7 @@ def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: st
     return widgets.VBox([controls_row([box]), table], layout=widgets.Layout(width="100%", max_width="100%"))
 
 
+@course_only()  # it prices an all-reduce over a cluster: ALLREDUCE_PREDICTION watches it
 def data_parallel_explorer(
     models: Sequence[dict],
     chips: Sequence[Chip],

@@ -295,3 +295,24 @@ def test_mfu_guess_model_reads_nothing_a_cell_can_write(record):
     predictions.note_measured(lesson05.LESSON, launches_per_step=50_331_648 / (0.3 * 1e-5 * 989.5e12))
     assert band({"mfu": 0.3}, predictions.context(lesson05.LESSON)) == before and before[0] == 0.0
     assert predictions.context(lesson05.LESSON) and "mfu" not in json.dumps(predictions.context(lesson05.LESSON))
+
+
+@pytest.mark.parametrize("cell", [
+    "from grader import distributed\nfrom grader.checks import lesson07\n"
+    "links = distributed.cluster_links(900, 16, chip='NVIDIA H100 SXM5 80GB')\n"
+    "distributed.cluster_allreduce_seconds(1e9, links, lambda b, n, l, bw: 0.0)\n",
+    "from grader import distributed\ndistributed.cluster_links(900, 16, chip='NVIDIA H100 SXM5 80GB')\n",
+    "from grader import memory, specs, widgets\n"
+    "widgets.data_parallel_explorer([{'model': 'x', 'n_params': 2.5e8}], specs.load_chips(), lambda n, w, s: 1.0,\n"
+    "                               lambda b, n, l, bw: 0.0, memory.card_bytes)\n",
+], ids=["cluster_allreduce_seconds", "cluster_links", "data_parallel_explorer"])
+def test_the_cluster_allreduce_before_the_guess_is_a_reveal(record, capsys, cell):
+    """A copy test ran the reveal cell's distributed.cluster_allreduce_seconds(1e9, cluster_links(...), ...) before
+    committing ALLREDUCE_PREDICTION and scored 1 / 1, unrecorded: every course function that prices it is watched."""
+    from grader.checks import lesson07
+
+    exec(compile(cell, "<cell>", "exec"), {})
+    check = lesson07.check_allreduce_prediction
+    assert check({"16 GPUs ms": 6.4, "why": "copied from the reveal cell's calls"}) == 0.0
+    assert predictions.entry(lesson07.LESSON, check.name).get("revealed")
+    assert "counts as asking for the answer" in capsys.readouterr().out
