@@ -320,8 +320,11 @@ check_bucket_plan = Keyed(
 WAIT_S = 20.0  # how long a simulated rank waits for the others at an all-reduce
 
 
-def replicas(world: int, seed: int, frozen: bool = False) -> list[nn.Module]:
-    """`world` identical copies of a small model, each with the gradients of its own batch (the same in every process)."""
+def replicas(world: int, seed: int, frozen: bool = False, mixed: bool = False) -> list[nn.Module]:
+    """`world` identical copies of a small model, each with the gradients of its own batch (the same in every process).
+
+    mixed: the output layer's weights and gradients are bfloat16, the rest float32 (as a model that keeps a part in
+    low precision has them)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.LayerNorm(6), nn.Linear(6, 2))
@@ -333,6 +336,8 @@ def replicas(world: int, seed: int, frozen: bool = False) -> list[nn.Module]:
         gen = torch.Generator().manual_seed(1000 * seed + rank)
         x, y = torch.randn(5, 4, generator=gen), torch.randn(5, 2, generator=gen)
         nn.functional.mse_loss(replica(x), y).backward()
+        if mixed:
+            replica[3].to(torch.bfloat16)  # its parameters and their gradients
         out.append(replica)
     return out
 
@@ -379,20 +384,21 @@ class _Group:
 
 
 def _kind(tensor: torch.Tensor, params: list[torch.Tensor]) -> list:
-    """Which tensor all_reduce got: ['grad', i], ['data', i] (the weights) or ['copy', -1]."""
-    ptr = tensor.data_ptr()
+    """Which tensor all_reduce got, and how many bytes it sends: ['grad', i, bytes], ['data', i, bytes] (the weights) or
+    ['copy', -1, bytes]."""
+    ptr, nbytes = tensor.data_ptr(), int(tensor.numel() * tensor.element_size())
     for i, p in enumerate(params):
         if p.grad is not None and ptr == p.grad.data_ptr() and tensor.shape == p.grad.shape:
-            return ["grad", i]
+            return ["grad", i, nbytes]
         if ptr == p.data_ptr() and tensor.shape == p.shape:
-            return ["data", i]
-    return ["copy", -1]
+            return ["data", i, nbytes]
+    return ["copy", -1, nbytes]
 
 
-def _observe_average(fn: Callable, world: int = 3, seed: int = 0, frozen: bool = False) -> dict:
+def _observe_average(fn: Callable, world: int = 3, seed: int = 0, frozen: bool = False, mixed: bool = False) -> dict:
     require_callable(fn, "average_gradients")
     world, seed = int(world), int(seed)
-    models = replicas(world, seed, bool(frozen))
+    models = replicas(world, seed, bool(frozen), bool(mixed))
     group = _Group(world)
     results: list[dict] = [{} for _ in range(world)]
 
@@ -427,10 +433,12 @@ def _observe_average(fn: Callable, world: int = 3, seed: int = 0, frozen: bool =
     return {"ranks": results}
 
 
-def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: bool = False, why: str = "") -> None:
+def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: bool = False, why: str = "",
+                   mixed: bool = False) -> None:
     """average_gradients: every rank ends with the mean of the ranks' gradients, in p.grad, weights untouched."""
     prefix = f"{why}: " if why else ""
-    label = f"average_gradients on {world} ranks" + (" (first layer frozen)" if frozen else "")
+    label = (f"average_gradients on {world} ranks" + (" (first layer frozen)" if frozen else "")
+             + (" (output layer in bfloat16)" if mixed else ""))
     if observation.get("hung"):
         fail(f"{prefix}{label} did not finish within {WAIT_S * 1.5:.0f} s on every rank: a loop that never ends, or a "
              "rank waiting for something the others never do. (In a notebook, restart the kernel: the stuck ranks are threads "
@@ -450,7 +458,7 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
         if r.get("broken"):
             fail(f"{prefix}{label}: the ranks' all_reduce calls did not line up (rank {rank} was left waiting). Every "
                  "rank must call all_reduce on the same tensors in the same order.")
-    reference = replicas(world, seed, frozen)
+    reference = replicas(world, seed, frozen, mixed)
     names = [name for name, _ in reference[0].named_parameters()]
     before = [[None if p.grad is None else p.grad for p in m.parameters()] for m in reference]
     mean = []
@@ -464,7 +472,7 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
         mean.append(total / world)
     weights = [p.detach() for p in reference[0].parameters()]
     r0 = ranks[0]
-    kinds = [k for k, _ in r0.get("calls", [])]
+    kinds = [c[0] for c in r0.get("calls", []) if isinstance(c, list) and c]
     if "data" in kinds:
         fail(f"{prefix}{label} passed the weights (p or p.data) to all_reduce. Data parallelism averages the "
              "gradients, p.grad; the weights are already the same on every rank.")
@@ -484,8 +492,11 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
                  "it is None.")
 
     def matches(scale: float) -> list[bool]:
-        return [m is None or (isinstance(g, torch.Tensor) and g.shape == m.shape and torch.allclose(g, m * scale, rtol=1e-5, atol=1e-7))
-                for g, m in zip(got, mean)]
+        def near(g: torch.Tensor, m: torch.Tensor) -> bool:  # a bfloat16 mean may be rounded once more or less
+            low = m.dtype in (torch.bfloat16, torch.float16)
+            return g.dtype == m.dtype and torch.allclose(g.float(), (m * scale).float(), rtol=2e-2 if low else 1e-5,
+                                                         atol=1e-3 if low else 1e-7)
+        return [m is None or (isinstance(g, torch.Tensor) and g.shape == m.shape and near(g, m)) for g, m in zip(got, mean)]
 
     ok = matches(1.0)
     if all(ok):
@@ -520,17 +531,27 @@ def _judge_average(observation: dict, world: int = 3, seed: int = 0, frozen: boo
          "when you unpack it.")
 
 
-def _judge_one_message(observation: dict, world: int, frozen: bool, why: str = "") -> None:
-    """The average goes out as one all_reduce: every call pays the latency once."""
+def _judge_one_message(observation: dict, world: int, frozen: bool, why: str = "", mixed: bool = False) -> None:
+    """The average goes out in as few all_reduces as the gradients' dtypes allow (every call pays the latency once),
+    and sends no more bytes than the gradients hold (every byte pays the bandwidth)."""
     prefix = f"{why}: " if why else ""
-    calls = (observation.get("ranks") or [{}])[0].get("calls", [])
-    if len(calls) > 1:
-        fail(f"{prefix}average_gradients on {world} ranks called all_reduce {len(calls)} times, once per tensor: each "
-             "call pays the all-reduce's latency (section 3), so a model of hundreds of parameters pays it hundreds "
-             "of times. Send every gradient in one message.")
+    label = f"average_gradients on {world} ranks" + (" (output layer in bfloat16)" if mixed else "")
+    rank = (observation.get("ranks") or [{}])[0]
+    calls = [c for c in rank.get("calls", []) if isinstance(c, list) and len(c) == 3]
+    grads = [g for g in rank.get("grads") or [] if isinstance(g, torch.Tensor)]
+    kinds = {g.dtype for g in grads}
+    if len(calls) > len(kinds):
+        each = "once per tensor" if len(calls) == len(grads) else f"for gradients of {len(kinds)} dtype(s)"
+        fail(f"{prefix}{label} called all_reduce {len(calls)} times, {each}: each call pays the all-reduce's latency "
+             "(section 3), so a model of hundreds of parameters pays it hundreds of times.")
+    sent, held = sum(int(c[2]) for c in calls), sum(g.numel() * g.element_size() for g in grads)
+    if sent > held:
+        fail(f"{prefix}{label} sent more bytes through all_reduce than its gradients hold: some of them "
+             "travelled in a wider dtype than they are kept in (a tensor has one dtype, and torch.cat of several "
+             "gives the widest), and every byte pays the bandwidth (section 3).")
 
 
-_AVERAGE_RUNS = [(3, 0, False), (2, 1, True)]  # (world, seed, first layer frozen)
+_AVERAGE_RUNS = [(3, 0, False, False), (2, 1, True, False), (3, 2, False, True)]  # (world, seed, frozen, output bf16)
 
 
 def _observe_average_runs(fn: Callable) -> list:
@@ -545,22 +566,23 @@ def _observe_average_runs(fn: Callable) -> list:
 def _judge_average_runs(observation: list) -> None:
     if not isinstance(observation, list) or len(observation) != len(_AVERAGE_RUNS):
         fail("the check could not read what average_gradients did")
-    for seen, run in zip(observation, _AVERAGE_RUNS):
-        _judge_average(seen, *run)
-        _judge_one_message(seen, run[0], run[2])
+    for seen, (world, seed, frozen, mixed) in zip(observation, _AVERAGE_RUNS):
+        _judge_average(seen, world, seed, frozen, mixed=mixed)
+        _judge_one_message(seen, world, frozen, mixed=mixed)
 
 
 check_average_gradients = Check("average_gradients", _observe_average_runs, _judge_average_runs)
 
 
-def _judge_average_on(observation: dict, world: int = 3, seed: int = 0, frozen: bool = False, why: str = "") -> None:
-    _judge_average(observation, world, seed, frozen, why)
-    _judge_one_message(observation, world, frozen, why)
+def _judge_average_on(observation: dict, world: int = 3, seed: int = 0, frozen: bool = False, mixed: bool = False,
+                      why: str = "") -> None:
+    _judge_average(observation, world, seed, frozen, why, mixed=mixed)
+    _judge_one_message(observation, world, frozen, why, mixed=mixed)
 
 
 average_on = Check("average_gradients on other ranks", _observe_average, _judge_average_on,
-                   inputs=("world", "seed", "frozen"), announce=False)
-average_on.__doc__ = "Hidden test: average_gradients on `world` simulated ranks of replicas(world, seed, frozen)."
+                   inputs=("world", "seed", "frozen", "mixed"), announce=False)
+average_on.__doc__ = "Hidden test: average_gradients on `world` simulated ranks of replicas(world, seed, frozen, mixed)."
 
 
 # --- bytes_per_rank --------------------------------------------------------------------------------

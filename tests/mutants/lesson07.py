@@ -252,6 +252,17 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for g in grads:
         g.copy_(flat[:g.numel()].view_as(g))
 """, r"where each one's part starts and ends"),
+        ("one flat buffer for gradients of two dtypes (torch's _flatten_dense_tensors does the same)", _AVG + """
+    import torch
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    all_reduce(flat)
+    flat /= world_size
+    start = 0
+    for g in grads:
+        g.copy_(flat[start:start + g.numel()].view_as(g))
+        start += g.numel()
+""", r"travelled in a wider dtype than they are kept in"),
         ("skips the biases", _AVG + """
     import torch
     for m in model.modules():
