@@ -483,3 +483,13 @@ def test_the_mfu_checks_models_leave_no_count_of_biases_or_layernorm_to_judge():
         assert not [n for n, _ in model.named_parameters() if n.endswith("bias") or ".ln" in n or n.startswith("ln")], name
     model = lesson05._MFU_MODELS["gpt"][0]()
     assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 512)
+
+
+def test_fixed_loaders_worker_counts_are_the_check_cases_only():
+    """A copy test pasted the package's general worker count (workers_needed) into fixed_loader; the package keeps the
+    counts of its own three cases, which these recompute (k workers deliver k batches per batch-read time)."""
+    import math
+
+    assert not hasattr(lesson05, "workers_needed")
+    assert lesson05._NEEDED == tuple(max(1, math.ceil(round(b * i / s, 9))) for i, b, s in lesson05._RATIOS)
+    assert lesson05._FROM_ONE_ITEM == tuple(math.ceil(i / s) for i, _, s in lesson05._RATIOS)

@@ -346,12 +346,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),
     ],
     "05_reading_the_machine": [
-        ("fixed_loader_check", "import torch\nfrom torch.utils.data import DataLoader\nfrom grader.checks import lesson05\n\n"
-         "def fixed_loader(dataset, batch_size, device, step_seconds):\n"
-         "    k = lesson05.workers_needed(dataset.item_seconds, batch_size, step_seconds)\n"
-         "    return DataLoader(dataset, batch_size=batch_size, num_workers=k, persistent_workers=True,\n"
-         "                      pin_memory=device.type == 'cuda', multiprocessing_context='fork')\n",
-         r"calls grader\.checks\.lesson05\.workers_needed"),
+        ("fixed_loader_check", "from grader.checks import lesson05\nlesson05.workers_needed\n", "gone"),
         ("busy_fraction_check", "from grader.checks import lesson05\nlesson05._busy_reference\n", "gone"),
         ("top_ops_check", "from grader.checks import lesson05\nlesson05._top_reference\n", "gone"),
         ("mfu_check", "from grader.checks import lesson05\nlesson05._mfu_reference\n", "gone"),

@@ -256,11 +256,11 @@ def idle_by_cause(compute, loading, start, end):
         ("workers rounded down", _LOADER_HEAD + f"""
     k = max(1, math.floor(batch_size * dataset.item_seconds / step_seconds))
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
-""", r"you rounded down"),
+""", r"rounded down\?"),
         ("one item's read time, not a batch's", _LOADER_HEAD + f"""
     k = math.ceil(dataset.item_seconds / step_seconds)
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
-""", r"a worker builds a whole batch"),
+""", r"from one item's read time"),
         ("sixteen workers whatever the ratio", _LOADER_HEAD + f"""
     return DataLoader(dataset, batch_size=batch_size, num_workers=16, {_FIXED})
 """, r"keep up"),
