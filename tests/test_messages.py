@@ -366,6 +366,13 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "bandwidth):\n    return lesson07._ring(nbytes, world, latency, bandwidth)\n", r"calls grader\.checks\.lesson07\._ring"),
         ("fit_latency_bandwidth_check", "from grader.checks import lesson07\nlesson07._weighted_fit\n", "gone"),
         ("bucket_plan_check", "from grader.checks import lesson07\nlesson07._walk\n", "gone"),
+        ("bucket_plan_check", "import torch\nfrom torch.distributed import _compute_bucket_assignment_by_size as ddp\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n"
+         "    sizes = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    buckets, _ = ddp(sizes, [first_cap, cap], [False] * len(sizes), list(range(len(sizes)))) if sizes else ([], 0)\n"
+         "    return [[order[j] for j in b] for b in buckets]\n",
+         r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
     ],
     "08_inside_a_kernel": [
         ("fusion_bytes_check", "from grader.checks import lesson08\nlesson08._fusion\n", "gone"),
