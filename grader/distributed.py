@@ -64,6 +64,8 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable
 
+from grader.shortcuts import course_only
+
 MAX_WORLD = 16
 EXIT_GRACE_SECONDS = 5.0  # after every rank has answered, how long each may take to leave
 LOG_TAIL_LINES = 15
@@ -519,6 +521,7 @@ def load_networks() -> list[dict]:
     return rows
 
 
+@course_only()
 def cluster_links(nvlink_gbs: float, world: int, networks: list[dict] | None = None, chip: str = "") -> dict:
     """The links an all-reduce of `world` GPUs uses: NVLink inside each node, one network adapter per GPU between nodes.
 
@@ -547,6 +550,7 @@ def cluster_links(nvlink_gbs: float, world: int, networks: list[dict] | None = N
                      f"{nic / 1e9:g} GB/s per GPU one way, {node} adapters per node{guess}")}
 
 
+@course_only()
 def cluster_allreduce_seconds(nbytes: float, links: dict, allreduce_seconds: Callable[[float, int, float, float], float],
                               latency: float = 0.0) -> float:
     """A hierarchical all-reduce priced with a ring model `allreduce_seconds(nbytes, world, latency, bandwidth)`.

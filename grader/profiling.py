@@ -101,6 +101,34 @@ def launches(table: list[dict], steps: int = 1) -> float:
     return sum(r["calls"] for r in table if not r["is_label"] and not is_runtime_call(r)) / steps
 
 
+# Operators that reach a backend yet launch no kernel: a new shape over the same memory the schema does not mark as a
+# view, an allocation without a fill, a number read back to the host (on a GPU, AdamW's step counts live on the host).
+_NO_KERNEL = {"aten::_unsafe_view", "aten::lift_fresh", "aten::empty", "aten::empty_strided", "aten::empty_like",
+              "aten::_local_scalar_dense"}
+
+
+def device_ops(fn: Callable[[], object]) -> dict[str, int]:
+    """{operator: calls} of the work one call of `fn` hands to the device, counted where torch hands each operator to
+    its backend (below autograd, after decompositions): views, allocations without a fill and reads back to the host
+    left out. On a GPU each of these launches at least one kernel (a few launch more than one)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls: dict[str, int] = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._schema.name
+            if name.startswith("aten::") and not func.is_view and name not in _NO_KERNEL:
+                self.calls[name] = self.calls.get(name, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    with _Count() as counted:
+        fn()
+    return dict(counted.calls)
+
+
 def ranges(prof: profile, main_thread_only: bool = True) -> list[dict]:
     """Every CPU range in the profile: name, start_us, end_us (from the profile's start), depth, is_label.
 

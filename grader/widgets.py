@@ -216,6 +216,7 @@ def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: st
     return widgets.VBox([controls_row([box]), table], layout=widgets.Layout(width="100%", max_width="100%"))
 
 
+@course_only()  # it prices an all-reduce over a cluster: ALLREDUCE_PREDICTION watches it
 def data_parallel_explorer(
     models: Sequence[dict],
     chips: Sequence[Chip],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import multiprocessing
 import shutil
 
@@ -12,7 +13,7 @@ import torch
 from torch.profiler import record_function
 
 from conftest import ROOT, read_notebook
-from grader import loading, profiling, specs
+from grader import loading, profiling, shortcuts, specs
 from grader.checks import lesson05
 from grader.notebook import CheckFailed
 from notebook_cells import namespace
@@ -444,17 +445,34 @@ def test_diagnose_treats_hardware_slowdowns_as_faults_and_flashes_as_noise():
     assert not thermal_only and old["power_w"] / old["power_limit_w"] < 0.5  # the old rules: 'tiny-or-memory-bound'
 
 
-def test_the_mfu_guess_model_counts_the_small_step_as_the_instructors_judge_does():
-    """The package holds the small transformer's FLOPs per step (the MFU_GUESS model needs the number), not the way to
-    count them: the count lives with the instructor's judge of mfu, and the two agree."""
-    assert lesson05._SMALL_STEP_FLOPS == _instructor_judges().small_step_flops()
-    assert not hasattr(lesson05, "_mfu_reference") and not hasattr(lesson05, "_matmul_params")
-    net, _, _ = lesson05._small_transformer()
-    with pytest.raises(ValueError, match="small transformer"):
-        lesson05._launch_bound_mfu(net, 4, 32, 100.0)
-    assert lesson05._launch_bound_mfu(net, 2, 32, 100.0) == pytest.approx(
-        lesson05._SMALL_STEP_FLOPS / (100.0 * specs.model_constants()["kernel_launch_seconds"]["value"])
-        / specs.chip(lesson05.MFU_GUESS_CHIP).peak("bf16"))
+def test_the_mfu_guess_model_counts_the_kernels_a_gpu_launches_not_the_cpus_operators():
+    """The first model counted every operator of a CPU profile as a launch (1985 a step: nested operators, views,
+    AdamW's loop per parameter), so it said 2.6e-6 and an honest count of the step's kernels (about a hundred) missed
+    it by more than ten times. The model counts the operators that hand work to the device, AdamW as a GPU runs it."""
+    model = shortcuts._INNER[lesson05.launch_bound_model]()
+    assert 60 <= model["kernels"] <= 300, model
+    net, opt, tokens = lesson05._small_transformer()
+    cpu_operators = profiling.launches(profiling.rows(profiling.profile_steps(
+        lambda: (opt.zero_grad(), torch.nn.functional.cross_entropy(net(tokens).flatten(0, 1), tokens.flatten()).backward(),
+                 opt.step()), steps=1)), 1)
+    assert cpu_operators > 5 * model["kernels"]  # what the first model counted
+    six_n = _instructor_judges().small_step_flops()  # the parameters' share: attention's matmuls add a few percent
+    assert six_n < model["flops"] < 1.1 * six_n
+    assert model["mfu"] == pytest.approx(model["flops"] / model["step_seconds"] / specs.chip("H100").peak("bf16"))
+    band = shortcuts._INNER[lesson05._mfu_guess_band]
+    paper = 50e6 / (120 * 1e-5) / 989e12  # about a hundred and twenty kernels of 10 µs for 50 MFLOP, on paper
+    assert band({"mfu": paper}, {})[0] == 1.0
+    solution = next(c.source for c in read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb").cells
+                    if c.source.startswith("MFU_GUESS"))
+    guess = float(re.search(r'"mfu": ([0-9][0-9.e-]*)', solution).group(1))
+    assert band({"mfu": guess}, {})[0] == 1.0
+
+
+def test_device_ops_leaves_out_what_launches_no_kernel():
+    x = torch.randn(4, 8, requires_grad=True)
+    counted = profiling.device_ops(lambda: (x.t().reshape(8, 4).transpose(0, 1) * 2).sum().backward())
+    assert "aten::t" not in counted and "aten::view" not in counted and "aten::transpose" not in counted
+    assert counted.get("aten::mul", 0) >= 1 and counted.get("aten::sum", 0) == 1
 
 
 def test_the_mfu_checks_models_leave_no_count_of_biases_or_layernorm_to_judge():
@@ -465,3 +483,13 @@ def test_the_mfu_checks_models_leave_no_count_of_biases_or_layernorm_to_judge():
         assert not [n for n, _ in model.named_parameters() if n.endswith("bias") or ".ln" in n or n.startswith("ln")], name
     model = lesson05._MFU_MODELS["gpt"][0]()
     assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 512)
+
+
+def test_fixed_loaders_worker_counts_are_the_check_cases_only():
+    """A copy test pasted the package's general worker count (workers_needed) into fixed_loader; the package keeps the
+    counts of its own three cases, which these recompute (k workers deliver k batches per batch-read time)."""
+    import math
+
+    assert not hasattr(lesson05, "workers_needed")
+    assert lesson05._NEEDED == tuple(max(1, math.ceil(round(b * i / s, 9))) for i, b, s in lesson05._RATIOS)
+    assert lesson05._FROM_ONE_ITEM == tuple(math.ceil(i / s) for i, _, s in lesson05._RATIOS)

@@ -470,3 +470,28 @@ def test_a_failure_message_shows_no_temporary_kernel_path_and_none_for_no_ranks(
     assert "ipykernel" not in shown and "In a notebook cell, line 3, in f" in shown
     text = _lesson_text()
     assert 'print(f"ranks still running: {distributed.live_ranks()}")' not in text
+
+
+def test_zero_predictions_model_is_the_instructors_bytes_per_rank_against_the_card():
+    """The package keeps ZERO_PREDICTION's verdicts, not the bytes per parameter of each stage (a copy test copied
+    _zero_fits's dict and passed bytes_per_rank with it); the instructor's bytes_per_rank gives the same verdicts."""
+    from grader import shortcuts
+
+    n = float(next(m["n_params"] for m in specs.load_models() if m["model"] == lesson07.ZERO_MODEL))
+    card = memory.card_bytes(specs.chip(lesson07.PREDICTED_CHIP))
+    want = {s: _judges().bytes_reference(n, lesson07.ZERO_WORLD, s, "autocast") <= card for s in lesson07.STAGES}
+    assert shortcuts._INNER[lesson07._zero_fits]() == want
+    deepspeed = next(s for s in lesson07.STAGES if _judges().bytes_reference(n, lesson07.ZERO_WORLD, s) <= card)
+    assert shortcuts._INNER[lesson07._zero_answer]() != deepspeed  # the ZeRO paper's layout gives another answer
+    assert "16" not in "".join(map(str, lesson07._ZERO_FITS.values()))
+
+
+def test_fit_cases_share_a_world_with_other_values():
+    """A copy test passed fit_latency_bandwidth with a table of the check's latency and bandwidth by world."""
+    by_world: dict = {}
+    for world, latency, bandwidth, _ in lesson07._FITS:
+        by_world.setdefault(world, set()).add((latency, bandwidth))
+    assert any(len(values) > 1 for values in by_world.values())
+    table = {world: (latency, bandwidth) for world, latency, bandwidth, _ in lesson07._FITS[:4]}
+    with pytest.raises(CheckFailed, match="not what the data"):
+        lesson07.check_fit_latency_bandwidth(lambda nbytes, seconds, world: table[world])

@@ -367,12 +367,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),
     ],
     "05_reading_the_machine": [
-        ("fixed_loader_check", "import torch\nfrom torch.utils.data import DataLoader\nfrom grader.checks import lesson05\n\n"
-         "def fixed_loader(dataset, batch_size, device, step_seconds):\n"
-         "    k = lesson05.workers_needed(dataset.item_seconds, batch_size, step_seconds)\n"
-         "    return DataLoader(dataset, batch_size=batch_size, num_workers=k, persistent_workers=True,\n"
-         "                      pin_memory=device.type == 'cuda', multiprocessing_context='fork')\n",
-         r"calls grader\.checks\.lesson05\.workers_needed"),
+        ("fixed_loader_check", "from grader.checks import lesson05\nlesson05.workers_needed\n", "gone"),
         ("busy_fraction_check", "from grader.checks import lesson05\nlesson05._busy_reference\n", "gone"),
         ("top_ops_check", "from grader.checks import lesson05\nlesson05._top_reference\n", "gone"),
         ("mfu_check", "from grader.checks import lesson05\nlesson05._mfu_reference\n", "gone"),
@@ -399,6 +394,13 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "bandwidth):\n    return lesson07._ring(nbytes, world, latency, bandwidth)\n", r"calls grader\.checks\.lesson07\._ring"),
         ("fit_latency_bandwidth_check", "from grader.checks import lesson07\nlesson07._weighted_fit\n", "gone"),
         ("bucket_plan_check", "from grader.checks import lesson07\nlesson07._walk\n", "gone"),
+        ("bucket_plan_check", "import torch\nfrom torch.distributed import _compute_bucket_assignment_by_size as ddp\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n"
+         "    sizes = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    buckets, _ = ddp(sizes, [first_cap, cap], [False] * len(sizes), list(range(len(sizes)))) if sizes else ([], 0)\n"
+         "    return [[order[j] for j in b] for b in buckets]\n",
+         r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
     ],
     "08_inside_a_kernel": [
         ("fusion_bytes_check", "from grader.checks import lesson08\nlesson08._fusion\n", "gone"),

@@ -217,7 +217,8 @@ def test_the_measured_context_is_frozen_with_the_first_guess(record, capsys):
 _INPUTS = {"gpu_fixed_seconds", "_crossover_inputs", "timing_text", "_near", "_ratio_off", "_seven_b", "_naive",
            "_measured", "_named",
            "snippet_reads", "snippet_waits",  # lesson 02's quiz key: _Quiz fails on it outright
-           "_half_frozen_mlp"}  # lesson 04: builds the model the page describes, measures nothing
+           "_half_frozen_mlp",  # lesson 04: builds the model the page describes, measures nothing
+           "_small_transformer"}  # lesson 05: the small transformer section 3 builds
 
 
 def _reached(module) -> dict[str, set[str]]:
@@ -301,12 +302,34 @@ def test_what_counts_as_asking_for_the_model(record, capsys, how):
     assert ("counts as asking for the answer" in capsys.readouterr().out) == asked
 
 
-def test_mfu_guess_record_holds_the_kernel_count_not_the_models_answer(record):
-    """The record beside the notebook is the learner's to read: it held MFU_GUESS's answer (`mfu_model`) before."""
+def test_mfu_guess_model_reads_nothing_a_cell_can_write(record):
+    """MFU_GUESS's band read a kernel count from the record, which any cell could set with note_measured before
+    committing (a copy test made 0.3 score full marks that way): its model now counts for itself."""
     from grader.checks import lesson05
 
-    lesson05._count_launches()
-    context = predictions.context(lesson05.LESSON)
-    model = lesson05._mfu_model(context)
-    assert model and context.get("launches_per_step", 0) > 0
-    assert not any(isinstance(v, float) and abs(v - model) <= 1e-3 * model for v in context.values()), context
+    band = shortcuts._INNER[lesson05._mfu_guess_band]
+    before = band({"mfu": 0.3}, {})
+    predictions.note_measured(lesson05.LESSON, launches_per_step=50_331_648 / (0.3 * 1e-5 * 989.5e12))
+    assert band({"mfu": 0.3}, predictions.context(lesson05.LESSON)) == before and before[0] == 0.0
+    assert predictions.context(lesson05.LESSON) and "mfu" not in json.dumps(predictions.context(lesson05.LESSON))
+
+
+@pytest.mark.parametrize("cell", [
+    "from grader import distributed\nfrom grader.checks import lesson07\n"
+    "links = distributed.cluster_links(900, 16, chip='NVIDIA H100 SXM5 80GB')\n"
+    "distributed.cluster_allreduce_seconds(1e9, links, lambda b, n, l, bw: 0.0)\n",
+    "from grader import distributed\ndistributed.cluster_links(900, 16, chip='NVIDIA H100 SXM5 80GB')\n",
+    "from grader import memory, specs, widgets\n"
+    "widgets.data_parallel_explorer([{'model': 'x', 'n_params': 2.5e8}], specs.load_chips(), lambda n, w, s: 1.0,\n"
+    "                               lambda b, n, l, bw: 0.0, memory.card_bytes)\n",
+], ids=["cluster_allreduce_seconds", "cluster_links", "data_parallel_explorer"])
+def test_the_cluster_allreduce_before_the_guess_is_a_reveal(record, capsys, cell):
+    """A copy test ran the reveal cell's distributed.cluster_allreduce_seconds(1e9, cluster_links(...), ...) before
+    committing ALLREDUCE_PREDICTION and scored 1 / 1, unrecorded: every course function that prices it is watched."""
+    from grader.checks import lesson07
+
+    exec(compile(cell, "<cell>", "exec"), {})
+    check = lesson07.check_allreduce_prediction
+    assert check({"16 GPUs ms": 6.4, "why": "copied from the reveal cell's calls"}) == 0.0
+    assert predictions.entry(lesson07.LESSON, check.name).get("revealed")
+    assert "counts as asking for the answer" in capsys.readouterr().out

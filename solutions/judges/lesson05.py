@@ -15,7 +15,8 @@ from typing import Callable
 import torch
 
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SPAN,
+from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SORTED,
+                                    _B_SPAN, _B_UNSORTED,
                                     _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
                                     _MFU_MODELS, _MFU_TOL, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
                                     _idle_call, _public_mfu, _small_transformer, describe)
@@ -53,12 +54,10 @@ def _diagnose(diagnose: Callable) -> None:
         n = "at_cap" if got["at_cap"] == "near-oom" else "waiting_full"
         fail(f"{was(n)}: you read nvidia-smi's memory.used as the OOM signal. It counts the CUDA context, everything "
              "PyTorch's caching allocator holds (what the run's peak once needed, plus rounding and fragmentation) and "
-             "memory allocated outside the allocator: a full-looking card says nothing about the next allocation. "
-             "Whether that fits is read from torch's own peak allocated against the card.")
+             "memory allocated outside the allocator: a full-looking card says nothing about the next allocation.")
     if got["oom_idle"] != "near-oom" and got["oom_busy"] == "near-oom":
         fail(f"{was('oom_idle')}: you read the utilisation before the memory. torch's peak allocated is nearly the "
-             "whole card: the run is one longer sequence away from an out-of-memory error, and what ends a run comes "
-             "before what wastes it.")
+             "whole card: the run is one longer sequence away from an out-of-memory error.")
     if n := off("near-oom", "oom_idle", "oom_busy"):
         fail(f"{was(n)}: torch's peak allocated is nearly all of the card's memory. peak_allocated_mib and total_mib "
              "are both MiB: their ratio is a fraction of the card, and a run that peaks this close to the total is "
@@ -80,11 +79,10 @@ def _diagnose(diagnose: Callable) -> None:
     if got["flash"] == "slowed":
         fail(f"{was('flash')}: hw_slowdown was active in one sample of thirty, with the clock at its maximum. nvidia-smi "
              "notes that hw_slowdown may flash on while the chip changes its P-state or clock: a fault is a reason "
-             "that persists through the trace, so read the share of samples, not whether it ever appeared.")
+             "that persists through the trace.")
     if got["hot"] == "tiny-kernels" and got["hot_sw"] == "slowed":
         fail(f"{was('hot')}: you read the power share before the event reasons. A chip slowed by heat runs its clock "
-             "lower, so it draws less power too: the low power is the slowdown's effect, not tiny kernels. Read what "
-             "holds the clock down first.")
+             "lower, so it draws less power too: the low power is the slowdown's effect, not tiny kernels.")
     if n := off("slowed", "hot_sw", "hot"):
         fail(f"{was(n)}: a thermal slowdown is active all through the trace (reading['reasons']): the chip is too hot "
              "and lowered its clock, a cooling fault.")
@@ -95,19 +93,18 @@ def _diagnose(diagnose: Callable) -> None:
     if got["tiny"] == "busy":
         fail(f"{was('tiny')}: high utilisation alone does not mean the chip is busy. Utilisation counts the time at "
              "least one kernel ran, however small; a chip that draws a small share of its power limit at full "
-             "utilisation is running kernels too small to use it. Look at power before calling it busy.")
+             "utilisation is running kernels too small to use it.")
     if got["mid"] == got["at_cap"] == "tiny-kernels":
         fail("diagnose called a chip drawing most of its power limit 'tiny-kernels': power_w / power_limit_w is a "
              "fraction (0 to 1), not a percent.")
     if got["t4_cap"] != got["same_share_big"] or got["same_watts_big"] == got["t4_cap"]:
         fail(f"diagnose gave {got['t4_cap']!r} for 68 W on a 70 W card, {got['same_watts_big']!r} for 68 W on a 700 W "
              f"card and {got['same_share_big']!r} for 680 W on a 700 W card: you compared absolute watts. What a watt "
-             "means depends on the card: read the share of its limit.")
+             "means depends on the card.")
     for n in _DIAGNOSE_NAMES:
         if got[n] != _DIAGNOSE_WANT[n]:
-            fail(f"{was(n)}. Go back over what each number says: torch's peak for memory, utilisation for waiting, "
-                 "the event reasons that last for a fault, the share of the power limit for how hard the chip works, "
-                 "and the order: what ends the run before what wastes it.")
+            fail(f"{was(n)}. Go back over what each number of section 1 measures, which of them can mislead, and "
+                 "what comes first when several apply.")
 
 
 # --- busy_fraction -----------------------------------------------------------------------------------
@@ -129,7 +126,7 @@ def _busy_fraction(busy_fraction: Callable) -> None:
     for i, value in got.items():
         if not is_number(value):
             fail(f"busy_fraction{_BUSY_CASES[i]} returned {value!r} ({type(value).__name__}); return a float from 0 to 1.")
-    simple, overlap, clip, span, outside, empty, nested = (float(got[i]) for i in range(len(_BUSY_CASES)))
+    simple, overlap, clip, span, outside, empty, nested, unsorted, ordered = (float(got[i]) for i in range(len(_BUSY_CASES)))
     if close(simple, 50.0):
         fail(f"busy_fraction{_B_SIMPLE} returned {simple!r}: a share is a fraction from 0 to 1, not a percent.")
     if overlap > 1.0 or close(overlap, 1.75) or close(nested, 1.1):
@@ -143,12 +140,16 @@ def _busy_fraction(busy_fraction: Callable) -> None:
     if close(span, 2 / 3) or close(simple, 2 / 3):
         fail(f"busy_fraction{_B_SPAN} returned {span!r}: you divided by the intervals' span (first start to last end), "
              "not by the window. Idle time before the first kernel and after the last is idle time too.")
+    if not close(unsorted, ordered) and close(ordered, _busy_reference(*_B_SORTED)):
+        fail(f"busy_fraction{_B_UNSORTED} returned {unsorted!r}, though the same kernels listed by start time gave the "
+             "right share: your function reads the intervals in the order they come. Two streams' kernels overlap, "
+             "and a profile lists them in the order it read its buffers, not the order they ran.")
     for value, case in ((simple, _B_SIMPLE), (overlap, _B_OVERLAP), (clip, _B_CLIP), (span, _B_SPAN),
-                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED)):
+                        (outside, _B_OUTSIDE), (empty, _B_EMPTY), (nested, _B_NESTED), (unsorted, _B_UNSORTED),
+                        (ordered, _B_SORTED)):
         if not math.isclose(value, _busy_reference(*case), rel_tol=1e-9, abs_tol=1e-12):
             fail(f"busy_fraction{case} returned {value!r}: not the share of the window in which at least one interval "
-                 "ran. Walk the window from start to end: each moment is busy or not, whatever the number of kernels "
-                 "running then and whichever order the intervals came in.")
+                 "ran. Go back to section 2: what utilisation counts, moment by moment, and try this case by hand.")
 
 
 # --- top_ops -----------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def _idle_by_cause(idle_by_cause: Callable) -> None:
     if gave("no_loading", (40.0, 0.0)) or gave("no_compute", (10.0, 0.0)):
         fail(f"{shown['no_loading']}: you blamed all the idle time on the loader, but here no batch was being fetched "
              "at all. Idle time while nothing is loading (Python between steps, the profiler, a log line) is not "
-             "the loader's fault, and no number of workers shortens it.")
+             "the loader's.")
     if gave("hidden", (10.0, -10.0), (10.0, 0.0)) or gave("overlap", (50.0, -10.0), (50.0, 10.0), (50.0, 0.0)):
         fail(f"{shown['overlap']}: you counted loading time that overlaps compute as idle. The device was busy then: "
              "a batch fetched while a step computes costs nothing. Only idle moments are split between the causes.")
@@ -267,16 +268,16 @@ def _idle_by_cause(idle_by_cause: Callable) -> None:
              "device as idle inside it). A moment covered by two ranges is busy, once.")
     if "nested" in wrong and gave("nested", (20.0, 60.0), (15.0, 65.0), (20.0, 30.0)):
         fail(f"{shown['nested']}: one compute range sits inside another, and you took the device as idle from the "
-             "inner range's end. It stays busy until the outer range ends: keep the latest end seen so far.")
+             "inner range's end, while the outer range still ran.")
     if "unsorted" in wrong and "sorted" not in wrong:
-        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted. A profile's ranges come in "
-             "any order: order them yourself before walking through them.")
+        fail(f"{shown['unsorted']}, but the right answer when the same ranges came sorted: your function depends on "
+             "the order a profile lists its ranges in, and a profile lists them in any order.")
     if wrong == {"edges"}:
         fail(f"{shown['edges']}: ranges that stick out of the window were counted outside it. Only the part of each "
              "range between start and end counts.")
     name = next(name for name in _IDLE if name in wrong)
-    fail(f"{shown[name]}. The device is idle at a moment no compute range covers; an idle moment under a loading range "
-         "is the loop waiting for data, one under none is something else's. Loading while compute runs costs nothing.")
+    fail(f"{shown[name]}: not the device's idle time split by owner. Go back to section 4's two owners and work this "
+         "case by hand, moment by moment.")
 
 
 # --- mfu ---------------------------------------------------------------------------------------------
@@ -303,8 +304,9 @@ def _mfu_reference(model: torch.nn.Module, batch: int, seq_len: int, step_second
 
 
 def small_step_flops() -> int:
-    """The model FLOPs of one training step of the lesson's small transformer on its batch (lesson05._SMALL_STEP_FLOPS,
-    which the MFU_GUESS model uses): the same count as mfu's."""
+    """The model FLOPs of one training step of the lesson's small transformer on its batch, as mfu counts them (the
+    MFU_GUESS model counts with torch's flop counter instead, attention's matmuls included: a test holds the two
+    within a few percent)."""
     net, _, _ = _small_transformer()
     return 6 * _matmul_params(net) * _SMALL_TOKENS[0] * _SMALL_TOKENS[1]
 
@@ -323,21 +325,19 @@ def _mfu(observation: dict) -> None:
     if all(near(r, 100.0) for r in ratio.values()):
         fail("mfu returned a percent: return a fraction of the peak (0 to 1).")
     if all(near(r, 1 / 3) for r in ratio.values()):
-        fail("mfu counted the forward pass alone: a multiply and an add per weight per token. A training step also "
-             "runs backward, and backward must produce a gradient for both inputs of every matmul.")
+        fail("mfu counted the forward pass alone. A training step runs backward too: what must backward produce for "
+             "each matmul of the forward pass (section 7)?")
     if all(near(r, 2 / 3) for r in ratio.values()):
-        fail("mfu counted backward as much work as the forward pass. Backward computes two gradients for every matmul "
-             "of the forward pass: one for the activation that came in (to pass further back) and one for the weight "
-             "(to update it).")
+        fail("mfu counted backward as much work as the forward pass: go back to what backward must produce for each "
+             "matmul of the forward pass (section 7).")
     if math.isclose(got["gpt"], got["gpt_fp32"], rel_tol=1e-9):
         fail("mfu gave the same answer for the same run in bf16 and in fp32: a chip's peak depends on the number format "
              "(an H100's tensor cores are many times faster in bf16); divide by the peak of the format the run used.")
     total = {name: sum(p.numel() for p in models[name].parameters()) for name in models}
     if near(got["long_context"] / _mfu_reference(models["long_context"], *_MFU_MODELS["long_context"][1:],
                                                  count=total["long_context"]), 1.0) and not near(ratio["long_context"], 1):
-        fail("mfu counted every parameter, the position embeddings included. A position embedding is a table the "
-             "forward pass looks rows up in: no multiply, no add, no FLOPs (the token table is different: the head "
-             "multiplies by it). In a long-context model that table is most of the parameters.")
+        fail("mfu counted every parameter, the position embeddings included. How does the forward pass use that "
+             "table (grader/transformer.py)? In a long-context model it is most of the parameters.")
     for name, (_, batch, seq, *_r) in _MFU_MODELS.items():
         if near(ratio[name], 1 / seq) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][2]):
             fail("mfu counted one token per sequence: every token of every sequence goes through every weight.")
@@ -348,9 +348,8 @@ def _mfu(observation: dict) -> None:
              "a rate compares with a peak.")
     for name in want:
         if not near(ratio[name], 1.0):
-            fail(f"mfu on the check's {name} model is not the model's FLOPs per second over the peak. Count the FLOPs "
-                 "a training step needs per token from the parameters that take part in a matmul, in the forward "
-                 "pass and in backward, then divide by the step time and by the peak of the run's format.")
+            fail(f"mfu on the check's {name} model is not the model's FLOPs per second over the peak. Go back to "
+                 "section 7: which parameters cost FLOPs, in which passes, and what the rate is compared with.")
 
 
 JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause,

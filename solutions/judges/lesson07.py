@@ -33,16 +33,14 @@ def _weighted_fit(nbytes: list[float], seconds: list[float], world: int, power: 
 def _fit_weights(data: tuple, label: str, latency: float, bandwidth: float) -> Callable:
     """The wrongly weighted fits of `data` (1/t⁴ and 1/t on the squared residuals), told from the right one."""
     def weights(lat: float, bw: float, lat_tol: float, bw_tol: float) -> None:
-        for power, words in ((4, "1/t⁴ on the squared residuals: np.polyfit multiplies each residual by w before "
-                                 "squaring it (its documentation), so a weight meant for the squared residual was "
-                                 "squared again"),
+        for power, words in ((4, "1/t⁴ on the squared residuals: more than relative error asks for (read what "
+                                 "np.polyfit does with its w, if you gave it one)"),
                              (1, "1/t on the squared residuals: that minimises neither the absolute nor the relative "
                                  "error")):
             wrong = _weighted_fit(*data, power)
             if close(lat, wrong[0], 1e-6) and close(bw, wrong[1], 1e-6) and not (
                     close(lat, latency, lat_tol) and close(bw, bandwidth, bw_tol)):
-                fail(f"fit_latency_bandwidth{label} returned the line weighted by {words}. Write one point's relative "
-                     "error, square it, and read off what multiplies its squared residual.")
+                fail(f"fit_latency_bandwidth{label} returned the line weighted by {words}.")
     return weights
 
 
@@ -103,14 +101,12 @@ _BUCKET_MISTAKES = [  # (the mistake's flags, what the learner is told)
     ({"reverse": False}, "the first bucket starts with the parameter the forward pass used first. Backward produces "
                          "gradients from the last layer used to the first, and a bucket goes out when all of its "
                          "gradients are ready"),
-    ({"reach": False}, "a bucket that reaches its cap exactly did not close. Close it once its bytes reach the cap, "
-                       "not only once they exceed it"),
+    ({"reach": False}, "a bucket that reaches its cap exactly did not close"),
     ({"add_first": False}, "you closed a bucket before adding the parameter that would take it past the cap, so no "
-                           "bucket exceeds the cap. DDP adds the parameter first and then closes the bucket once it "
-                           "has reached the cap: a parameter larger than the cap joins the open bucket"),
-    ({"big_alone": True}, "a parameter at least as large as the cap got a bucket of its own. DDP does not treat it "
-                          "apart: it joins the open bucket like any other parameter, and that bucket then closes "
-                          "because it has reached the cap"),
+                           "bucket of yours holds more than its cap. Compare with the buckets DDP really made (the "
+                           "cell after this check runs it)"),
+    ({"big_alone": True}, "a parameter at least as large as the cap got a bucket of its own. DDP does not treat a big "
+                          "parameter apart from the others"),
     ({"keep_last": False}, "the last bucket is missing. A bucket still open when the parameters run out is sent too, "
                            "or its gradients are never averaged"),
     ({"first_cap": None}, "first_cap was ignored: every bucket closed at cap. The first bucket (the gradients ready "
@@ -142,49 +138,74 @@ def _judge_bucket_plan(fn: Callable) -> None:
             fail(f"bucket_plan({sizes}, forward_order={forward}, cap={cap}, first_cap={first_cap}) returned {plan}; "
                  "every parameter index must appear exactly once (a bucket holds whole parameters: DDP never splits "
                  "one).")
-    fail(f"{label}, not DDP's buckets. Which gradient is ready first, which next? Add each to the open bucket in that "
-         "order, close it when its bytes reach its cap (first_cap for the first bucket, cap after), and send what is "
-         "left at the end.")
+    fail(f"{label}, not DDP's buckets. Walk this case by hand with section 5's rules: when is each gradient ready, "
+         "and when may a bucket go out?")
 
 
 # --- bytes_per_rank ----------------------------------------------------------------------------------
 
+# Bytes per parameter each stage keeps whole on every rank; the rest of the 16 is divided among the ranks.
+# DeepSpeed: fp16 weights (2) and gradients (2), the optimizer's fp32 master copy and Adam's two moments (12).
+# torch autocast with Adam: fp32 weights (4) and gradients (4), Adam's two fp32 moments (8), no second copy.
+_WHOLE = {"deepspeed": {"ddp": 16, "zero1": 4, "zero2": 2, "zero3": 0},
+          "autocast": {"ddp": 16, "zero1": 8, "zero2": 4, "zero3": 0}}
+
+
+def bytes_reference(n_params: float, world: int, stage: str, layout: str = "deepspeed") -> float:
+    """The answer: what one rank keeps (tests/test_lesson07_content.py reads ZERO_PREDICTION's model off it)."""
+    whole = _WHOLE[layout][stage]
+    return whole * n_params + (16 - whole) * n_params / world
+
 
 def _bytes_per_rank(fn: Callable) -> None:
-    """bytes_per_rank: DeepSpeed's mixed-precision Adam per parameter; ZeRO 1 shards the optimizer, 2 the gradients, 3 the weights."""
+    """bytes_per_rank: what each layout keeps per parameter; ZeRO 1 shards the optimizer, 2 the gradients, 3 the weights."""
     got = {case: call(fn, *case) for case in _MEM_CASES}
     for case, value in got.items():
         if not is_number(value):
             fail(f"bytes_per_rank{case} returned {value!r} ({type(value).__name__}); return a number of bytes.")
-    g = {stage: float(got[(_PSI, 8, stage)]) for stage in STAGES}
+    g = {stage: float(got[(_PSI, 8, stage, "deepspeed")]) for stage in STAGES}
+    a = {stage: float(got[(_PSI, 8, stage, "autocast")]) for stage in STAGES}
     if not close(g["ddp"], 16 * _PSI, 1e-9):
         if close(g["ddp"], 8 * _PSI, 1e-9) or close(g["ddp"], 12 * _PSI, 1e-9):
-            fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') is short of DeepSpeed's layout: did you count the "
-                 "fp32 master copy of the weights the optimizer keeps, and both of Adam's moments?")
-        fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp') is off: count each tensor DeepSpeed's layout keeps per "
-             "parameter, in its own dtype: fp16 weights, fp16 gradients, and the optimizer's fp32 state (a master "
-             "copy of the weights and Adam's two moments). DDP keeps all of it on every rank.")
+            fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp', 'deepspeed') is short of DeepSpeed's layout: did you "
+                 "count every tensor its optimizer keeps?")
+        fail("bytes_per_rank(1e9 parameters, 8 ranks, 'ddp', 'deepspeed') is off: count each tensor DeepSpeed's layout "
+             "keeps per parameter, in its own dtype. DDP keeps all of it on every rank.")
     if close(g["zero1"], g["ddp"] / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero1') divided everything among the ranks. Stage 1 shards only the optimizer "
-             "state; every rank still holds all the fp16 weights and gradients.")
-    if not close(g["zero1"], 4 * _PSI + 12 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero1') is off: stage 1 keeps the weights and gradients whole on every rank and "
-             "divides the optimizer state among the ranks.")
+        fail("bytes_per_rank(1e9, 8, 'zero1', 'deepspeed') divided everything among the ranks. Stage 1 shards only "
+             "one kind of tensor.")
+    if not close(g["zero1"], bytes_reference(_PSI, 8, "zero1"), 1e-9):
+        fail("bytes_per_rank(1e9, 8, 'zero1', 'deepspeed') is off: which tensors does stage 1 keep whole on every "
+             "rank, and which does it divide?")
     if close(g["zero2"], g["zero1"], 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero2') is the same as stage 1: stage 2 also shards the gradients.")
-    if not close(g["zero2"], 2 * _PSI + 14 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero2') is off: stage 2 keeps only the fp16 weights whole; the gradients and the "
-             "optimizer state are divided among the ranks.")
+        fail("bytes_per_rank(1e9, 8, 'zero2', 'deepspeed') is the same as stage 1: stage 2 also shards the gradients.")
+    if not close(g["zero2"], bytes_reference(_PSI, 8, "zero2"), 1e-9):
+        fail("bytes_per_rank(1e9, 8, 'zero2', 'deepspeed') is off: which tensors does stage 2 keep whole on every "
+             "rank, and which does it divide?")
     if not close(g["zero3"], 16 * _PSI / 8, 1e-9):
-        fail("bytes_per_rank(1e9, 8, 'zero3') is off: stage 3 shards the weights too, so every byte is divided among "
-             "the ranks.")
+        fail("bytes_per_rank(1e9, 8, 'zero3', 'deepspeed') is off: stage 3 shards the weights too, so every byte is "
+             "divided among the ranks.")
     for stage in STAGES:
-        if not close(float(got[(_PSI, 1, stage)]), 16 * _PSI, 1e-9):
-            fail(f"bytes_per_rank(1e9, 1, {stage!r}) is not what DDP keeps: with one rank there is nobody to share "
-                 "with, so every stage keeps everything.")
-    if not close(float(got[(3 * 10**8, 4, "zero2")]), 2 * 3e8 + 14 * 3e8 / 4, 1e-9):
-        fail("bytes_per_rank(3e8, 4, 'zero2') is off, though right for 1e9 parameters on 8 ranks: use n_params and "
-             "world as given.")
+        if not close(float(got[(_PSI, 1, stage, "deepspeed")]), 16 * _PSI, 1e-9):
+            fail(f"bytes_per_rank(1e9, 1, {stage!r}, 'deepspeed') is not what DDP keeps: with one rank there is nobody "
+                 "to share with, so every stage keeps everything.")
+    if not close(float(got[(3 * 10**8, 4, "zero2", "deepspeed")]), bytes_reference(3e8, 4, "zero2"), 1e-9):
+        fail("bytes_per_rank(3e8, 4, 'zero2', 'deepspeed') is off, though right for 1e9 parameters on 8 ranks: use "
+             "n_params and world as given.")
+    if all(close(a[s], g[s], 1e-9) for s in STAGES):
+        fail("bytes_per_rank(1e9, 8, stage, 'autocast') is what DeepSpeed's layout keeps, at every stage: torch "
+             "autocast keeps other tensors, in other dtypes (section 6).")
+    if close(a["ddp"], 20 * _PSI, 1e-9):
+        fail("bytes_per_rank(1e9, 8, 'ddp', 'autocast') counts a tensor torch autocast does not keep: a second copy "
+             "of weights that are float32 already.")
+    for stage in STAGES:
+        if not close(a[stage], bytes_reference(_PSI, 8, stage, "autocast"), 1e-9):
+            fail(f"bytes_per_rank(1e9, 8, {stage!r}, 'autocast') is off, though DeepSpeed's layout is right: which of "
+                 "autocast's tensors, at what size, does this stage keep whole, and which does it divide?")
+    for case in ((_PSI, 1, "zero3", "autocast"), (3 * 10**8, 4, "zero1", "autocast")):
+        if not close(float(got[case]), bytes_reference(*case), 1e-9):
+            fail(f"bytes_per_rank{case} is off, though right for 1e9 parameters on 8 ranks: use n_params and world as "
+                 "given.")
 
 
 # --- bubble_fraction ---------------------------------------------------------------------------------

@@ -1,9 +1,6 @@
 """Mutants for lesson 05 (reading the machine)."""
 
-
-# What lesson 05's profile cell notes for MFU_GUESS (grader.checks.lesson05.note_mfu_context), on a made-up
-# machine: test data for tests/notebook_cells.py, not a measurement (this CPU's run noted about 2.6e-6).
-MEASURED = {"launches_per_step": 2000.0}
+# MFU_GUESS's model counts kernels and FLOPs on the CPU, the same on every machine: no MEASURED context.
 
 LESSON = "05_reading_the_machine"
 
@@ -135,6 +132,16 @@ def busy_fraction(intervals, start, end):
             reached = b
     return 100 * busy / (end - start)
 """, r"not a percent"),
+        ("merged in the order the profile listed them", """
+def busy_fraction(intervals, start, end):
+    busy, reached = 0.0, start
+    for a, b in intervals:
+        a, b = max(a, reached), min(b, end)
+        if b > a:
+            busy += b - a
+            reached = b
+    return busy / (end - start)
+""", r"reads the intervals in the order they come"),
     ],
     "top_ops_check": [
         ("sorted by total time", """
@@ -210,8 +217,8 @@ def idle_by_cause(compute, loading, start, end):
     other = (end - start) - covered(compute + loading)
     return idle - other, other
 """, r"ranges that stick out of the window"),
-        ("ranges walked in the order given", _sweep(order="compute"), r"order them yourself"),
-        ("a nested range ends the busy stretch", _sweep(reach="b"), r"keep the latest end seen so far"),
+        ("ranges walked in the order given", _sweep(order="compute"), r"depends on\s+the order a profile lists"),
+        ("a nested range ends the busy stretch", _sweep(reach="b"), r"while the outer range still ran"),
         ("every idle moment blamed on the loader", _COVERED + """
 def idle_by_cause(compute, loading, start, end):
     return (end - start) - covered(compute, start, end), 0.0
@@ -249,11 +256,11 @@ def idle_by_cause(compute, loading, start, end):
         ("workers rounded down", _LOADER_HEAD + f"""
     k = max(1, math.floor(batch_size * dataset.item_seconds / step_seconds))
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
-""", r"you rounded down"),
+""", r"rounded down\?"),
         ("one item's read time, not a batch's", _LOADER_HEAD + f"""
     k = math.ceil(dataset.item_seconds / step_seconds)
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
-""", r"a worker builds a whole batch"),
+""", r"from one item's read time"),
         ("sixteen workers whatever the ratio", _LOADER_HEAD + f"""
     return DataLoader(dataset, batch_size=batch_size, num_workers=16, {_FIXED})
 """, r"keep up"),
@@ -297,6 +304,8 @@ def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
     "MFU_GUESS_check": [
         ("a percent, not a fraction", "MFU_GUESS = {'mfu': 20, 'why': 'a fifth of the peak'}\n", r"not a fraction"),
         ("the datasheet's promise", "MFU_GUESS = {'mfu': 0.9, 'why': 'matmuls run at peak'}\n", r"well above"),
+        ("every CPU operator taken for a kernel, AdamW's loop per parameter too",
+         "MFU_GUESS = {'mfu': 2.5e-6, 'why': 'two thousand operators of 10 us for 50 MFLOP'}\n", r"well below"),
     ],
     "IDLE_GUESS_check": [
         ("workers shrink every idle time", "IDLE_GUESS = {'shrinks': 'both', 'why': 'more processes, less idle'}\n",

@@ -17,8 +17,9 @@ _BUCKET = "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
 _AVG = "def average_gradients(model, world_size, all_reduce):\n"
 
 _MEM = """
-def bytes_per_rank(n_params, world, stage):
-    w, g, o = 2.0 * n_params, 2.0 * n_params, 12.0 * n_params
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
+    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
+        4.0 * n_params, 4.0 * n_params, 8.0 * n_params)
 """
 
 MUTANTS = {
@@ -85,7 +86,7 @@ import numpy as np
 def fit_latency_bandwidth(nbytes, seconds, world):
     b, a = np.polyfit(nbytes, seconds, 1, w=[1 / t**2 for t in seconds])
     return float(a) / (2 * (world - 1)), 2 * (world - 1) / (world * float(b))
-""", r"np.polyfit multiplies each residual by w"),
+""", r"1/t⁴ on the squared residuals"),
         ("bandwidth in GB/s", _FIT_HEAD + """
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
@@ -122,7 +123,7 @@ def fit_latency_bandwidth(nbytes, seconds, world):
         bucket.append(i)
         size += param_bytes[i]
     return out + ([bucket] if bucket else [])
-""", r"a parameter larger than the cap joins the open bucket"),
+""", r"no\s+bucket of yours holds more than its cap"),
         ("a parameter larger than the cap split", _BUCKET + """
     out, bucket, size = [], [], 0
     for i in reversed(forward_order):
@@ -251,6 +252,17 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     for g in grads:
         g.copy_(flat[:g.numel()].view_as(g))
 """, r"where each one's part starts and ends"),
+        ("one flat buffer for gradients of two dtypes (torch's _flatten_dense_tensors does the same)", _AVG + """
+    import torch
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    all_reduce(flat)
+    flat /= world_size
+    start = 0
+    for g in grads:
+        g.copy_(flat[start:start + g.numel()].view_as(g))
+        start += g.numel()
+""", r"travelled in a wider dtype than they are kept in"),
         ("skips the biases", _AVG + """
     import torch
     for m in model.modules():
@@ -304,11 +316,31 @@ def fit_latency_bandwidth(nbytes, seconds, world):
     return (w + g + o) / world
 """, r"the same as stage 1: stage 2 also shards the gradients"),
         ("Adam without the fp32 master copy", """
-def bytes_per_rank(n_params, world, stage):
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
     w, g, o = 2.0 * n_params, 2.0 * n_params, 8.0 * n_params
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
             "zero3": (w + g + o) / world}[stage]
-""", r"fp32 master copy"),
+""", r"short of DeepSpeed's layout"),
+        ("the layout ignored: DeepSpeed's bytes for autocast too (the ZeRO paper's table)", """
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
+    w, g, o = 2.0 * n_params, 2.0 * n_params, 12.0 * n_params
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
+""", r"is what DeepSpeed's layout keeps, at every stage"),
+        ("autocast with a master copy of the weights", """
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
+    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
+        4.0 * n_params, 4.0 * n_params, 12.0 * n_params)
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
+""", r"a second copy\s+of weights that are float32 already"),
+        ("autocast's gradients taken as fp16", """
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
+    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
+        4.0 * n_params, 2.0 * n_params, 8.0 * n_params)
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
+""", r"'autocast'\) is off, though DeepSpeed's layout is right"),
         ("weights not sharded at stage 3", _MEM + """
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
             "zero3": w + (g + o) / world}[stage]
@@ -339,6 +371,8 @@ def bubble_fraction(stages, microbatches):
     ],
     "ZERO_PREDICTION_check": [
         ("DDP fits", "ZERO_PREDICTION = {'stage': 'ddp', 'why': '80 GB is a lot'}", r"ddp does not fit one card"),
+        ("the ZeRO paper's layout looked up", "ZERO_PREDICTION = {'stage': 'zero1', 'why': '2+2 bytes whole, 12 sharded'}",
+         r"zero1 does not fit one card"),
         ("only ZeRO-3 fits", "ZERO_PREDICTION = {'stage': 'zero3', 'why': 'a big model needs everything sharded'}",
          r"an earlier stage already does"),
         ("a word that is not a stage", "ZERO_PREDICTION = {'stage': 'stage 1', 'why': 'x'}", r"write one of"),
