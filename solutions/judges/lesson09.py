@@ -12,7 +12,8 @@ import math
 import random
 
 from grader.checks._common import call, fail
-from grader.checks.lesson09 import _GB, _KNEE_CURVES, _KV_CASES, _STEP_CASES, _ratio_off, _serve_cases
+from grader.checks.lesson09 import (_GB, _KNEE_CURVES, _KNEE_FAR, _KV_CASES, _STEP_CASES, _ratio_off, _serve_cases,
+                                    _without_far_point)
 
 _WEIGHT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4": 0.5}  # bytes per weight before scales
 
@@ -75,18 +76,20 @@ def _step_variants(args: tuple) -> dict[str, float]:
 
 def _decode_step_seconds(fn) -> None:
     """decode_step_seconds: the slower of reading the bytes once per step and doing the weight arithmetic."""
+    # Each names what the answer did, on the case that shows it, and the section to go back to: never the fix.
     messages = {
-        "per sequence": "your step reads every weight once per sequence in the batch; in one step every weight "
-                        "crosses memory once and is used by every sequence of the batch",
-        "added": "you added the time to move the bytes and the time to do the arithmetic; the two overlap (the chip "
-                 "computes while it reads), so a step takes as long as the slower of them",
-        "no cache": "your step leaves the KV cache out: attention reads every past key and value of every sequence "
-                    "each step, and those bytes cross memory beside the weights",
-        "one FLOP": "count the arithmetic again: a weight does one multiply and one add per sequence each step",
-        "cache per sequence": "kv_bytes is already the cache of the whole batch; do not multiply it by the batch",
-        "memory only": "at a large batch your step never becomes compute-bound: the arithmetic grows with the batch "
-                       "and eventually takes longer than reading the weights",
-        "compute only": "at batch 1 your step is as fast as the arithmetic, but the weights still have to be read",
+        "per sequence": "your step takes longer with the batch even where reading sets the time: how many times does "
+                        "one step bring a weight from memory? (sections 1 and 2)",
+        "added": "your step takes longer than its reading and its arithmetic would each take alone: go back to "
+                 "lesson 01's roofline",
+        "no cache": "your step does not change with kv_bytes: what does a step read? (section 2)",
+        "one FLOP": "where the arithmetic sets the time, your step is shorter than that arithmetic takes: what does "
+                    "one weight do for one sequence? (section 1)",
+        "cache per sequence": "your step grows with the batch through kv_bytes, which is the cache of the whole batch "
+                              "already (the exercise's words)",
+        "memory only": "far past the balance point your step still does not grow with the batch: go back to lesson "
+                       "01's roofline",
+        "compute only": "your step is shorter than reading the weights takes (section 1: the chip's two rates)",
     }
     for label, args in _STEP_CASES.items():
         got = call(fn, *args)
@@ -96,26 +99,30 @@ def _decode_step_seconds(fn) -> None:
         for kind, value in _step_variants(args).items():
             if math.isclose(float(got), value, rel_tol=1e-6) and not math.isclose(value, want, rel_tol=1e-6):
                 fail(f"decode_step_seconds, case '{label}': {messages[kind]}.")
-        fail(f"decode_step_seconds, case '{label}': not the time of one step. A step reads the weights (bytes per "
-             "weight) and the whole batch's KV cache once, and does the weights' arithmetic for every sequence; "
-             "which of the two sets the time?")
+        fail(f"decode_step_seconds, case '{label}': not the time of one step (section 2, and lesson 01's roofline).")
 
 
 # --- knee_batch ------------------------------------------------------------------------------------------
 
 def _knee_curves() -> dict[str, tuple[list[int], list[float], float]]:
-    """Synthetic step-time curves with a known knee: flat T0, then c·b; noise of a few per cent on each point."""
+    """Synthetic step-time curves with a known knee: flat T0, then c·b; noise of a few per cent on each point, and on
+    the last three one point far off (a warm-up paid by the first step, a busy or a quiet moment), so that reading an
+    asymptote off one or two points misses the knee by more than 20 % (a copy test passed with t[0] / (t[-1] / b[-1]))."""
     rng = random.Random(9)
     curves = {}
-    for label, knee, batches, soft in (("a sharp knee", 11.3, [1, 2, 4, 8, 16, 32, 64], None),
-                                       ("a rounded knee", 24.0, [1, 2, 4, 8, 16, 32, 64, 128], 3.0),
-                                       ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None)):
+    for label, knee, batches, soft, odd in (
+            ("a sharp knee", 11.3, [1, 2, 4, 8, 16, 32, 64], None, {}),
+            ("a rounded knee", 24.0, [1, 2, 4, 8, 16, 32, 64, 128], 3.0, {}),
+            ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None, {}),
+            ("a first step that paid a warm-up", 18.0, [1, 2, 4, 8, 16, 32, 64, 128], None, {1: 1.45}),
+            ("a quick point in the flat part", 7.0, [1, 2, 3, 4, 6, 8, 12, 16, 24, 32], None, {3: 0.74}),
+            ("a last point at a quiet moment", 9.0, [1, 2, 4, 8, 16, 32, 64], None, {64: 0.72})):
         t0 = 0.05
         c = t0 / knee
         seconds = []
         for b in batches:
             ideal = max(t0, c * b) if soft is None else (t0**soft + (c * b) ** soft) ** (1 / soft)
-            seconds.append(ideal * (1 + rng.uniform(-0.04, 0.04)))
+            seconds.append(ideal * (1 + rng.uniform(-0.04, 0.04)) * odd.get(b, 1.0))
         curves[label] = (batches, seconds, knee)
     return curves
 
@@ -131,6 +138,15 @@ def _best_throughput(batches, seconds) -> float:
     return max(zip(batches, seconds), key=lambda p: p[0] / p[1])[0]
 
 
+def _read_off_points(batches, seconds) -> list[float]:
+    """Asymptotes read off one point each, the ways a copy test did: the first (or the fastest) time as the flat one,
+    the last point's (or the least) time per sequence as the rising one."""
+    pairs = sorted(zip(batches, seconds))
+    first, fastest = pairs[0][1], min(seconds)
+    last, least = pairs[-1][1] / pairs[-1][0], min(s / b for b, s in pairs)
+    return [first / last, fastest / least, fastest / last, first / least]
+
+
 def _knee_batch(fn) -> None:
     """knee_batch: where the flat (memory-bound) and rising (compute-bound) asymptotes of the curve cross."""
     curves = _knee_curves()
@@ -144,11 +160,16 @@ def _knee_batch(fn) -> None:
             fail(f"knee_batch on {label}: you returned the first batch whose time rose at all. A few per cent of "
                  "noise makes the flat part rise and fall; the knee is where the fitted asymptotes cross.")
         if float(got) == _best_throughput(batches, seconds):
-            fail(f"knee_batch on {label}: you returned the batch with the highest tokens/s. Past the knee tokens/s "
-                 "is flat, so noise picks that batch; fit the two asymptotes and return where they cross.")
-        fail(f"knee_batch on {label}: not where the curve's two asymptotes cross. Fit the flat one (memory-bound: "
-             "the time does not depend on the batch) and the rising one (compute-bound: the time grows in "
-             "proportion to the batch) from the points that belong to each.")
+            fail(f"knee_batch on {label}: you returned the batch with the highest tokens/s, a point of the curve; "
+                 "past the knee tokens/s is flat, so noise picks that batch (the knee is where the asymptotes cross).")
+        if any(math.isclose(float(got), v, rel_tol=1e-9) for v in _read_off_points(batches, seconds)):
+            fail(f"knee_batch on {label}: your asymptotes each rest on a single point, and on this curve that point is "
+                 "far off the others: one measurement should not be able to move an asymptote.")
+        if label in _KNEE_FAR and _ratio_off(float(got), float(call(fn, *_without_far_point(label)))) > 1.15:
+            fail(f"knee_batch on {label}: leaving out the one point that is far off the rest moves your knee by more "
+                 "than a sixth. One measurement should not be able to move an asymptote (section 3).")
+        fail(f"knee_batch on {label}: not where the curve's two asymptotes cross (section 3: which points belong to "
+             "each, and how much can one bad point move it?).")
 
 
 # --- kv_cache_bytes ----------------------------------------------------------------------------------

@@ -79,11 +79,11 @@ MUTANTS = {
     ],
     "decode_step_seconds_check": [
         ("the weights read once per sequence", _step(memory="(n_params * bytes_per_param * batch + kv_bytes) / bandwidth"),
-         r"once per sequence"),
-        ("the two times added", _step(combine="memory + compute"), r"you added the time to move the bytes"),
-        ("the cache left out", _step(memory="n_params * bytes_per_param / bandwidth"), r"leaves the KV cache out"),
-        ("one FLOP per weight", _step(compute="n_params * batch / peak_flops"), r"one multiply and one add"),
-        ("memory only", _step(compute="0", combine="memory"), r"never becomes compute-bound"),
+         r"how many times does one step bring a weight"),
+        ("the two times added", _step(combine="memory + compute"), r"longer than its reading and its arithmetic would each take alone"),
+        ("the cache left out", _step(memory="n_params * bytes_per_param / bandwidth"), r"does not change with kv_bytes"),
+        ("one FLOP per weight", _step(compute="n_params * batch / peak_flops"), r"shorter than that arithmetic takes"),
+        ("memory only", _step(compute="0", combine="memory"), r"still does not grow with the batch"),
     ],
     "BATCH_PREDICTION_check": [
         ("no gain from the batch: the weights read per sequence",
@@ -110,6 +110,27 @@ def knee_batch(batches, step_seconds):
     return float(max(zip(batches, step_seconds), key=lambda p: p[0] / p[1])[0])
 """,
          r"highest tokens/s"),
+        ("each asymptote read off one point: the first time, the last time per sequence",
+         """
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    return pairs[0][1] / (pairs[-1][1] / pairs[-1][0])
+""",
+         r"each rest on a single point"),
+        ("each asymptote read off one point: the fastest time, the least time per sequence",
+         """
+def knee_batch(batches, step_seconds):
+    return min(step_seconds) / min(s / b for b, s in zip(batches, step_seconds))
+""",
+         r"each rest on a single point"),
+        ("two points each, averaged",
+         """
+import statistics
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    return statistics.mean(s for _, s in pairs[:2]) / statistics.mean(s / b for b, s in pairs[-2:])
+""",
+         r"leaving out the one point that is far off the rest moves your knee"),
         ("the flat level taken as the mean of every point",
          """
 def knee_batch(batches, step_seconds):
