@@ -277,3 +277,43 @@ def test_the_batch_1_ceiling_here_is_the_slower_of_reading_and_arithmetic():
     reading = {**first, "here, batch 1": 10.0}
     points, said = check.score(reading, _record(reading, check.name, SLOW_ARITHMETIC))
     assert points < 2.0 and "arithmetic is slower still" in said
+
+
+def test_lesson_04s_kv_cache_model_copied_no_longer_passes():
+    """A copy test pasted grader.memory.kv_cache_bytes's source (lesson 04's model, every layer attending to the whole
+    context), arguments reordered, and passed: the cases now hold sliding-window layers, which it does not cover."""
+    import inspect
+
+    from grader import memory
+
+    ns: dict = {}
+    exec(inspect.getsource(memory.kv_cache_bytes).replace("def kv_cache_bytes(", "def lesson04(", 1), ns)
+    with pytest.raises(Exception, match="window layers keep every position"):
+        lesson09.check_kv_cache_bytes(lambda shape, context, batch, width: ns["lesson04"](shape, batch, context, width))
+
+
+def _pooled_serve(card, cards, shape, context, weights, reserve, group=128, scale=2):
+    """The old reference: every card's memory pooled, the cache split as evenly as the weights."""
+    judges = _judges()
+    free = cards * (card - reserve) - judges._weights_bytes(shape, weights, group, scale)
+    return max(0, int(free // judges._cache_bytes(shape, context, 1, 2)))
+
+
+def test_max_batch_to_serve_is_judged_card_by_card():
+    """With more cards than KV heads each card keeps a whole KV head: pooling the cards' memory (a transcription of the
+    old page) serves twice the sequences on the check's eight-card case, and fails."""
+    case = next(c for c in lesson09._serve_cases() if c[1] > c[2]["n_kv_heads"])
+    assert _pooled_serve(*case) >= 2 * _judges()._serve_batch(*case)
+    with pytest.raises(Exception, match="less than one KV head"):
+        lesson09.check_max_batch_to_serve(_pooled_serve)
+
+
+def test_the_figures_read_each_cards_part_off_the_learners_function():
+    from notebook_cells import namespace
+
+    ns, judges = namespace(LESSON), _judges()
+    llama = _models()["Llama 2 70B"]
+    for cards in (2, 16):
+        weights, sequence = serving.per_card_room(ns["max_batch_to_serve"], 80e9, cards, llama, 4096, "int8")
+        assert math.isclose(weights, judges._weights_bytes(llama, "int8") / cards, rel_tol=1e-6)
+        assert math.isclose(sequence, judges._per_card_sequence(llama, 4096, cards), rel_tol=1e-6)
