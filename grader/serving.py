@@ -8,8 +8,8 @@ matrix larger than that cache) and `matmul_rate` (FLOP/s of a batch-b matmul who
 The exercises' answers are not here: the decode step's time, the knee of a step-time curve, the KV cache's
 bytes, the largest batch a set of cards serves and per-row int8 rounding live with the instructor
 (solutions/judges/lesson09.py, never packaged), and the checks judge them by digests. What is here takes the
-learner's own functions (the figures, the will-it-serve widget) or shows what no exercise asks (a tensor-wide
-int8 scale, the H100's balance batch).
+learner's own functions (the figures, the will-it-serve widget, the int8 comparison, which runs the learner's
+quantize_int8 on the whole tensor as one row) or shows what no exercise asks (the H100's balance batch).
 """
 
 from __future__ import annotations
@@ -182,16 +182,6 @@ def time_per_token(model: DecodeStack, positions: Sequence[int], device: torch.d
                 if r:
                     out[label][p].append(time.perf_counter() - start)
     return out
-
-
-# --- shown: one tensor-wide int8 scale, the foil to the exercise's per-row scales ------------------
-
-
-def int8_tensor(weight: torch.Tensor) -> torch.Tensor:
-    """`weight` rounded through symmetric int8 with one scale for the whole tensor, given back in float32 (shown)."""
-    scale = weight.abs().max().float() / 127
-    scale = scale if scale > 0 else torch.ones(())
-    return torch.clamp(torch.round(weight / scale), -127, 127) * scale
 
 
 # --- shown, not graded ------------------------------------------------------------------------------

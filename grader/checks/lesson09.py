@@ -414,18 +414,18 @@ def _judge_quantize(observation: dict) -> None:
         fail(f"q should be an int8 tensor of the weight's shape {tuple(w.shape)}; it is {q.dtype} of "
              f"{tuple(q.shape)}.")
     if scale.numel() == 1:
-        fail("you used one scale for the whole tensor: the outlier row sets it, and every other row is rounded onto "
-             "a few int8 levels. Give each output row its own scale.")
+        fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row; the "
+             "exercise asks for one scale per output row.")
     if scale.numel() == in_f and tuple(scale.shape) in ((in_f,), (1, in_f)):
-        fail("your scales run along the input columns; each output row (one output channel) needs its own, so an "
-             "outlier row does not set the others' scale.")
+        fail("your scales run along the input columns; the exercise asks for one per output row (one output "
+             "channel).")
     if scale.numel() != out_f or scale.dtype != torch.float32:
         fail(f"scale should hold one float32 per output row ({out_f} of them, shape ({out_f},) or ({out_f}, 1)); it "
              f"is {scale.dtype} of shape {tuple(scale.shape)}.")
     s = scale.reshape(out_f).double()
     if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
-        fail("a scale is zero, negative or not finite (the all-zero row?): the int8 matrix is multiplied back by its "
-             "scales, so every row needs a positive finite one; an all-zero row can take any.")
+        fail("a scale is zero, negative or not finite (on the all-zero row?); the exercise asks for a finite, positive "
+             "scale on every row, the all-zero one too.")
     qi = q.long()
     if int(qi.abs().max()) > 127:
         fail("q holds -128: keep q in [-127, 127], symmetric around 0, so a value and its negative round alike.")
@@ -435,16 +435,15 @@ def _judge_quantize(observation: dict) -> None:
     err = (qi.double() * s[:, None] - w64).abs()
     if bool((err > s[:, None] / 2 * (1 + 1e-5) + 1e-12).any()):
         if bool(torch.allclose(s[rows], amax[rows] / 128, rtol=1e-5)):
-            fail("your scale maps each row's largest weight to 128, one past int8's 127, so it is clamped and its "
-                 "error is a whole step: the largest weight should land exactly on the last level.")
+            fail("each row's largest weight comes back a whole level off: your levels stop short of it, and q is "
+                 "clamped there.")
         if bool((qi.abs().double() <= (w64 / s[:, None]).abs() * (1 + 1e-5) + 1e-6).all()):
-            fail("you rounded toward zero (a cast truncates): an error can reach a whole step; round to the nearest "
-                 "level and the error is at most half a step.")
-        fail("some weights are further than half a step (scale / 2) from what q x scale gives back: round each weight "
-             "divided by its row's scale to the nearest whole number, and make the scale reach each row's largest.")
+            fail("some weights come back almost a whole level off, always nearer zero than they were (what does a cast "
+                 "to an integer do?).")
+        fail("some weights come back further than half a level (scale / 2) from what they were (section 6).")
     if bool((qi[rows].abs().amax(1) != 127).any()):
-        fail("a row does not use the whole int8 range: its largest weight should land on ±127, or its scale is "
-             "larger than it needs to be and every step is coarser.")
+        fail("a row's largest weight lands short of ±127: its levels are coarser than that row needs (the exercise: "
+             "as fine as its largest weight allows).")
 
 
 check_quantize_int8 = Check("quantize_int8", _observe_quantize, _judge_quantize)
