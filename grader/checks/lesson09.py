@@ -72,6 +72,7 @@ def batch1_ceilings() -> dict[str, tuple[float, float]]:
     return {key: (t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
 
 
+@course_only()
 def _ceiling(reading: float, arithmetic: float) -> float:
     """The slower of the two limits (an unknown arithmetic limit, 0, limits nothing)."""
     return min(reading, arithmetic) if arithmetic > 0 else reading
@@ -134,7 +135,7 @@ def _tps_said(context: dict) -> str:
 
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
-                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said, watch=(_tps_mistake, _tps_targets,))
+                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said, watch=(_tps_mistake, _tps_targets, _ceiling))
 
 
 # --- decode_step_seconds ----------------------------------------------------------------------------
