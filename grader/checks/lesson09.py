@@ -60,16 +60,17 @@ def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
     return out
 
 
-def batch1_ceilings() -> dict[str, tuple[float, float]]:
-    """For the cell that shows the answer, once your guess is recorded: per key, (the tokens/s reading the weights
-    allows, the tokens/s the arithmetic allows) at batch 1, from this run's record and the datasheet. Asked for before
-    a first guess is recorded, it counts as the deliberate reveal (recorded, as check_tokens_per_second.reveal())."""
+def batch1_ceilings() -> dict[str, tuple[float, float, float]]:
+    """For the cell that shows the answer, once your guess is recorded: per key, (the course's ceiling, the tokens/s
+    reading the weights allows, the tokens/s the arithmetic allows; 0: not known) at batch 1, from this run's record
+    and the datasheet. Asked for before a first guess is recorded, it counts as the deliberate reveal (recorded, as
+    check_tokens_per_second.reveal())."""
     from grader import predictions
 
     found = predictions.entry(LESSON, check_tokens_per_second.name)
     if not (found and found.get("first")):
         predictions.mark(LESSON, check_tokens_per_second.name, "revealed")
-    return {key: (t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
+    return {key: (_ceiling(t, f), t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
 
 
 @course_only()
