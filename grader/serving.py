@@ -8,8 +8,8 @@ matrix larger than that cache) and `matmul_rate` (FLOP/s of a batch-b matmul who
 The exercises' answers are not here: the decode step's time, the knee of a step-time curve, the KV cache's
 bytes, the largest batch a set of cards serves and per-row int8 rounding live with the instructor
 (solutions/judges/lesson09.py, never packaged), and the checks judge them by digests. What is here takes the
-learner's own functions (the figures, the will-it-serve widget) or shows what no exercise asks (a tensor-wide
-int8 scale, the H100's balance batch).
+learner's own functions (the figures, the will-it-serve widget, the int8 comparison, which runs the learner's
+quantize_int8 on the whole tensor as one row) or shows what no exercise asks (the H100's balance batch).
 """
 
 from __future__ import annotations
@@ -184,16 +184,6 @@ def time_per_token(model: DecodeStack, positions: Sequence[int], device: torch.d
     return out
 
 
-# --- shown: one tensor-wide int8 scale, the foil to the exercise's per-row scales ------------------
-
-
-def int8_tensor(weight: torch.Tensor) -> torch.Tensor:
-    """`weight` rounded through symmetric int8 with one scale for the whole tensor, given back in float32 (shown)."""
-    scale = weight.abs().max().float() / 127
-    scale = scale if scale > 0 else torch.ones(())
-    return torch.clamp(torch.round(weight / scale), -127, 127) * scale
-
-
 # --- shown, not graded ------------------------------------------------------------------------------
 
 
@@ -283,21 +273,35 @@ def per_token_figure(per_token: dict[str, dict[int, list[float]]], where: str):
     return fig
 
 
-def weights_room(max_batch_to_serve: Callable, kv_cache_bytes: Callable, card: float, cards: int, shape: dict,
-                 context: int, weights: str) -> float | None:
-    """The bytes of weights the learner's max_batch_to_serve leaves room for, read off where it stops fitting one
-    sequence as the reserve grows (bisection); None when it never fits or always does. The course keeps no weights
-    model of its own: the figures show what the learner's functions imply."""
-    def fits(reserve: float) -> bool:
-        return max_batch_to_serve(card, cards, shape, context, weights, reserve) >= 1
+def per_card_room(max_batch_to_serve: Callable, card: float, cards: int, shape: dict, context: int,
+                  weights: str) -> tuple[float, float] | None:
+    """(bytes of weights on one card, bytes of one sequence's cache on one card) that the learner's max_batch_to_serve
+    implies, read off where it stops fitting one and two sequences as the reserve grows (bisection); None when it
+    never fits or always does. The course keeps no weights model of its own: the figures show the learner's."""
+    def threshold(count: int) -> float | None:
+        def fits(reserve: float) -> bool:
+            return max_batch_to_serve(card, cards, shape, context, weights, reserve) >= count
 
-    lo, hi = -64 * card, card  # a negative reserve is extra memory: enough for any model the course lists
-    if not fits(lo) or fits(hi):
+        lo, hi = -64 * card, card  # a negative reserve is extra memory: enough for any model the course lists
+        if not fits(lo) or fits(hi):
+            return None
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return lo
+
+    one, two = threshold(1), threshold(2)
+    if one is None or two is None:
         return None
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return cards * (card - lo) - kv_cache_bytes(shape, context, 1, 2)
+    sequence = one - two  # one more sequence on the card takes this much more room
+    return card - one - sequence, sequence
+
+
+def weights_room(max_batch_to_serve: Callable, card: float, cards: int, shape: dict, context: int,
+                 weights: str) -> float | None:
+    """The bytes of weights, on all the cards, that the learner's max_batch_to_serve leaves room for (per_card_room)."""
+    found = per_card_room(max_batch_to_serve, card, cards, shape, context, weights)
+    return None if found is None else found[0] * cards
 
 
 def memory_figure(shape: dict, chips: Sequence, kv_cache_bytes: Callable, max_batch_to_serve: Callable,
@@ -313,7 +317,7 @@ def memory_figure(shape: dict, chips: Sequence, kv_cache_bytes: Callable, max_ba
     axes = fig.subplots(1, len(chips), sharey=True)
     for ax, chip in zip(axes, chips):
         cards = 2
-        weights = weights_room(max_batch_to_serve, kv_cache_bytes, card_bytes(chip), cards, shape, 4096, "bf16") or 0.0
+        weights = weights_room(max_batch_to_serve, card_bytes(chip), cards, shape, 4096, "bf16") or 0.0
         room = cards * (card_bytes(chip) - reserve)
         fitting = [max_batch_to_serve(card_bytes(chip), cards, shape, ctx, "bf16", reserve) for ctx in contexts]
         top = max(16, math.ceil(max(fitting) * 1.25 / 8) * 8)
@@ -371,11 +375,11 @@ def will_it_serve(models: Sequence[dict], chips: Sequence, max_batch_to_serve: C
         chip, cards, shape = chips[chip_box.value], cards_box.value, models[model_box.value]
         kind, context = dtype_box.value, context_box.value
         batch = max_batch_to_serve(card_bytes(chip), cards, shape, context, kind, reserve)
-        weights = weights_room(max_batch_to_serve, kv_cache_bytes, card_bytes(chip), cards, shape, context, kind)
-        if weights is None:  # your max_batch_to_serve never fits one sequence, or always does: no weights to show
-            weights = 0.0
-        stack = {f"weights, {kind} (what your max_batch_to_serve leaves room for)": weights / cards,
-                 f"KV cache, {batch} × {context} tokens, bf16": kv_cache_bytes(shape, context, batch, 2) / cards,
+        found = per_card_room(max_batch_to_serve, card_bytes(chip), cards, shape, context, kind)
+        weights, sequence = found or (0.0, 0.0)  # None: your max_batch_to_serve never fits one, or always does
+        stack = {f"weights, {kind} (what your max_batch_to_serve leaves room for)": weights,
+                 f"KV cache, {batch} × {context} tokens, bf16 (the part your max_batch_to_serve puts on a card)":
+                     sequence * batch,
                  "reserve (assumption)": reserve}
         verdict = (f"<b>{shape['model']}</b>, {kind} weights, context {context}, on {cards} × {chip.name}: "
                    + (f"serves <b>{batch}</b> sequences at once (your max_batch_to_serve); a decode step there turns "

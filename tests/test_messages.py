@@ -365,6 +365,7 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("max_batch_to_serve_check", "from grader import serving\nserving.serve_batch\n", "gone"),
         ("max_batch_to_serve_check", "from grader import serving\nserving.weights_bytes\n", "gone"),
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),
+        ("quantize_int8_check", "from grader import serving\nserving.int8_tensor\n", "gone"),
     ],
     "05_reading_the_machine": [
         ("fixed_loader_check", "from grader.checks import lesson05\nlesson05.workers_needed\n", "gone"),

@@ -84,7 +84,7 @@ CAROL = {
         "kv_cache_bytes",
         _mutant(lesson09, "kv_cache_bytes_check", "query heads instead of KV heads"),
         "kv_cache_bytes_check",
-        "you counted the query heads",
+        "your cache grows with the query heads",
     ),
 }
 # lesson -> graded check cells in its instructor source: what each student gets one row for

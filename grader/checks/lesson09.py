@@ -49,7 +49,7 @@ def _seven_b() -> int:
 
 @course_only()
 def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
-    """Per key (target tokens/s, bytes per weight, peak FLOP/s): the batch-1 ceiling set by reading the weights."""
+    """Per key (tokens/s the reading allows, bytes per weight, tokens/s the arithmetic allows; 0: not known)."""
     h100 = specs.chip("H100")
     n = _seven_b()
     out = {_H100_KEY: (h100.bandwidth / (n * 2), 2.0, h100.peak("bf16") / (2 * n))}
@@ -60,26 +60,38 @@ def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
     return out
 
 
-def batch1_ceilings() -> dict[str, tuple[float, float]]:
-    """For the cell that shows the answer, once your guess is recorded: per key, (the tokens/s reading the weights
-    allows, the tokens/s the arithmetic allows) at batch 1, from this run's record and the datasheet. Asked for before
-    a first guess is recorded, it counts as the deliberate reveal (recorded, as check_tokens_per_second.reveal())."""
+def batch1_ceilings() -> dict[str, tuple[float, float, float]]:
+    """For the cell that shows the answer, once your guess is recorded: per key, (the course's ceiling, the tokens/s
+    reading the weights allows, the tokens/s the arithmetic allows; 0: not known) at batch 1, from this run's record
+    and the datasheet. Asked for before a first guess is recorded, it counts as the deliberate reveal (recorded, as
+    check_tokens_per_second.reveal())."""
     from grader import predictions
 
     found = predictions.entry(LESSON, check_tokens_per_second.name)
     if not (found and found.get("first")):
         predictions.mark(LESSON, check_tokens_per_second.name, "revealed")
-    return {key: (t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
+    return {key: (_ceiling(t, f), t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
 
 
 @course_only()
-def _tps_mistake(key: str, value: float, target: float, width: float, flop_bound: float) -> str | None:
+def _ceiling(reading: float, arithmetic: float) -> float:
+    """The slower of the two limits (an unknown arithmetic limit, 0, limits nothing)."""
+    return min(reading, arithmetic) if arithmetic > 0 else reading
+
+
+@course_only()
+def _tps_mistake(key: str, value: float, reading: float, width: float, flop_bound: float) -> str | None:
     """The kind of mistake a tokens/s figure shows, in words with no value; None when it is within the band."""
+    target = _ceiling(reading, flop_bound)
     if _ratio_off(value, target) <= 1.25:
         return None
-    if flop_bound and _near(value, flop_bound, 0.5):
-        return (f"{key}: that is the ceiling the arithmetic sets (FLOP/s over the FLOPs of a token); at batch 1 "
-                "each weight is used once per step, so the step waits for memory long before the arithmetic")
+    if flop_bound and flop_bound > reading * 1.25 and _near(value, flop_bound, 0.5):
+        return (f"{key}: that is the ceiling the arithmetic sets; at batch 1 each weight is used once per step, so "
+                "the step waits for memory long before the arithmetic")
+    if flop_bound and flop_bound < reading and _near(value, reading):
+        return (f"{key}: that is what the reading allows, but at the batch-1 matmul rate measured here the arithmetic "
+                "is slower still: which of the two does a step wait for?")
+    target = reading  # the bytes' mistakes below are read against what the reading allows
     if _near(value, target / 8):
         return f"{key}: did you count bits instead of bytes per weight?"
     if _near(value, target * width / 4) and width != 4:
@@ -87,8 +99,8 @@ def _tps_mistake(key: str, value: float, target: float, width: float, flop_bound
     if _near(value, target / 2) or _near(value, target * 2):
         return (f"{key}: check the bytes one weight takes in this model's dtype, and how many times a step reads "
                 "each weight")
-    return (f"{key}: one generated token per step at batch 1; what has to cross the memory bus in one step, "
-            "and how fast can it?")
+    return (f"{key}: not what batch-1 generation can reach; go back to section 1: what one step must do, and which "
+            "of the chip's two rates it waits for")
 
 
 @course_only()
@@ -99,7 +111,7 @@ def _tps_band(first: dict, context: dict) -> tuple[float, str]:
     from grader.predictions import band
 
     for key, (target, width, flop_bound) in targets.items():
-        fractions.append(band(first[key], target, tight=0.25, loose=1.0))
+        fractions.append(band(first[key], _ceiling(target, flop_bound), tight=0.25, loose=1.0))
         about = _tps_mistake(key, first[key], target, width, flop_bound)
         if about:
             said.append(about)
@@ -119,12 +131,12 @@ def _tps_final(answer: dict, context: dict) -> str | None:
 @course_only()
 def _tps_said(context: dict) -> str:
     targets = _tps_targets(context)
-    said = [f"{key}: about {t:.3g} tokens/s (bytes of the weights over the bandwidth)" for key, (t, _, _) in targets.items()]
+    said = [f"{key}: about {_ceiling(t, f):.3g} tokens/s" for key, (t, _, f) in targets.items()]
     return "; ".join(said)
 
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
-                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said, watch=(_tps_mistake, _tps_targets,))
+                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said, watch=(_tps_mistake, _tps_targets, _ceiling))
 
 
 # --- decode_step_seconds ----------------------------------------------------------------------------
@@ -152,9 +164,8 @@ def _public_decode_step(fn: Replay) -> None:
 check_decode_step_seconds = Keyed(
     LESSON, "decode_step_seconds", "decode_step_seconds", list(_STEP_CASES.values()), public=_public_decode_step,
     floats=True,
-    unknown="decode_step_seconds is not the time of one step, nor a mistake the course knows. A step reads the "
-            "weights (bytes per weight) and the whole batch's KV cache once, and does the weights' arithmetic for "
-            "every sequence, while the chip reads and computes at once: which of the two sets the time?")
+    unknown="decode_step_seconds is not the time of one step, nor a mistake the course knows: each case is named for "
+            "the regime it is in. Go back to section 2, and to lesson 01's roofline for the chip.")
 
 
 # --- BATCH_PREDICTION -----------------------------------------------------------------------------
@@ -164,11 +175,12 @@ _BATCH_KEY = "tokens/s at batch 16 over batch 1"
 
 @course_only()
 def _batch_model(context: dict) -> float:
-    """Model: 16 x t(1) / t(16) with t(b) the slower of reading the weights and the arithmetic at b (measured rates)."""
+    """The model BATCH_PREDICTION is scored against, fed with this run's measurements."""
     bw, weights, n, rate = (context.get(k) for k in ("bandwidth", "weight_bytes", "n_params", "matmul_rate_16"))
     if not all(is_number(v) and v > 0 for v in (bw, weights, n, rate)):
         return 16.0  # nothing measured before the guess: the memory-bound ideal
-    t1 = weights / bw
+    rate_1 = context.get("matmul_rate_1")
+    t1 = max(weights / bw, 2 * n / rate_1) if is_number(rate_1) and rate_1 > 0 else weights / bw
     t16 = max(weights / bw, 2 * n * 16 / rate)
     return 16 * t1 / t16
 
@@ -194,8 +206,8 @@ def _batch_band(first: dict, context: dict) -> tuple[float, str]:
     if about:  # wrong in principle: no band credit, however near the number happens to be
         return 0.0, f"your first guess: {about}"
     if fraction < 1.0:
-        return fraction, ("your first guess is off the model fed with this run's bandwidth and matmul rate: at batch "
-                          "16, which takes longer here, reading the weights or their arithmetic at that rate?")
+        return fraction, ("your first guess is off the model fed with this run's measurements: at batch 1 and at "
+                          "batch 16, which takes longer here, reading the weights or their arithmetic?")
     return fraction, "your first guess agrees with the model fed with this run's measured rates"
 
 
@@ -211,8 +223,8 @@ check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "nu
 
 # --- knee_batch -----------------------------------------------------------------------------------
 
-# Step times (seconds) measured on made-up machines, a few per cent of noise on each point; where each knee lies is
-# the instructor's to know (solutions/judges/lesson09.py), not written here.
+# Step times (seconds) measured on made-up machines, a few per cent of noise on each point and, on some, one point far
+# off the rest (as a real sweep has); where each knee lies is the instructor's to know (solutions/judges/lesson09.py).
 _KNEE_CURVES = {
     "a sharp knee": ([1, 2, 4, 8, 16, 32, 64],
                      [0.049852, 0.049493, 0.048554, 0.051466, 0.068001, 0.14162, 0.29221]),
@@ -220,7 +232,27 @@ _KNEE_CURVES = {
                        [0.048324, 0.050227, 0.050544, 0.048751, 0.05399, 0.076186, 0.13512, 0.27206]),
     "a knee at a small batch, odd batches": ([1, 3, 5, 9, 17, 33],
                                              [0.048629, 0.048952, 0.078135, 0.14523, 0.28349, 0.53611]),
+    "a first step that paid a warm-up": ([1, 2, 4, 8, 16, 32, 64, 128],
+                                         [0.07409, 0.049535, 0.050984, 0.048407, 0.049165, 0.090128, 0.18099, 0.35333]),
+    "a quick point in the flat part": ([1, 2, 3, 4, 6, 8, 12, 16, 24, 32],
+                                       [0.048351, 0.049067, 0.036141, 0.049125, 0.051238, 0.055769, 0.088364, 0.11775,
+                                        0.16532, 0.22636]),
+    "a last point at a quiet moment": ([1, 2, 4, 8, 16, 32, 64],
+                                       [0.049967, 0.048094, 0.049699, 0.051626, 0.08613, 0.17916, 0.24824]),
 }
+_KNEE_FAR = {"a first step that paid a warm-up": 0, "a quick point in the flat part": 2,
+             "a last point at a quiet moment": 6}  # which point of these curves is far off the rest
+
+
+def _without_far_point(label: str) -> tuple[list, list]:
+    batches, seconds = _KNEE_CURVES[label]
+    k = _KNEE_FAR[label]
+    return batches[:k] + batches[k + 1:], seconds[:k] + seconds[k + 1:]
+
+
+# The learner's knee_batch is called on every curve, then on each curve with a far point with that point left out: how
+# far one point moves the knee is said without any answer (hints), and only the first calls are keyed.
+_KNEE_CASES = [(b, s) for b, s in _KNEE_CURVES.values()] + [_without_far_point(label) for label in _KNEE_FAR]
 _KNEE_STEP = math.log(1.1)  # a knee is keyed to within 10 %: its bucket on a log scale
 
 
@@ -230,7 +262,7 @@ def _knee_bucket(value):
 
 
 def _knee_summary(observation) -> list:
-    return [_knee_bucket(v) for v in _keys.outcomes(observation)]
+    return [_knee_bucket(v) for v in _keys.outcomes(observation)[:len(_KNEE_CURVES)]]
 
 
 def _knee_nearby(shift: tuple) -> Callable:
@@ -250,20 +282,34 @@ def _public_knee(fn: Replay) -> None:
                  "of the batches measured).")
 
 
+def _knee_hints(fn: Replay) -> None:
+    """An unknown knee that one point moves by more than a sixth: said, on that curve, with no answer."""
+    for label in _KNEE_FAR:
+        whole, without = call(fn, *_KNEE_CURVES[label]), call(fn, *_without_far_point(label))
+        if is_number(without) and float(without) > 0 and _ratio_off(float(whole), float(without)) > 1.15:
+            fail(f"knee_batch on {label}: leaving out the one point that is far off the rest moves your knee by more "
+                 "than a sixth. One measurement should not be able to move an asymptote (section 3).")
+
+
 check_knee_batch = Keyed(
-    LESSON, "knee_batch", "knee_batch", [(b, s) for b, s in _KNEE_CURVES.values()], public=_public_knee,
+    LESSON, "knee_batch", "knee_batch", _KNEE_CASES, public=_public_knee,
     summary=_knee_summary,
     accept=[_knee_nearby(shift) for shift in itertools.product((-1, 0, 1), repeat=len(_KNEE_CURVES)) if any(shift)],
-    unknown="knee_batch is not where the curve's two asymptotes cross, nor a mistake the course knows. Fit the flat "
-            "one (memory-bound: the time does not depend on the batch) and the rising one (compute-bound: the time "
-            "grows in proportion to the batch) from the points that belong to each, and return where they cross.")
+    hints=_knee_hints,
+    unknown="knee_batch is not where the curve's two asymptotes cross, nor a mistake the course knows (section 3: which "
+            "points belong to each asymptote, and how much one bad point may move it).")
 
 
 # --- kv_cache_bytes -------------------------------------------------------------------------------
 
 _GQA = {"model": "a GQA test shape", "n_layers": 6, "d_model": 512, "n_heads": 8, "n_kv_heads": 2}
 _MHA = {"model": "an MHA test shape", "n_layers": 3, "d_model": 96, "n_heads": 3, "n_kv_heads": 3}
-_KV_CASES = [(_GQA, 100, 3, 2), (_MHA, 7, 2, 4), (_GQA, 1, 1, 1)]
+_SWA = {"model": "a test shape with some sliding-window layers", "n_layers": 8, "d_model": 256, "n_heads": 8,
+        "n_kv_heads": 4, "window": 64, "window_layers": 6}
+_ALL_SWA = {"model": "a test shape windowed in every layer", "n_layers": 4, "d_model": 128, "n_heads": 4,
+            "n_kv_heads": 2, "window": 32, "window_layers": 4}
+_KV_CASES = [(_GQA, 100, 3, 2), (_MHA, 7, 2, 4), (_GQA, 1, 1, 1),
+             (_SWA, 1000, 2, 2), (_SWA, 40, 3, 2), (_ALL_SWA, 100, 1, 1)]
 
 
 # The answers of kv_cache_bytes and max_batch_to_serve are not here: each is judged by digests (grader.checks._keys),
@@ -289,12 +335,13 @@ def _memory_models() -> dict:
     return {memory.kv_cache_bytes: "grader.memory.kv_cache_bytes", memory.inference_bytes: "grader.memory.inference_bytes"}
 
 
-# grader.memory keeps lesson 04's model of a KV cache (its inference_bytes cell): a kv_cache_bytes that calls it is
-# noticed (a copy test passed with `memory.kv_cache_bytes` and the arguments reordered).
+# grader.memory keeps lesson 04's model of a KV cache (its inference_bytes cell), for models whose every layer attends
+# to the whole context: a kv_cache_bytes that calls it is noticed (a copy test passed with `memory.kv_cache_bytes` and
+# the arguments reordered), and since sliding-window layers are in the cases, its source copied no longer passes.
 check_kv_cache_bytes = guard(Keyed(
     "09_serving", "kv_cache_bytes", "kv_cache_bytes", _KV_CASES, public=_public_kv_cache_bytes,
-    unknown="kv_cache_bytes is not the bytes of the cache, nor a mistake the course knows. What does attention need "
-            "from each past position, in which layers and heads, for how many sequences?"),
+    unknown="kv_cache_bytes is not the bytes of the cache, nor a mistake the course knows (section 4: what will "
+            "attention still use?)."),
     "kv_cache_bytes", _memory_models())
 
 
@@ -315,7 +362,9 @@ def _serve_cases() -> list[tuple]:
             (4 * _GB, 1, _SERVE_SHAPE, 1024, "int4", 0.5 * _GB, 64, 2),
             (80 * _GB, 2, llama, 4096, "bf16", 4 * _GB, 128, 2),
             (80 * _GB, 1, llama, 4096, "int4", 4 * _GB, 128, 2),
-            (1 * _GB, 1, _SERVE_SHAPE, 4096, "bf16", 0.5 * _GB, 128, 2)]
+            (1 * _GB, 1, _SERVE_SHAPE, 4096, "bf16", 0.5 * _GB, 128, 2),
+            (16 * _GB, 8, _SERVE_SHAPE, 4096, "bf16", 1 * _GB, 128, 2),  # more cards than KV heads
+            (80 * _GB, 16, llama, 8192, "int8", 4 * _GB, 128, 2)]
 
 
 def _public_max_batch_to_serve(fn: Replay) -> None:
@@ -333,9 +382,8 @@ def _public_max_batch_to_serve(fn: Replay) -> None:
 
 check_max_batch_to_serve = Keyed(
     "09_serving", "max_batch_to_serve", "max_batch_to_serve", _serve_cases, public=_public_max_batch_to_serve,
-    unknown="max_batch_to_serve is not the number of sequences that fit, nor a mistake the course knows. Memory holds "
-            "the weights (layers in the dtype asked for, with their scales; embeddings and head in bf16) and each "
-            "sequence's cache, on every card less its reserve; a sequence fits only whole.")
+    unknown="max_batch_to_serve is not the number of sequences that fit, nor a mistake the course knows (section 5, "
+            "card by card).")
 
 
 # --- quantize_int8 --------------------------------------------------------------------------------
@@ -368,18 +416,18 @@ def _judge_quantize(observation: dict) -> None:
         fail(f"q should be an int8 tensor of the weight's shape {tuple(w.shape)}; it is {q.dtype} of "
              f"{tuple(q.shape)}.")
     if scale.numel() == 1:
-        fail("you used one scale for the whole tensor: the outlier row sets it, and every other row is rounded onto "
-             "a few int8 levels. Give each output row its own scale.")
+        fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row; the "
+             "exercise asks for one scale per output row.")
     if scale.numel() == in_f and tuple(scale.shape) in ((in_f,), (1, in_f)):
-        fail("your scales run along the input columns; each output row (one output channel) needs its own, so an "
-             "outlier row does not set the others' scale.")
+        fail("your scales run along the input columns; the exercise asks for one per output row (one output "
+             "channel).")
     if scale.numel() != out_f or scale.dtype != torch.float32:
         fail(f"scale should hold one float32 per output row ({out_f} of them, shape ({out_f},) or ({out_f}, 1)); it "
              f"is {scale.dtype} of shape {tuple(scale.shape)}.")
     s = scale.reshape(out_f).double()
     if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
-        fail("a scale is zero, negative or not finite (the all-zero row?): the int8 matrix is multiplied back by its "
-             "scales, so every row needs a positive finite one; an all-zero row can take any.")
+        fail("a scale is zero, negative or not finite (on the all-zero row?); the exercise asks for a finite, positive "
+             "scale on every row, the all-zero one too.")
     qi = q.long()
     if int(qi.abs().max()) > 127:
         fail("q holds -128: keep q in [-127, 127], symmetric around 0, so a value and its negative round alike.")
@@ -389,16 +437,15 @@ def _judge_quantize(observation: dict) -> None:
     err = (qi.double() * s[:, None] - w64).abs()
     if bool((err > s[:, None] / 2 * (1 + 1e-5) + 1e-12).any()):
         if bool(torch.allclose(s[rows], amax[rows] / 128, rtol=1e-5)):
-            fail("your scale maps each row's largest weight to 128, one past int8's 127, so it is clamped and its "
-                 "error is a whole step: the largest weight should land exactly on the last level.")
+            fail("each row's largest weight comes back a whole level off: your levels stop short of it, and q is "
+                 "clamped there.")
         if bool((qi.abs().double() <= (w64 / s[:, None]).abs() * (1 + 1e-5) + 1e-6).all()):
-            fail("you rounded toward zero (a cast truncates): an error can reach a whole step; round to the nearest "
-                 "level and the error is at most half a step.")
-        fail("some weights are further than half a step (scale / 2) from what q x scale gives back: round each weight "
-             "divided by its row's scale to the nearest whole number, and make the scale reach each row's largest.")
+            fail("some weights come back almost a whole level off, always nearer zero than they were (what does a cast "
+                 "to an integer do?).")
+        fail("some weights come back further than half a level (scale / 2) from what they were (section 6).")
     if bool((qi[rows].abs().amax(1) != 127).any()):
-        fail("a row does not use the whole int8 range: its largest weight should land on ±127, or its scale is "
-             "larger than it needs to be and every step is coarser.")
+        fail("a row's largest weight lands short of ±127: its levels are coarser than that row needs (the exercise: "
+             "as fine as its largest weight allows).")
 
 
 check_quantize_int8 = Check("quantize_int8", _observe_quantize, _judge_quantize)

@@ -12,7 +12,8 @@ import math
 import random
 
 from grader.checks._common import call, fail
-from grader.checks.lesson09 import _GB, _KNEE_CURVES, _KV_CASES, _STEP_CASES, _ratio_off, _serve_cases
+from grader.checks.lesson09 import (_GB, _KNEE_CURVES, _KNEE_FAR, _KV_CASES, _STEP_CASES, _ratio_off, _serve_cases,
+                                    _without_far_point)
 
 _WEIGHT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4": 0.5}  # bytes per weight before scales
 
@@ -29,10 +30,23 @@ def _head_dim(shape: dict) -> int:
     return int(shape["d_model"]) // int(shape["n_heads"])
 
 
-def _cache_bytes(shape: dict, context: int, batch: int, bytes_per_value: float) -> int:
-    """Model: K and V of every layer, KV head and position, for `batch` sequences of `context` tokens."""
+def _positions(shape: dict, context: int, window_all: bool = False, window_always: bool = False,
+               window_none: bool = False) -> int:
+    """Positions kept, summed over the layers: a sliding-window layer keeps no more than its window.
+    The flags make the mistakes: every layer windowed, a window kept even past the context, the window ignored."""
+    layers, windowed = int(shape["n_layers"]), int(shape.get("window_layers") or 0)
+    if window_none or not windowed:
+        return layers * context
+    if window_all:
+        windowed = layers
+    window = int(shape["window"])
+    return (layers - windowed) * context + windowed * (window if window_always else min(context, window))
+
+
+def _cache_bytes(shape: dict, context: int, batch: int, bytes_per_value: float, **mistake: bool) -> int:
+    """Model: K and V of every layer, KV head and position it keeps, for `batch` sequences of `context` tokens."""
     kv_heads = int(shape.get("n_kv_heads") or shape["n_heads"])
-    return int(2 * int(shape["n_layers"]) * kv_heads * _head_dim(shape) * context * batch * bytes_per_value)
+    return int(2 * kv_heads * _head_dim(shape) * _positions(shape, context, **mistake) * batch * bytes_per_value)
 
 
 def _embedding_params(shape: dict) -> int:
@@ -49,12 +63,24 @@ def _weights_bytes(shape: dict, weights: str, group_size: int = 128, scale_bytes
     return embed * 2.0 + layers * per
 
 
+def _kv_heads_per_card(shape: dict, cards: int) -> int:
+    """KV heads one card keeps under tensor parallelism: its share, and never less than the one its query heads use
+    (with more cards than KV heads, each head is kept on every card whose query heads attend with it)."""
+    return max(1, int(shape["n_kv_heads"]) // cards)
+
+
+def _per_card_sequence(shape: dict, context: int, cards: int, width: float = 2, heads: float | None = None) -> float:
+    """Bytes of one sequence's cache on one card (bf16 keys and values unless `width` says otherwise)."""
+    heads = _kv_heads_per_card(shape, cards) if heads is None else heads
+    return _cache_bytes(shape, context, 1, width) * heads / int(shape["n_kv_heads"])
+
+
 def _serve_batch(card_bytes: float, cards: int, shape: dict, context: int, weights: str, reserve_bytes: float,
                  group_size: int = 128, scale_bytes: float = 2) -> int:
-    """Model: the most sequences of `context` tokens that `cards` cards hold (weights and bf16 cache split evenly)."""
-    free = cards * (card_bytes - reserve_bytes) - _weights_bytes(shape, weights, group_size, scale_bytes)
-    per_sequence = _cache_bytes(shape, context, 1, 2)
-    return max(0, int(free // per_sequence))
+    """Model: the most sequences of `context` tokens that fit on every card beside its share of the weights, each card
+    keeping the whole KV heads its query heads use (bf16 cache); the weights split evenly."""
+    room = card_bytes - reserve_bytes - _weights_bytes(shape, weights, group_size, scale_bytes) / cards
+    return max(0, int(room // _per_card_sequence(shape, context, cards)))
 
 
 # --- decode_step_seconds -----------------------------------------------------------------------------
@@ -75,18 +101,20 @@ def _step_variants(args: tuple) -> dict[str, float]:
 
 def _decode_step_seconds(fn) -> None:
     """decode_step_seconds: the slower of reading the bytes once per step and doing the weight arithmetic."""
+    # Each names what the answer did, on the case that shows it, and the section to go back to: never the fix.
     messages = {
-        "per sequence": "your step reads every weight once per sequence in the batch; in one step every weight "
-                        "crosses memory once and is used by every sequence of the batch",
-        "added": "you added the time to move the bytes and the time to do the arithmetic; the two overlap (the chip "
-                 "computes while it reads), so a step takes as long as the slower of them",
-        "no cache": "your step leaves the KV cache out: attention reads every past key and value of every sequence "
-                    "each step, and those bytes cross memory beside the weights",
-        "one FLOP": "count the arithmetic again: a weight does one multiply and one add per sequence each step",
-        "cache per sequence": "kv_bytes is already the cache of the whole batch; do not multiply it by the batch",
-        "memory only": "at a large batch your step never becomes compute-bound: the arithmetic grows with the batch "
-                       "and eventually takes longer than reading the weights",
-        "compute only": "at batch 1 your step is as fast as the arithmetic, but the weights still have to be read",
+        "per sequence": "your step takes longer with the batch even where reading sets the time: how many times does "
+                        "one step bring a weight from memory? (sections 1 and 2)",
+        "added": "your step takes longer than its reading and its arithmetic would each take alone: go back to "
+                 "lesson 01's roofline",
+        "no cache": "your step does not change with kv_bytes: what does a step read? (section 2)",
+        "one FLOP": "where the arithmetic sets the time, your step is shorter than that arithmetic takes: what does "
+                    "one weight do for one sequence? (section 1)",
+        "cache per sequence": "your step grows with the batch through kv_bytes, which is the cache of the whole batch "
+                              "already (the exercise's words)",
+        "memory only": "far past the balance point your step still does not grow with the batch: go back to lesson "
+                       "01's roofline",
+        "compute only": "your step is shorter than reading the weights takes (section 1: the chip's two rates)",
     }
     for label, args in _STEP_CASES.items():
         got = call(fn, *args)
@@ -96,26 +124,30 @@ def _decode_step_seconds(fn) -> None:
         for kind, value in _step_variants(args).items():
             if math.isclose(float(got), value, rel_tol=1e-6) and not math.isclose(value, want, rel_tol=1e-6):
                 fail(f"decode_step_seconds, case '{label}': {messages[kind]}.")
-        fail(f"decode_step_seconds, case '{label}': not the time of one step. A step reads the weights (bytes per "
-             "weight) and the whole batch's KV cache once, and does the weights' arithmetic for every sequence; "
-             "which of the two sets the time?")
+        fail(f"decode_step_seconds, case '{label}': not the time of one step (section 2, and lesson 01's roofline).")
 
 
 # --- knee_batch ------------------------------------------------------------------------------------------
 
 def _knee_curves() -> dict[str, tuple[list[int], list[float], float]]:
-    """Synthetic step-time curves with a known knee: flat T0, then c·b; noise of a few per cent on each point."""
+    """Synthetic step-time curves with a known knee: flat T0, then c·b; noise of a few per cent on each point, and on
+    the last three one point far off (a warm-up paid by the first step, a busy or a quiet moment), so that reading an
+    asymptote off one or two points misses the knee by more than 20 % (a copy test passed with t[0] / (t[-1] / b[-1]))."""
     rng = random.Random(9)
     curves = {}
-    for label, knee, batches, soft in (("a sharp knee", 11.3, [1, 2, 4, 8, 16, 32, 64], None),
-                                       ("a rounded knee", 24.0, [1, 2, 4, 8, 16, 32, 64, 128], 3.0),
-                                       ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None)):
+    for label, knee, batches, soft, odd in (
+            ("a sharp knee", 11.3, [1, 2, 4, 8, 16, 32, 64], None, {}),
+            ("a rounded knee", 24.0, [1, 2, 4, 8, 16, 32, 64, 128], 3.0, {}),
+            ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None, {}),
+            ("a first step that paid a warm-up", 18.0, [1, 2, 4, 8, 16, 32, 64, 128], None, {1: 1.45}),
+            ("a quick point in the flat part", 7.0, [1, 2, 3, 4, 6, 8, 12, 16, 24, 32], None, {3: 0.74}),
+            ("a last point at a quiet moment", 9.0, [1, 2, 4, 8, 16, 32, 64], None, {64: 0.72})):
         t0 = 0.05
         c = t0 / knee
         seconds = []
         for b in batches:
             ideal = max(t0, c * b) if soft is None else (t0**soft + (c * b) ** soft) ** (1 / soft)
-            seconds.append(ideal * (1 + rng.uniform(-0.04, 0.04)))
+            seconds.append(ideal * (1 + rng.uniform(-0.04, 0.04)) * odd.get(b, 1.0))
         curves[label] = (batches, seconds, knee)
     return curves
 
@@ -131,6 +163,15 @@ def _best_throughput(batches, seconds) -> float:
     return max(zip(batches, seconds), key=lambda p: p[0] / p[1])[0]
 
 
+def _read_off_points(batches, seconds) -> list[float]:
+    """Asymptotes read off one point each, the ways a copy test did: the first (or the fastest) time as the flat one,
+    the last point's (or the least) time per sequence as the rising one."""
+    pairs = sorted(zip(batches, seconds))
+    first, fastest = pairs[0][1], min(seconds)
+    last, least = pairs[-1][1] / pairs[-1][0], min(s / b for b, s in pairs)
+    return [first / last, fastest / least, fastest / last, first / least]
+
+
 def _knee_batch(fn) -> None:
     """knee_batch: where the flat (memory-bound) and rising (compute-bound) asymptotes of the curve cross."""
     curves = _knee_curves()
@@ -144,11 +185,16 @@ def _knee_batch(fn) -> None:
             fail(f"knee_batch on {label}: you returned the first batch whose time rose at all. A few per cent of "
                  "noise makes the flat part rise and fall; the knee is where the fitted asymptotes cross.")
         if float(got) == _best_throughput(batches, seconds):
-            fail(f"knee_batch on {label}: you returned the batch with the highest tokens/s. Past the knee tokens/s "
-                 "is flat, so noise picks that batch; fit the two asymptotes and return where they cross.")
-        fail(f"knee_batch on {label}: not where the curve's two asymptotes cross. Fit the flat one (memory-bound: "
-             "the time does not depend on the batch) and the rising one (compute-bound: the time grows in "
-             "proportion to the batch) from the points that belong to each.")
+            fail(f"knee_batch on {label}: you returned the batch with the highest tokens/s, a point of the curve; "
+                 "past the knee tokens/s is flat, so noise picks that batch (the knee is where the asymptotes cross).")
+        if any(math.isclose(float(got), v, rel_tol=1e-9) for v in _read_off_points(batches, seconds)):
+            fail(f"knee_batch on {label}: your asymptotes each rest on a single point, and on this curve that point is "
+                 "far off the others: one measurement should not be able to move an asymptote.")
+        if label in _KNEE_FAR and _ratio_off(float(got), float(call(fn, *_without_far_point(label)))) > 1.15:
+            fail(f"knee_batch on {label}: leaving out the one point that is far off the rest moves your knee by more "
+                 "than a sixth. One measurement should not be able to move an asymptote (section 3).")
+        fail(f"knee_batch on {label}: not where the curve's two asymptotes cross (section 3: which points belong to "
+             "each, and how much can one bad point move it?).")
 
 
 # --- kv_cache_bytes ----------------------------------------------------------------------------------
@@ -166,19 +212,28 @@ def _kv_cache_bytes(fn) -> None:
         if got == want:
             continue
         n_heads, kv, layers = shape["n_heads"], shape["n_kv_heads"], shape["n_layers"]
+        # Each names what the answer did on this case, and the section: not the factor that fixes it.
         if got * 2 == want:
-            fail(f"{shown}: you kept one of K and V; attention needs both for every past position.")
+            fail(f"{shown}: you kept one of K and V (section 4).")
         if n_heads != kv and got * kv == want * n_heads:
-            fail(f"{shown}: you counted the query heads. Grouped-query attention keeps K and V only for its KV "
-                 "heads, each shared by several query heads.")
+            fail(f"{shown}: your cache grows with the query heads (section 4, grouped-query attention).")
         if got * layers == want:
-            fail(f"{shown}: you counted one layer; every layer attends over its own keys and values.")
+            fail(f"{shown}: you counted one layer's cache (section 4).")
         if got == want * n_heads:
-            fail(f"{shown}: each KV head is head_dim wide (d_model split across the query heads), not d_model.")
+            fail(f"{shown}: your heads are each as wide as the whole model (section 4).")
         if got * batch == want and batch > 1:
-            fail(f"{shown}: every sequence of the batch keeps its own cache.")
-        fail(f"{shown}: not the bytes of the cache. What does attention need from each past position, in which "
-             "layers and heads, for how many sequences?")
+            fail(f"{shown}: your cache does not grow with the batch.")
+        if shape.get("window_layers"):
+            if got == _cache_bytes(*args, window_none=True):
+                fail(f"{shown}: your window layers keep every position of the context, further back than they will "
+                     "ever look again.")
+            if got == _cache_bytes(*args, window_all=True):
+                fail(f"{shown}: your cache treats every layer as a window layer; this shape has layers that attend "
+                     "to the whole context too.")
+            if got == _cache_bytes(*args, window_always=True):
+                fail(f"{shown}: at a context shorter than the window, your window layers keep more positions than "
+                     "there are tokens.")
+        fail(f"{shown}: not the bytes of the cache (section 4: what will attention still use?).")
 
 
 # --- max_batch_to_serve ------------------------------------------------------------------------------
@@ -186,45 +241,44 @@ def _kv_cache_bytes(fn) -> None:
 
 def _serve_variants(args: tuple) -> dict[str, int]:
     card, cards, shape, context, weights, reserve, group, scale = args
-    per_seq = _cache_bytes(shape, context, 1, 2)
+    per_seq = _per_card_sequence(shape, context, cards)
     w = _weights_bytes(shape, weights, group, scale)
-    free = cards * (card - reserve) - w
+    room = card - reserve - w / cards
 
     def n(free_bytes, per):
         return max(0, int(free_bytes // per))
 
     out = {
-        "one token": n(free, _cache_bytes(shape, 1, 1, 2)),
+        "one token": n(room, _per_card_sequence(shape, 1, cards)),
         "cards once": n(card - reserve - w, per_seq),
-        "reserve once": n(cards * card - reserve - w, per_seq),
-        "whole model in bf16": n(cards * (card - reserve) - _weights_bytes(shape, "bf16"), per_seq),
-        "embeddings quantized": n(cards * (card - reserve) - (w - _embedding_params(shape) * (
-            2 - {"bf16": 2, "int8": 1 + scale / group, "int4": 0.5 + scale / group}[weights])), per_seq),
+        "reserve once": n(card - reserve / cards - w / cards, per_seq),
+        "whole model in bf16": n(card - reserve - _weights_bytes(shape, "bf16") / cards, per_seq),
+        "embeddings quantized": n(card - reserve - (w - _embedding_params(shape) * (
+            2 - {"bf16": 2, "int8": 1 + scale / group, "int4": 0.5 + scale / group}[weights])) / cards, per_seq),
+        "pooled": max(0, int((cards * (card - reserve) - w) // _cache_bytes(shape, context, 1, 2))),
     }
     if weights != "bf16":
-        out["no scales"] = n(free + (int(shape["n_params"]) - _embedding_params(shape)) * scale / group, per_seq)
-        out["cache like weights"] = n(free, _cache_bytes(shape, context, 1, {"int8": 1, "int4": 0.5}[weights]))
+        out["no scales"] = n(room + (int(shape["n_params"]) - _embedding_params(shape)) * scale / group / cards, per_seq)
+        out["cache like weights"] = n(room, _per_card_sequence(shape, context, cards, {"int8": 1, "int4": 0.5}[weights]))
     return out
 
 
+# Each names what the answer did on the case shown, and the section: not the term that fixes it.
 _SERVE_MESSAGES = {
-    "one token": "you made room for one token per sequence; each sequence keeps the keys and values of its whole "
-                 "context",
-    "cards once": "you counted one card's memory; with tensor parallelism the weights and the KV heads are split "
-                  "across the cards, so their memories add up",
-    "reserve once": "each card keeps its own reserve (runtime, activations, the CUDA context), not one for all",
-    "whole model in bf16": "your weights did not shrink with their dtype: count each layer weight's bytes in the "
-                           "dtype asked for",
-    "embeddings quantized": "the embeddings and the output head stay in bf16 here; only the layers are quantized",
-    "no scales": "a quantized weight needs its scales to be read back: one scale per group of weights, and those "
-                 "bytes count",
-    "cache like weights": "the KV cache holds activations (keys and values), in bf16 whatever the weights' "
-                          "dtype: quantizing the weights does not shrink it",
+    "one token": "each of your sequences keeps the cache of one token, not of its context",
+    "cards once": "you counted one card's memory for the weights of all the cards",
+    "reserve once": "you kept one reserve for all the cards together (section 5)",
+    "whole model in bf16": "your weights take the same bytes whatever their dtype",
+    "embeddings quantized": "you quantized the embeddings and the output head too (section 5 says which weights are)",
+    "no scales": "your quantized weights have no scales (section 5)",
+    "cache like weights": "your cache shrinks with the weights' dtype (section 5: what the cache holds)",
+    "pooled": "with more cards than KV heads, your cards share out the cache as evenly as the weights, each keeping "
+              "less than one KV head's keys and values (section 5: what a card's query heads attend with)",
 }
 
 
 def _max_batch_to_serve(fn) -> None:
-    """max_batch_to_serve: the sequences whose bf16 KV cache fits beside the weights on `cards` cards."""
+    """max_batch_to_serve: the sequences whose bf16 KV cache fits on every card beside its share of the weights."""
     for args in _serve_cases():
         card, cards, shape, context, weights, reserve, group, scale = args
         got = call(fn, *args)
@@ -240,9 +294,7 @@ def _max_batch_to_serve(fn) -> None:
         for kind, value in _serve_variants(args).items():
             if got == value and value != want:
                 fail(f"{shown}: {_SERVE_MESSAGES[kind]}.")
-        fail(f"{shown}: not the number of sequences that fit. Memory holds the weights (layers in the dtype asked "
-             "for, with their scales; embeddings and head in bf16) and each sequence's cache, on every card less "
-             "its reserve; a sequence fits only whole.")
+        fail(f"{shown}: not the number of sequences that fit (section 5, card by card).")
 
 
 JUDGES = {"decode_step_seconds": _decode_step_seconds, "knee_batch": _knee_batch, "kv_cache_bytes": _kv_cache_bytes,

@@ -21,13 +21,15 @@ def _step(memory="(n_params * bytes_per_param + kv_bytes) / bandwidth", compute=
 _KV = """
 def kv_cache_bytes(shape, context, batch, bytes_per_value):
     head_dim = {head_dim}
-    return int({k_and_v} * {layers} * {heads} * head_dim * context * batch * bytes_per_value)
+    windowed = shape.get("window_layers") or 0
+    kept = {kept}
+    return int({k_and_v} * {heads} * head_dim * kept * batch * bytes_per_value)
 """
+_KEPT = "(shape['n_layers'] - windowed) * context + windowed * min(context, shape.get('window', 0))"
 
 
-def _kv(head_dim="shape['d_model'] // shape['n_heads']", k_and_v="2", layers="shape['n_layers']",
-        heads="shape['n_kv_heads']") -> str:
-    return _KV.format(head_dim=head_dim, k_and_v=k_and_v, layers=layers, heads=heads)
+def _kv(head_dim="shape['d_model'] // shape['n_heads']", k_and_v="2", kept=_KEPT, heads="shape['n_kv_heads']") -> str:
+    return _KV.format(head_dim=head_dim, k_and_v=k_and_v, kept=kept, heads=heads)
 
 
 _SERVE = """
@@ -36,16 +38,18 @@ def max_batch_to_serve(card_bytes, cards, shape, context, weights, reserve_bytes
     embed = shape["vocab_size"] * shape["d_model"] * (1 if tied else 2)
     per_weight = {{"bf16": 2, "int8": 1, "int4": 0.5}}[weights] + ({scales})
     weight_bytes = embed * 2 + (shape["n_params"] - embed) * per_weight
-    free = {free}
+    room = {room}
+    heads = {heads}
     head_dim = shape["d_model"] // shape["n_heads"]
-    per_sequence = 2 * shape["n_layers"] * shape["n_kv_heads"] * head_dim * {tokens} * {cache_width}
-    return max(0, int(free // per_sequence))
+    per_sequence = 2 * shape["n_layers"] * heads * head_dim * {tokens} * {cache_width}
+    return max(0, int(room // per_sequence))
 """
 
 
-def _serve(scales="0 if weights == 'bf16' else scale_bytes / group_size", free="cards * (card_bytes - reserve_bytes) - weight_bytes",
+def _serve(scales="0 if weights == 'bf16' else scale_bytes / group_size",
+           room="card_bytes - reserve_bytes - weight_bytes / cards", heads="max(1, shape['n_kv_heads'] // cards)",
            tokens="context", cache_width="2") -> str:
-    return _SERVE.format(scales=scales, free=free, tokens=tokens, cache_width=cache_width)
+    return _SERVE.format(scales=scales, room=room, heads=heads, tokens=tokens, cache_width=cache_width)
 
 
 _QUANT = """
@@ -79,11 +83,11 @@ MUTANTS = {
     ],
     "decode_step_seconds_check": [
         ("the weights read once per sequence", _step(memory="(n_params * bytes_per_param * batch + kv_bytes) / bandwidth"),
-         r"once per sequence"),
-        ("the two times added", _step(combine="memory + compute"), r"you added the time to move the bytes"),
-        ("the cache left out", _step(memory="n_params * bytes_per_param / bandwidth"), r"leaves the KV cache out"),
-        ("one FLOP per weight", _step(compute="n_params * batch / peak_flops"), r"one multiply and one add"),
-        ("memory only", _step(compute="0", combine="memory"), r"never becomes compute-bound"),
+         r"how many times does one step bring a weight"),
+        ("the two times added", _step(combine="memory + compute"), r"longer than its reading and its arithmetic would each take alone"),
+        ("the cache left out", _step(memory="n_params * bytes_per_param / bandwidth"), r"does not change with kv_bytes"),
+        ("one FLOP per weight", _step(compute="n_params * batch / peak_flops"), r"shorter than that arithmetic takes"),
+        ("memory only", _step(compute="0", combine="memory"), r"still does not grow with the batch"),
     ],
     "BATCH_PREDICTION_check": [
         ("no gain from the batch: the weights read per sequence",
@@ -110,6 +114,27 @@ def knee_batch(batches, step_seconds):
     return float(max(zip(batches, step_seconds), key=lambda p: p[0] / p[1])[0])
 """,
          r"highest tokens/s"),
+        ("each asymptote read off one point: the first time, the last time per sequence",
+         """
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    return pairs[0][1] / (pairs[-1][1] / pairs[-1][0])
+""",
+         r"each rest on a single point"),
+        ("each asymptote read off one point: the fastest time, the least time per sequence",
+         """
+def knee_batch(batches, step_seconds):
+    return min(step_seconds) / min(s / b for b, s in zip(batches, step_seconds))
+""",
+         r"each rest on a single point"),
+        ("two points each, averaged",
+         """
+import statistics
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    return statistics.mean(s for _, s in pairs[:2]) / statistics.mean(s / b for b, s in pairs[-2:])
+""",
+         r"leaving out the one point that is far off the rest moves your knee"),
         ("the flat level taken as the mean of every point",
          """
 def knee_batch(batches, step_seconds):
@@ -121,24 +146,45 @@ def knee_batch(batches, step_seconds):
     ],
     "kv_cache_bytes_check": [
         ("K or V missing", _kv(k_and_v="1"), r"one of K and V"),
-        ("query heads instead of KV heads", _kv(heads="shape['n_heads']"), r"counted the query heads"),
-        ("one layer only", _kv(layers="1"), r"counted one layer"),
-        ("head_dim taken as d_model", _kv(head_dim="shape['d_model']"), r"head_dim wide"),
+        ("query heads instead of KV heads", _kv(heads="shape['n_heads']"), r"grows with the query heads"),
+        ("one layer only", _kv(kept="context"), r"counted one layer"),
+        ("head_dim taken as d_model", _kv(head_dim="shape['d_model']"), r"as wide as the whole model"),
+        ("the window ignored (lesson 04's formula, as grader.memory has it)", _kv(kept="shape['n_layers'] * context"),
+         r"window layers keep every position of the context"),
+        ("every layer windowed", _kv(kept="shape['n_layers'] * (min(context, shape['window']) if windowed else context)"),
+         r"treats every layer as a window layer"),
+        ("a window layer keeps its whole window, however short the context",
+         _kv(kept="(shape['n_layers'] - windowed) * context + windowed * shape.get('window', 0)"),
+         r"more positions than there are tokens"),
     ],
     "max_batch_to_serve_check": [
-        ("the cache of one token per sequence", _serve(tokens="1"), r"one token per sequence"),
-        ("int4 without its scales", _serve(scales="0"), r"needs its scales"),
+        ("the cache of one token per sequence", _serve(tokens="1"), r"keeps the cache of one token"),
+        ("int4 without its scales", _serve(scales="0"), r"have no scales"),
         ("the cache in the weights' dtype", _serve(cache_width="{'bf16': 2, 'int8': 1, 'int4': 0.5}[weights]"),
-         r"in bf16 whatever the weights"),
-        ("the cards' memory counted once", _serve(free="card_bytes - reserve_bytes - weight_bytes"),
+         r"your cache shrinks with the weights' dtype"),
+        ("the cards' memory counted once", _serve(room="card_bytes - reserve_bytes - weight_bytes"),
          r"you counted one card's memory"),
+        ("KV heads split below one per card", _serve(heads="shape['n_kv_heads'] / cards"),
+         r"less than one KV head's keys and values"),
+        ("every card's memory pooled (the cache split as evenly as the weights)",
+         """
+def max_batch_to_serve(card_bytes, cards, shape, context, weights, reserve_bytes, group_size=128, scale_bytes=2):
+    tied = str(shape["tied_embeddings"]).lower() == "true"
+    embed = shape["vocab_size"] * shape["d_model"] * (1 if tied else 2)
+    per_weight = {"bf16": 2, "int8": 1, "int4": 0.5}[weights] + (0 if weights == "bf16" else scale_bytes / group_size)
+    weight_bytes = embed * 2 + (shape["n_params"] - embed) * per_weight
+    free = cards * (card_bytes - reserve_bytes) - weight_bytes
+    per_sequence = 2 * shape["n_layers"] * shape["n_kv_heads"] * (shape["d_model"] // shape["n_heads"]) * context * 2
+    return max(0, int(free // per_sequence))
+""",
+         r"less than one KV head's keys and values"),
     ],
     "quantize_int8_check": [
         ("one scale for the whole tensor",
          _quant(amax="weight.abs().amax().float().reshape(1)", scale_view="scale"),
          r"one scale for the whole tensor"),
-        ("scale amax / 128", _quant(levels="128"), r"one past int8's 127"),
-        ("rounding toward zero", _quant(rounding="torch.trunc"), r"rounded toward zero"),
+        ("scale amax / 128", _quant(levels="128"), r"your levels stop short of it"),
+        ("rounding toward zero", _quant(rounding="torch.trunc"), r"always nearer zero than they were"),
         ("a scale per input column",
          _quant(amax="weight.abs().amax(dim=0).float()", scale_view="scale[None, :]"),
          r"along the input columns"),
