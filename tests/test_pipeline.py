@@ -54,7 +54,7 @@ CAROL = {
         "    per = 4 + 4 + 4 * moments if precision == 'fp32' else 2 + 2 + 4 * moments\n"
         "    return n_params * per\n",
         "training_bytes_check",
-        "master copy",
+        "a copy of the weights is missing",
     ),
     "05_reading_the_machine": (
         "top_ops",
