@@ -51,6 +51,7 @@ import datetime as _dt
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,22 @@ MAX_REASON = 300  # characters of a reason kept
 _SHOWN: set[tuple[str, str]] = set()  # (lesson, name) revealed in this kernel
 
 
+_ENV_AT_START = os.environ.get(ENV_PATH)  # what the process was started with (`grader run` starts kernels so)
+
+
+def _in_kernel() -> bool:
+    """True inside a running Jupyter kernel (a learner's, or one papermill started)."""
+    app = sys.modules.get("ipykernel.kernelapp")
+    return bool(app is not None and app.IPKernelApp.initialized())
+
+
 def path() -> Path:
     """Where the record is: predictions.json in the working folder (the notebook's); GRADER_PREDICTIONS elsewhere,
-    except while grading, when it is always the file handed in beside the notebook."""
-    return Path(FILE_NAME if grading() else os.environ.get(ENV_PATH) or FILE_NAME)
+    except while grading, when it is always the file handed in beside the notebook. In a kernel only the value it was
+    started with counts: a copy test set it from a cell to a scratch record, to try guesses against the band there."""
+    if grading():
+        return Path(FILE_NAME)
+    return Path((_ENV_AT_START if _in_kernel() else os.environ.get(ENV_PATH)) or FILE_NAME)
 
 
 def grading() -> bool:

@@ -96,40 +96,67 @@ def message(name: str, called: str) -> str:
 # --- watching a learner's code while a check runs it -------------------------------------------------
 
 
-def _codes(target: Any) -> list:
-    """The code objects of a function (a course_only one: the function it wraps), or of every function a class defines."""
+def _marks(target: Any) -> tuple[list, list]:
+    """What identifies a call of `target`: (code objects of Python functions, C functions by identity). A course_only
+    function is watched by the function it wraps; a class, by every function it defines; a C function (a torch op,
+    a builtin), by itself, as the profiler reports it in a "c_call" event."""
     found = vars(target).values() if isinstance(target, type) else [target]
-    codes = []
+    codes, builtins = [], []
     for f in found:
         f = getattr(f, "__func__", f)
         f = _INNER.get(f, f) if getattr(f, "course_only", None) else f
         code = getattr(f, "__code__", None)
         if code is not None:
             codes.append(code)
-    return codes
+        elif callable(f) and not isinstance(target, type):
+            builtins.append(f)
+    return codes, builtins
+
+
+_ACTIVE: list["watching"] = []  # the watchings in force, innermost last
 
 
 class watching:  # noqa: N801  used as `with watching(targets) as hits:`
-    """While active, notes (in order, once each) which of `targets` ({function or class: name}) are called."""
+    """While active, notes (in order, once each) which of `targets` ({function, class or C function: name}) are
+    called. Watchings nest: each hands every event on to the profile function in force before it."""
 
     def __init__(self, targets: dict):
-        self.labels = {code: label for target, label in targets.items() for code in _codes(target)}
+        self.labels, self.builtins = {}, {}
+        for target, label in targets.items():
+            codes, builtins = _marks(target)
+            self.labels.update({code: label for code in codes})
+            self.builtins.update({id(f): (f, label) for f in builtins})  # the object kept: its id stays its own
         self.hits: list[str] = []
 
     def _profile(self, frame, event, arg):
+        label = None
         if event == "call":
             label = self.labels.get(frame.f_code)
-            if label is not None and label not in self.hits:
-                self.hits.append(label)
+        elif event == "c_call" and self.builtins:
+            found = self.builtins.get(id(arg))
+            label = found[1] if found is not None and found[0] is arg else None
+        if label is not None and label not in self.hits:
+            self.hits.append(label)
+        if self.before is not None:
+            self.before(frame, event, arg)
 
     def __enter__(self) -> list[str]:
         self.before = sys.getprofile()
         sys.setprofile(self._profile)
+        _ACTIVE.append(self)
         return self.hits
 
     def __exit__(self, *exc) -> bool:
         sys.setprofile(self.before)
+        if _ACTIVE and _ACTIVE[-1] is self:
+            _ACTIVE.pop()
         return False
+
+
+def seen() -> list[str]:
+    """What the innermost watching in force has seen called so far ([] when none is): a check can stop early once
+    the learner's code has been caught measuring instead of counting."""
+    return list(_ACTIVE[-1].hits) if _ACTIVE else []
 
 
 _EARLIER = " (in an earlier cell)"

@@ -127,6 +127,21 @@ def test_a_model_asked_under_another_record_is_still_a_reveal(record, capsys, tm
     assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
 
 
+def test_a_kernel_keeps_the_record_it_was_started_with(record, tmp_path):
+    """A copy test set GRADER_PREDICTIONS from a cell to a scratch record, to try guesses against the band there and
+    then commit the best in the real one: in a kernel, only the record it was started with counts."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    scratch = tmp_path / "scratch.json"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in (
+        f"import os\nos.environ['GRADER_PREDICTIONS'] = {str(scratch)!r}",
+        "from grader.checks import lesson01\nlesson01.check_crossover_prediction({'n': 100.0, 'why': 'a probe'})")])
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert not scratch.exists() and record.exists()
+    assert predictions.entry(lesson01.LESSON, CHECK.name, predictions.read(record))["first"]["n"] == 100.0
+
+
 def test_reveal_cell_skips_until_recorded(record, capsys):
     with CHECK.revealed() as shown:
         assert shown is False

@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable
 
 import torch
+import torch.distributed
 from torch import nn
 
 from grader import distributed as _distributed
@@ -305,47 +306,20 @@ def _hints_bucket_plan(fn: Replay) -> None:
                  "one).")
 
 
-_BUCKETER = "torch.distributed._compute_bucket_assignment_by_size"  # DDP's own bucketer, a C++ function
-
-
-def _observe_bucket_plan(fn: Callable) -> dict:
-    """bucket_plan on the cases, recorded; a bucket_plan that asks DDP's own bucketer for its buckets is noticed.
-
-    That bucketer is a C++ function (no Python code for grader.shortcuts.guard to see), so its calls are watched here
-    as the C calls they are. A copy test passed the check with it."""
-    import sys
-
-    import torch.distributed as dist
-
-    bucketer, seen = getattr(dist, "_compute_bucket_assignment_by_size", None), []
-
-    def profile(frame, event, arg):
-        if event == "c_call" and bucketer is not None and arg is bucketer:
-            seen.append(True)
-        if before is not None:
-            before(frame, event, arg)
-
-    before = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        recording = record(fn, "bucket_plan", _BUCKET_CASES)
-    finally:
-        sys.setprofile(before)
-    if seen:
-        fail(f"your bucket_plan calls {_BUCKETER}, DDP's own bucketer: the check compares with what it computes. Write "
-             "bucket_plan yourself, from section 5.")
-    return recording
-
-
 # bucket_plan's answers are not here: it is judged by digests made from the instructor's judge
 # (solutions/judges/lesson07.py), as bytes_per_rank and bubble_fraction are.
-check_bucket_plan = Keyed(
-    "07_data_parallel", "bucket_plan", "bucket_plan", _BUCKET_CASES, observe=_observe_bucket_plan,
+# DDP's own bucketer (a C++ function: the guard watches it by identity) answers bucket_plan; a copy test passed with it.
+# A torch built without distributed support has none.
+_DDP_BUCKETER = getattr(torch.distributed, "_compute_bucket_assignment_by_size", None)
+check_bucket_plan = guard(Keyed(
+    "07_data_parallel", "bucket_plan", "bucket_plan", _BUCKET_CASES,
     public=_public_bucket_plan,
     hints=_hints_bucket_plan,
     unknown="bucket_plan does not make DDP's buckets, nor a mistake the course knows. Go back to section 5 (when a "
             "gradient is ready, when a bucket may go out) and walk one of the check's cases by hand, "
-            "bucket_plan([300, 3, 300, 3, 300, 3], [2, 3, 4, 5, 0, 1], 300, 300) say, before your code does.")
+            "bucket_plan([300, 3, 300, 3, 300, 3], [2, 3, 4, 5, 0, 1], 300, 300) say, before your code does."),
+    "bucket_plan", {_DDP_BUCKETER: "torch.distributed._compute_bucket_assignment_by_size (DDP's own bucketer)"}
+    if _DDP_BUCKETER is not None else {})
 
 
 # --- average_gradients -----------------------------------------------------------------------------

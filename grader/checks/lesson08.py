@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grader import triton_counter
+from grader import shortcuts, triton_counter
 from grader.checks import _plain
 from grader.checks._common import (Check, Prediction, Raised, Replay, _key, call, close, fail, guard, is_number, quote,
                                    record)
@@ -239,21 +239,13 @@ def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callab
     def observe(fn: Callable) -> dict:
         """The recording of every case; a function seen measuring on the small cases is not run on the last, which
         no interpreter can run (the guard around this check names what it called)."""
-        small = record(fn, what, cases[:-1])
-        if _measuring():
-            return small
-        return record(fn, what, cases)
+        recording = record(fn, what, cases[:-1])
+        if not shortcuts.seen():  # measuring is caught on the small cases: the last one no interpreter could run
+            recording["calls"] += record(fn, what, cases[-1:])["calls"]
+        return recording
 
     return guard(Keyed(LESSON, what, what, cases, floats=True, public=public, hints=hints, unknown=unknown,
                        observe=observe), what, _instruments())
-
-
-def _measuring() -> bool:
-    """Whether the guard watching this check (grader.shortcuts.watching, the profiler it set) has seen the learner's
-    code call one of the course's instruments."""
-    import sys
-
-    return bool(getattr(getattr(sys.getprofile(), "__self__", None), "hits", None))
 
 
 def _hints_fusion_bytes(fn: Replay) -> None:
