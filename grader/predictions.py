@@ -63,20 +63,20 @@ MAX_REASON = 300  # characters of a reason kept
 _SHOWN: set[tuple[str, str]] = set()  # (lesson, name) revealed in this kernel
 
 
-_ENV_AT_IMPORT = os.environ.get(ENV_PATH)
+_AT_IMPORT = {name: os.environ.get(name) for name in (ENV_PATH, ENV_GRADING, "NBGRADER_EXECUTION")}
 
 
-def _started_with() -> str | None:
-    """GRADER_PREDICTIONS as the process was started with it (`grader run` starts its kernels so): Linux keeps the
-    starting environment in /proc/self/environ, which setting os.environ from a cell does not change; elsewhere, its
-    value when this module was first imported."""
+def _started_with(name: str) -> str | None:
+    """The environment variable `name` as the process was started with it (graders and `grader run` start their
+    kernels so): Linux keeps the starting environment in /proc/self/environ, which setting os.environ from a cell does
+    not change; elsewhere, its value when this module was first imported."""
     try:
         for item in Path("/proc/self/environ").read_bytes().split(b"\0"):
-            if item.startswith(ENV_PATH.encode() + b"="):
+            if item.startswith(name.encode() + b"="):
                 return item.split(b"=", 1)[1].decode(errors="replace")
         return None
     except OSError:
-        return _ENV_AT_IMPORT
+        return _AT_IMPORT.get(name)
 
 
 def _in_kernel() -> bool:
@@ -91,11 +91,15 @@ def path() -> Path:
     started with counts: a copy test set it from a cell to a scratch record, to try guesses against the band there."""
     if grading():
         return Path(FILE_NAME)
-    return Path((_started_with() if _in_kernel() else os.environ.get(ENV_PATH)) or FILE_NAME)
+    return Path((_started_with(ENV_PATH) if _in_kernel() else os.environ.get(ENV_PATH)) or FILE_NAME)
 
 
 def grading() -> bool:
-    """True while a grader runs the notebook (nbgrader autograde or validate, or GRADER_GRADING): nothing is recorded."""
+    """True while a grader runs the notebook (nbgrader autograde or validate, or GRADER_GRADING): nothing is recorded.
+    In a kernel, only what the process was started with counts (graders start their kernels so): a copy test set
+    GRADER_GRADING from a cell so that asking for a model stamped no reveal."""
+    if _in_kernel():
+        return bool(_started_with("NBGRADER_EXECUTION") or _started_with(ENV_GRADING))
     return bool(os.environ.get("NBGRADER_EXECUTION") or os.environ.get(ENV_GRADING))
 
 

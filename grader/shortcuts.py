@@ -26,14 +26,33 @@ Two ways to ask, one registry of names:
 
 from __future__ import annotations
 
+import _thread
+import functools
+import multiprocessing.process
 import os
 import sys
+import threading
 from typing import Any, Callable
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = _PACKAGE  # the course package's folder
+_TRANSPARENT: set = set()  # code objects of course helpers that only call what they are given (_common.call, record)
 _USED: dict[str, int] = {}
+_EVER: set[str] = set()  # every label called from outside since the kernel started (no reset clears it)
 _ON_CALL: dict[str, list[Callable[[str], None]]] = {}  # label -> what to do when code outside the package calls it
 _INNER: dict[Callable, Callable] = {}  # a course_only wrapper -> the function it counts calls of
+
+
+def module_code(frame: Any, roots: tuple[str, ...]) -> bool:
+    """True when `frame` runs the code of a module imported from under one of `roots` (folders): the code's file is
+    that module's own file. A file name alone is not enough: a copy test compiled its own code under the course's
+    file name, and under a name with "site-packages" in it, to pass for the course's code or a library's."""
+    filename = frame.f_code.co_filename
+    if not (os.path.isabs(filename) and filename.startswith(tuple(r.rstrip(os.sep) + os.sep for r in roots))):
+        return False
+    module = sys.modules.get(frame.f_globals.get("__name__", ""))
+    path = getattr(module, "__file__", None)
+    return path is not None and os.path.abspath(path) == os.path.abspath(filename)
 
 
 def course_only(name: str | None = None) -> Callable:
@@ -46,9 +65,12 @@ def course_only(name: str | None = None) -> Callable:
         label = name or f"{fn.__module__}.{fn.__qualname__}"
 
         def counted(*args, **kwargs):
-            caller = sys._getframe(1).f_code.co_filename  # "<string>", a cell's file: outside, whatever the cwd
-            if not (os.path.isabs(caller) and caller.startswith(_PACKAGE + os.sep)):
+            caller = sys._getframe(1)
+            while caller is not None and caller.f_code in _TRANSPARENT:  # a model handed to call() or record()
+                caller = caller.f_back
+            if caller is None or not module_code(caller, (_PACKAGE,)):  # a cell, or anything not the package's own
                 _USED[label] = _USED.get(label, 0) + 1
+                _EVER.add(label)
                 for then in _ON_CALL.get(label, ()):
                     then(label)
             return fn(*args, **kwargs)
@@ -62,6 +84,13 @@ def course_only(name: str | None = None) -> Callable:
     return wrap
 
 
+def transparent(*helpers: Callable) -> None:
+    """Mark course helpers that only call what they are handed (grader.checks._common.call, record): a course_only
+    function called through one counts as called by whoever handed it over (a copy test laundered a model's call
+    through _common.call)."""
+    _TRANSPARENT.update(h.__code__ for h in helpers)
+
+
 def on_call(label: str, then: Callable[[str], None]) -> None:
     """Run `then(label)` whenever code outside the package calls the course_only function `label` (a prediction records
     a reveal this way, in its record on disk, which no count reset undoes)."""
@@ -72,14 +101,19 @@ _PASSED: list[list] = []  # each guard's record of its check having passed in th
 
 
 def reset(*names: str) -> None:
-    """Forget the calls counted under `names` (all names when none is given); with no names, also forget which
-    guarded checks have passed (a fresh kernel: the course's tests start each test so). A prediction's reveal is
-    stamped in its record when the model is called, so no reset undoes that."""
+    """Forget the calls counted under `names` (all names when none is given). What a guard's `earlier=` reads, and a
+    prediction's reveal (stamped in its record), stay: a copy test called an instrument, then reset, then checked."""
     for name in names or list(_USED):
         _USED.pop(name, None)
-    if not names:
-        for passed in _PASSED:
-            passed.clear()
+
+
+def _fresh_kernel() -> None:
+    """Forget everything this process has counted, as a new kernel starts: for the course's tests and key builder,
+    which run many kernels' worth of cells in one process (a learner's cell calling it tampers with the record)."""
+    _USED.clear()
+    _EVER.clear()
+    for passed in _PASSED:
+        passed.clear()
 
 
 def used(*names: str) -> list[str]:
@@ -133,8 +167,12 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
         if event == "call":
             label = self.labels.get(frame.f_code)
         elif event == "c_call" and self.builtins:
-            found = self.builtins.get(id(arg))
-            label = found[1] if found is not None and found[0] is arg else None
+            for _ in range(8):  # a functools.partial of a C function is reported as the partial: look inside it
+                found = self.builtins.get(id(arg))
+                label = found[1] if found is not None and found[0] is arg else None
+                if label is not None or not isinstance(arg, functools.partial):
+                    break
+                arg = arg.func
         if label is not None and label not in self.hits:
             self.hits.append(label)
         if self.before is not None:
@@ -142,15 +180,26 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
 
     def __enter__(self) -> list[str]:
         self.before = sys.getprofile()
+        self.before_threads = threading.getprofile()
         sys.setprofile(self._profile)
+        threading.setprofile(self._profile)  # a thread the learner's code starts is watched too (a copy test hid in one)
         _ACTIVE.append(self)
         return self.hits
 
     def __exit__(self, *exc) -> bool:
         sys.setprofile(self.before)
+        threading.setprofile(self.before_threads)
         if _ACTIVE and _ACTIVE[-1] is self:
             _ACTIVE.pop()
         return False
+
+
+# Work started elsewhere, where a check's watch (a profile function, a torch dispatch mode) does not follow it: guards
+# of checks that watch what the learner's code computes list these, so a thread or a process of its own is named.
+ELSEWHERE = {threading.Thread.start: "a thread of its own (the check watches the thread it runs your code in)",
+             _thread.start_new_thread: "a thread of its own (the check watches the thread it runs your code in)",
+             multiprocessing.process.BaseProcess.start: "a process of its own (the check watches its own process)",
+             os.fork: "a process of its own (the check watches its own process)"}
 
 
 def seen() -> list[str]:
@@ -176,7 +225,7 @@ def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = ()):
     def observe(*learner: Any, **inputs: Any) -> dict:
         with watching(targets) as hits:
             observed = check.observe(*learner, **inputs)
-        before = [f"{n}{_EARLIER}" for n in used(*earlier)] if earlier and not passed else []
+        before = [f"{n}{_EARLIER}" for n in sorted(_EVER & set(earlier))] if earlier and not passed else []
         return {"observed": observed, "shortcuts": list(hits) + before}
 
     def judge(observation: Any, **kwargs: Any):

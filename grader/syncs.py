@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import site
 import sys
 import sysconfig
 from collections import Counter
@@ -41,7 +42,7 @@ from torch.utils._pytree import tree_flatten
 
 from grader import device as dev
 from grader import shortcuts as _shortcuts_module
-from grader.shortcuts import course_only
+from grader.shortcuts import course_only, module_code
 
 # Reads: torch function name -> how the lesson names it. Each makes the host wait for the device.
 READS = {
@@ -104,19 +105,19 @@ def describe_place(filename: str, lineno: int, function: str = "<module>", first
     return f"cell line {lineno}" if _is_cell(filename) else f"{os.path.basename(filename)} line {lineno}"
 
 
-def _is_library(filename: str) -> bool:
-    """True for torch, installed packages, the standard library and the course package itself."""
-    path = os.path.abspath(filename)
-    return (
-        path.startswith((_TORCH, _PACKAGE, _STDLIB))
-        or "site-packages" in path
-        or "dist-packages" in path
-    )
+_LIBRARIES = tuple(dict.fromkeys([_TORCH, _PACKAGE, _STDLIB, *(sysconfig.get_paths()[k] for k in ("purelib", "platlib")),
+                                    *site.getsitepackages(), site.getusersitepackages()]))
 
 
-def _in_course(filename: str) -> bool:
+def _is_library(frame) -> bool:
+    """True for the code of torch, installed packages, the standard library and the course package itself: a module's
+    own code, not code compiled under such a file name (grader.shortcuts.module_code)."""
+    return module_code(frame, _LIBRARIES)
+
+
+def _in_course(frame) -> bool:
     """True for the course package's own code (this module aside: _caller skips it)."""
-    return os.path.abspath(filename).startswith(_PACKAGE + os.sep)
+    return module_code(frame, (_PACKAGE,))
 
 
 def _caller():
@@ -235,11 +236,11 @@ class SyncCounter(TorchFunctionMode):
         The course's code is walked through to the learner's line that called it (a copy test hid the buggy loop's
         sync points by calling it from the package), but never past the frame that entered the counter: what the
         course runs there itself (a check around the learner's function) is not the learner's."""
-        while frame is not None and _in_course(frame.f_code.co_filename):
+        while frame is not None and _in_course(frame):
             if frame is self._entered:
                 return None
             frame = frame.f_back
-        if frame is None or _is_library(frame.f_code.co_filename):
+        if frame is None or _is_library(frame):
             return None
         up = frame
         while up is not None and up is not self._entered:  # inside the counter's `with`, or it is not this counter's

@@ -64,7 +64,7 @@ def _observe(check, step, ns: dict):
 
     learner = [ns[a] for a in step.names]
     inputs = {k: v for k, v in step.kwargs.items() if k in check.inputs}
-    shortcuts.reset()  # the course's own cells run to make `ns` are not the learner's earlier cells
+    shortcuts._fresh_kernel()  # the course's own cells run to make `ns` are not the learner's earlier cells
     with contextlib.redirect_stdout(io.StringIO()):
         return _plain.roundtrip(check.observe(*learner, **inputs))
 
@@ -108,8 +108,6 @@ def _entry(lesson: str, grade_id: str, step, keyed, judges, mutants: list, alone
         raise SystemExit(f"{lesson}:{grade_id}: a reference value lies on a rounding edge at {keyed.sig} "
                          "significant figures; change the check's cases or its sig")
     entry = {"sig": keyed.sig, "pass": [keyed.key(reference)], "mistakes": {}}
-    if keyed.per_call():  # the reference's answer to each call alone: an unknown answer is told which cases it misses
-        entry["cases"] = keyed.case_keys(reference)
     for name, mutant, _pattern in mutants:
         ns = namespace(lesson)
         exec(compile(mutant, f"<mutant {name}>", "exec"), ns)  # noqa: S102  the course's own test data

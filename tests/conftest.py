@@ -84,5 +84,5 @@ def fresh_predictions(tmp_path, monkeypatch):
     _common._ASKED.clear()  # the models this kernel asked for before a first guess: a fresh kernel asked none
     from grader import shortcuts
 
-    shortcuts.reset()  # a kernel's count of the course's answer keys called (a quiz's): each test starts a fresh kernel
+    shortcuts._fresh_kernel()  # what a kernel counted (a quiz's answer keys called): each test starts a fresh one
     return path

@@ -477,7 +477,7 @@ def test_the_machine_predictions_are_judged_against_this_runs_figures(fresh_pred
     for name, context in (("slow", slow), ("fast", fast)):
         entry = {"first": {"add GFLOP/s": 1.0, "why": "12 bytes a FLOP"}, "reason": "12 bytes a FLOP",
                  "at": "2026-12-03T10:00:00+00:00", "context": context, "last": {}, "revealed": None, "shown": None}
-        record[name] = lesson01.check_add_prediction.score({"add GFLOP/s": 1.0, "why": "x"},
+        record[name] = lesson01.check_add_prediction._score({"add GFLOP/s": 1.0, "why": "x"},
                                                            {LESSON: {"measured": {}, "entries": {"ADD_PREDICTION": entry}}})[0]
     assert record["slow"] == 1.0 and record["fast"] == 0.5, record
     # batch 64 against batch 1: the answer is this machine's balance point at work, not the lesson's slogan

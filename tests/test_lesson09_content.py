@@ -175,20 +175,20 @@ def test_partial_credit_on_both_predictions():
     h100 = specs.chip("H100").bandwidth / (_models()["LLaMA-7B"]["n_params"] * 2)
     right = {"H100, 7B in bf16": h100, "here, batch 1": 10.0, "why": "bytes over bandwidth"}
     check = lesson09.check_tokens_per_second
-    assert check.score(right, _record(right, check.name, MEASURED))[0] == 2.0
+    assert check._score(right, _record(right, check.name, MEASURED))[0] == 2.0
     predictions._MEMORY.clear()
     predictions.path().unlink()
     first = {"H100, 7B in bf16": h100, "here, batch 1": 18.0, "why": "bytes over bandwidth, roughly"}
-    points, said = check.score(first, _record(first, check.name, MEASURED))
+    points, said = check._score(first, _record(first, check.name, MEASURED))
     assert points == 1.0 + 1.0 * (1.0 + 0.5) / 2  # commitment, then the mean of a full and a half band
     assert "how many times a step reads each weight" in said
     model = 16 * 0.1 / max(0.1, 2 * 2.5e8 * 16 / 40e9)  # the batch model fed with the record's rates: 8
     batch = {"tokens/s at batch 16 over batch 1": model * 2.0, "why": "the batch's worth, all of it"}
-    points, said = lesson09.check_batch_prediction.score(batch, _record(batch, "BATCH_PREDICTION", MEASURED))
+    points, said = lesson09.check_batch_prediction._score(batch, _record(batch, "BATCH_PREDICTION", MEASURED))
     assert points == 1.5, said
     more = {"tokens/s at batch 16 over batch 1": 40.0, "why": "more than the batch"}
     predictions.path().unlink()
-    points, said = lesson09.check_batch_prediction.score(more, _record(more, "BATCH_PREDICTION", MEASURED))
+    points, said = lesson09.check_batch_prediction._score(more, _record(more, "BATCH_PREDICTION", MEASURED))
     assert points == 1.0 and "more than the batch" in said  # wrong in principle: no band, whatever the distance
 
 
@@ -197,7 +197,7 @@ def test_without_a_recorded_bandwidth_only_the_h100_part_is_judged():
     first = {"H100, 7B in bf16": h100, "here, batch 1": 1e6, "why": "bytes over bandwidth"}
     predictions._MEMORY.clear()
     predictions.commit(LESSON, "TOKENS_PER_SECOND_PREDICTION", first, first["why"])
-    points, said = lesson09.check_tokens_per_second.score(first, predictions.read())
+    points, said = lesson09.check_tokens_per_second._score(first, predictions.read())
     assert points == 2.0 and "was not judged" in said
 
 
@@ -261,7 +261,7 @@ def test_the_batch_model_counts_batch_1s_arithmetic_too():
     printed, was scored against a model that took batch 1 as reading alone (half band on this record: 1.5 of 2)."""
     t1, t16 = max(0.1, 2 * 2.5e8 / 2.5e9), max(0.1, 2 * 2.5e8 * 16 / 40e9)
     first = {"tokens/s at batch 16 over batch 1": 16 * t1 / t16, "why": "the slower of reading and arithmetic, both"}
-    points, said = lesson09.check_batch_prediction.score(first, _record(first, "BATCH_PREDICTION", SLOW_ARITHMETIC))
+    points, said = lesson09.check_batch_prediction._score(first, _record(first, "BATCH_PREDICTION", SLOW_ARITHMETIC))
     assert points == 2.0, said
 
 
@@ -271,12 +271,12 @@ def test_the_batch_1_ceiling_here_is_the_slower_of_reading_and_arithmetic():
     h100 = specs.chip("H100").bandwidth / (_models()["LLaMA-7B"]["n_params"] * 2)
     first = {"H100, 7B in bf16": h100, "here, batch 1": 2.5e9 / (2 * 2.5e8), "why": "the slower of the two"}
     check = lesson09.check_tokens_per_second
-    points, said = check.score(first, _record(first, check.name, SLOW_ARITHMETIC))
+    points, said = check._score(first, _record(first, check.name, SLOW_ARITHMETIC))
     assert points == 2.0, said
     predictions._MEMORY.clear()
     predictions.path().unlink()
     reading = {**first, "here, batch 1": 10.0}
-    points, said = check.score(reading, _record(reading, check.name, SLOW_ARITHMETIC))
+    points, said = check._score(reading, _record(reading, check.name, SLOW_ARITHMETIC))
     assert points < 2.0 and "arithmetic is slower still" in said
 
 

@@ -159,7 +159,7 @@ def _messages(lesson: str, grade_id: str, ns: dict) -> list[str]:
                 if isinstance(check, Prediction):
                     value = check.valid(observation)
                     predictions.commit(check.lesson, check.name, value, value["why"])
-                    said.append(check.score(observation, predictions.read())[1])
+                    said.append(check._score(observation, predictions.read())[1])
                 else:
                     check.judge(observation, **step.kwargs)
         except (CheckFailed, Raised, AssertionError) as exc:
@@ -391,6 +391,14 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],
     "07_data_parallel": [
+        ("bucket_plan_check", "import functools\nimport torch\nimport torch.distributed as dist\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n"
+         "    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    ask = functools.partial(dist._compute_bucket_assignment_by_size)  # a copy test: the partial hid it\n"
+         "    got = ask(ts, [first_cap, cap], [False] * len(ts), list(range(len(ts))))\n"
+         "    buckets = got[0] if isinstance(got, tuple) else got\n"
+         "    return [[order[j] for j in b] for b in buckets]\n", r"DDP's own bucketer"),
         ("allreduce_seconds_check", "from grader.checks import lesson07\n\ndef allreduce_seconds(nbytes, world, latency, "
          "bandwidth):\n    return lesson07._ring(nbytes, world, latency, bandwidth)\n", r"calls grader\.checks\.lesson07\._ring"),
         ("fit_latency_bandwidth_check", "from grader.checks import lesson07\nlesson07._weighted_fit\n", "gone"),
@@ -404,6 +412,12 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
     ],
     "08_inside_a_kernel": [
+        ("attention_blocked_check", "import math\nimport threading\nimport torch\n\n"
+         "def attention_blocked(q, k, v, block):\n    box = {}\n\n    def naive():  # a copy test: no watch followed a thread\n"
+         "        sc = q.double() @ k.double().T / math.sqrt(q.shape[1])\n"
+         "        box['r'] = ((torch.softmax(sc, 1) @ v.double()).float(), torch.logsumexp(sc, 1).float())\n"
+         "    t = threading.Thread(target=naive)\n    t.start()\n    t.join()\n    out, lse = box['r']\n"
+         "    return out + 0, lse\n", r"a thread of its own"),
         ("fusion_bytes_check", "from grader.checks import lesson08\nlesson08._fusion\n", "gone"),
         ("fusion_bytes_check", "import torch\nfrom grader import triton_kernels\n\ndef fusion_bytes(rows, cols, dtype_bytes):\n"
          "    z, first, second = triton_kernels.unfused_bias_gelu(torch.zeros(2, 4), torch.zeros(4))  # measured\n"
@@ -452,11 +466,24 @@ def _shortcut_cases():
             yield pytest.param(lesson, grade_id, source, pattern, id=f"{lesson}:{grade_id}:{source.splitlines()[-1][:40]}")
 
 
+def test_an_instrument_called_earlier_is_noticed_after_a_reset():
+    """A copy test ran the course's counter on the loops in a cell of its own, called shortcuts.reset(), and then
+    answered sync_points from what it had measured: the guard's record of earlier calls survives a reset."""
+    from grader import shortcuts
+    from grader.checks import lesson04
+
+    ns = namespace("04_memory")
+    exec(compile("from grader import memory, shortcuts\nmemory.probe_bytes_per_parameter('fp32', 'adam')\n"
+                 "shortcuts.reset()\n", "<cell>", "exec"), ns)
+    with pytest.raises(CheckFailed, match="before your training_bytes was checked"):
+        lesson04.check_training_bytes(ns["training_bytes"])
+
+
 @pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_shortcut_cases()))
 def test_a_shortcut_through_the_course_package_is_noticed(lesson, grade_id, source, pattern):
     from grader import shortcuts
 
-    shortcuts.reset()
+    shortcuts._fresh_kernel()
     ns = namespace(lesson)
     if pattern == "gone":
         with pytest.raises((AttributeError, ImportError)):
@@ -464,5 +491,5 @@ def test_a_shortcut_through_the_course_package_is_noticed(lesson, grade_id, sour
         return
     exec(compile(source, "<shortcut>", "exec"), ns)
     said = " ".join(_messages(lesson, grade_id, ns))
-    shortcuts.reset()
+    shortcuts._fresh_kernel()
     assert re.search(pattern, said), f"{grade_id} does not notice the shortcut:\n{said}"

@@ -142,6 +142,21 @@ def test_a_kernel_keeps_the_record_it_was_started_with(record, tmp_path):
     assert predictions.entry(lesson01.LESSON, CHECK.name, predictions.read(record))["first"]["n"] == 100.0
 
 
+@pytest.mark.parametrize("how", ["score", "grading toggled", "laundered"])
+def test_other_ways_to_ask_before_guessing_are_reveals(record, capsys, monkeypatch, how):
+    """Copy tests asked check.score on made-up records, set GRADER_GRADING from a cell so that asking stamped
+    nothing, and handed the model to grader.checks._common.call so that the package seemed to call it."""
+    cell = {"score": "check.score({'n': 100.0, 'why': 'probe'}, {})",
+            "grading toggled": "import os\nos.environ['GRADER_GRADING'] = '1'\nlesson01._crossover_n(*lesson01._crossover_inputs())"
+                               "\ndel os.environ['GRADER_GRADING']",
+            "laundered": "from grader.checks._common import call\ncall(lesson01._crossover_n, *lesson01._crossover_inputs())"}
+    if how == "grading toggled":  # a kernel reads only what it was started with; here, a test process, pretend so
+        monkeypatch.setattr(predictions, "_in_kernel", lambda: True)
+        monkeypatch.setattr(predictions, "_started_with", lambda name: str(record) if name == predictions.ENV_PATH else None)
+    exec(compile(cell[how], "<cell>", "exec"), {"check": CHECK, "lesson01": lesson01})
+    assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
+
+
 def test_reveal_cell_skips_until_recorded(record, capsys):
     with CHECK.revealed() as shown:
         assert shown is False

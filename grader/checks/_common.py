@@ -28,8 +28,10 @@ import copy
 import json
 import math
 import numbers
+import sys
 from typing import Any, Callable, Iterable
 
+from grader import shortcuts
 from grader.checks import _plain
 from grader.notebook import CheckFailed, NotDone
 
@@ -140,6 +142,9 @@ def record(fn: Callable, name: str, cases: Iterable[tuple]) -> dict:
             outcome = {"raised": type(exc).__name__, "message": _text(exc)}
         calls.append([key, outcome])
     return {"name": name, "calls": calls}
+
+
+shortcuts.transparent(call, record)  # they call what they are given: a model passed to them is called by their caller
 
 
 class Replay:
@@ -356,7 +361,15 @@ class Prediction(Check):
         return out
 
     def score(self, answer: Any, record: dict) -> tuple[float, str]:
-        """(points, feedback) for `answer` given the parsed record of first guesses (grader.predictions.parse)."""
+        """(points, feedback) for `answer` given a parsed record of first guesses (grader.predictions.parse). Asked
+        from a cell before a first guess is recorded, that is asking for the band's verdict on a guess (a copy test
+        tried guesses against made-up records this way): recorded as a reveal, as asking the model is."""
+        if not shortcuts.module_code(sys._getframe(1), (shortcuts.PACKAGE,)):
+            self._called_before_guess(f"{self.name}'s score")
+        return self._score(answer, record)
+
+    def _score(self, answer: Any, record: dict) -> tuple[float, str]:
+        """score(), as the course's own code asks it: the check itself, the class grader's judge."""
         from grader import predictions
 
         final = self.valid(answer)
@@ -388,7 +401,7 @@ class Prediction(Check):
         return got, "; ".join([head, *lines])
 
     def _judge(self, observation: Any, record: dict | None = None) -> tuple[float, str]:
-        return self.score(observation, record if record is not None else {})
+        return self._score(observation, record if record is not None else {})
 
     def __call__(self, answer: Any, **kwargs: Any) -> float:
         from grader import predictions
@@ -398,7 +411,7 @@ class Prediction(Check):
         if not predictions.grading():
             self._asked_first()
             predictions.commit(self.lesson, self.name, value, value["why"])
-        points, feedback = self.score(observation, predictions._load())
+        points, feedback = self._score(observation, predictions._load())
         print(feedback)
         return points
 

@@ -27,6 +27,7 @@ from grader.checks._common import (Check, Prediction, Raised, Replay, call, clos
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson07.expect
 from grader.checks._keys import Keyed, as_floats, outcomes
 from grader.notebook import CheckFailed, NotDone
+from grader import shortcuts
 from grader.shortcuts import course_only
 
 # --- allreduce_seconds -----------------------------------------------------------------------------
@@ -308,18 +309,37 @@ def _hints_bucket_plan(fn: Replay) -> None:
 
 # bucket_plan's answers are not here: it is judged by digests made from the instructor's judge
 # (solutions/judges/lesson07.py), as bytes_per_rank and bubble_fraction are.
-# DDP's own bucketer (a C++ function: the guard watches it by identity) answers bucket_plan; a copy test passed with it.
-# A torch built without distributed support has none.
+# DDP's own bucketer answers bucket_plan (a copy test passed with it). It is a C++ function: the guard sees a direct
+# call of it by identity, and while the check runs the module attribute is a Python stand-in, so a partial or any other
+# wrapper made from the attribute is seen too. A torch built without distributed support has none.
 _DDP_BUCKETER = getattr(torch.distributed, "_compute_bucket_assignment_by_size", None)
+
+
+def _ddp_bucketer(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for torch.distributed._compute_bucket_assignment_by_size while bucket_plan's check runs."""
+    return _DDP_BUCKETER(*args, **kwargs)
+
+
+def _observe_bucket_plan(fn: Callable) -> dict:
+    if _DDP_BUCKETER is None:
+        return record(fn, "bucket_plan", _BUCKET_CASES)
+    torch.distributed._compute_bucket_assignment_by_size = _ddp_bucketer
+    try:
+        return record(fn, "bucket_plan", _BUCKET_CASES)
+    finally:
+        torch.distributed._compute_bucket_assignment_by_size = _DDP_BUCKETER
+
+
+_BUCKETER_NAME = "torch.distributed._compute_bucket_assignment_by_size (DDP's own bucketer)"
 check_bucket_plan = guard(Keyed(
-    "07_data_parallel", "bucket_plan", "bucket_plan", _BUCKET_CASES,
+    "07_data_parallel", "bucket_plan", "bucket_plan", _BUCKET_CASES, observe=_observe_bucket_plan,
     public=_public_bucket_plan,
     hints=_hints_bucket_plan,
     unknown="bucket_plan does not make DDP's buckets, nor a mistake the course knows. Go back to section 5 (when a "
             "gradient is ready, when a bucket may go out) and walk one of the check's cases by hand, "
             "bucket_plan([300, 3, 300, 3, 300, 3], [2, 3, 4, 5, 0, 1], 300, 300) say, before your code does."),
-    "bucket_plan", {_DDP_BUCKETER: "torch.distributed._compute_bucket_assignment_by_size (DDP's own bucketer)"}
-    if _DDP_BUCKETER is not None else {})
+    "bucket_plan", {**({_DDP_BUCKETER: _BUCKETER_NAME, _ddp_bucketer: _BUCKETER_NAME} if _DDP_BUCKETER is not None
+                       else {}), **shortcuts.ELSEWHERE})
 
 
 # --- average_gradients -----------------------------------------------------------------------------
