@@ -339,25 +339,26 @@ def _mfu_of(flops_per_token: int, batch: int, seq_len: int, step_seconds: float,
 
 
 # the mistakes that count the step's FLOPs wrongly: (flags of _step_flops_per_token, what the learner is told)
-_MFU_COUNT_MISTAKES = [  # (flags of _step_flops_per_token, whether it is a mistake about what backward skips, words)
-    ({"weight_grad": "never", "input_grad": "never"}, False, "counted the forward pass alone. A training step runs "
+_TWIST = ("mlp", "mlp_bottom_frozen", "mlp_middle_frozen", "gpt_table_frozen", "gpt_top_tuned")
+_FROZEN = _TWIST[1:]
+_MFU_COUNT_MISTAKES = [  # (flags of _step_flops_per_token, the models to name it on first, what the learner is told)
+    ({"weight_grad": "never", "input_grad": "never"}, (), "counted the forward pass alone. A training step runs "
      "backward too: what must backward produce for each matmul of the forward pass (section 7)?"),
-    ({"weight_grad": "always", "input_grad": "never"}, False, "counted backward as much work as the forward pass: go "
+    ({"weight_grad": "always", "input_grad": "never"}, (), "counted backward as much work as the forward pass: go "
      "back to what backward must produce for each matmul of the forward pass (section 7)."),
-    ({"positions": True, "weight_grad": "always", "input_grad": "always"}, False, "counted every parameter, the "
+    ({"positions": True, "weight_grad": "always", "input_grad": "always"}, (), "counted every parameter, the "
      "position embeddings included. How does the forward pass use that table (grader/transformer.py)? In a "
      "long-context model it is most of the parameters."),
-    ({"weight_grad": "always", "input_grad": "always"}, True, "counted the same work for every weight, frozen or "
+    ({"weight_grad": "always", "input_grad": "always"}, _TWIST, "counted the same work for every weight, frozen or "
      "trained, first layer or last. Backward computes only the gradients something needs: which does it need for each "
      "of this model's matmuls (section 7)?"),
-    ({"frozen_out": True, "input_grad": "always"}, True, "left the frozen parameters out altogether. A frozen layer is "
+    ({"frozen_out": True, "input_grad": "always"}, _FROZEN, "left the frozen parameters out altogether. A frozen layer is "
      "still in the model: what does the step compute with it?"),
-    ({"input_grad": "if_trained"}, True, "counted a frozen layer's forward pass and nothing more. Look at what lies "
+    ({"input_grad": "if_trained"}, _FROZEN, "counted a frozen layer's forward pass and nothing more. Look at what lies "
      "below that layer: does backward have to get past it?"),
-    ({"input_grad": "always"}, True, "counted a gradient for the input of a matmul that nothing below needs: what "
+    ({"input_grad": "always"}, _TWIST, "counted a gradient for the input of a matmul that nothing below needs: what "
      "would that gradient be for?"),
 ]
-_MFU_TWIST = ("mlp", "mlp_bottom_frozen", "mlp_middle_frozen", "gpt_table_frozen", "gpt_top_tuned")
 
 
 def _mfu(observation: dict) -> None:
@@ -381,9 +382,9 @@ def _mfu(observation: dict) -> None:
     wrong = [name for name in want if not near(ratio[name], 1.0)]
     if not wrong:
         return
-    for flags, twist, mistake in _MFU_COUNT_MISTAKES:
+    for flags, prefer, mistake in _MFU_COUNT_MISTAKES:
         if all(near(got[name], mfu_with(name, **flags)) for name in wrong):
-            named = next((n for n in wrong if n in _MFU_TWIST), wrong[0]) if twist else wrong[0]
+            named = next((n for n in wrong if n in prefer), wrong[0])
             fail(f"on the check's model of {MFU_MODEL_WORDS[named]}, mfu {mistake}")
     if math.isclose(got["gpt"], got["gpt_fp32"], rel_tol=1e-9):
         fail("mfu gave the same answer for the same run in bf16 and in fp32: a chip's peak depends on the number format "

@@ -238,13 +238,13 @@ def _bubble_wrongs(t: list[float], m: int) -> dict[str, float]:
         "the first micro-batch reach the last stage?":
             1 - busy / (p * (m + p - 1) * slowest),
         "is the idle share of the slowest stage alone. The faster stages wait for it in the middle of the schedule "
-        "too, not only while the pipe fills and drains: count every stage's idle time":
+        "too, not only while the pipe fills and drains: count every stage's idle time.":
             1 - m * slowest / _makespan(t, m),
         "is the idle time over the time spent computing, not over all of the devices' time (it can exceed 1: with "
-        "one micro-batch it does)":
+        "one micro-batch it does).":
             p * _makespan(t, m) / busy - 1,
         "is one micro-batch's time off: walk the last micro-batch through the schedule and count again how long the "
-        "schedule runs":
+        "schedule runs.":
             1 - busy / (p * (total + m * slowest)),
     }
 
@@ -267,7 +267,7 @@ def _bubble_fraction(fn: Callable) -> None:
         matches = [close(float(got[i]), _bubble_wrongs(*_BUBBLE_CASES[i])[mistake], 1e-9) for i in wrong]
         if all(matches):
             i = next((j for j in wrong if len(set(_BUBBLE_CASES[j][0])) > 1), wrong[0])
-            fail(f"{_bubble_label(i)} {mistake}.")
+            fail(f"{_bubble_label(i)} {mistake}")
     i = wrong[0]
     stages = _BUBBLE_CASES[i][0]
     fail(f"{_bubble_label(i)} is off" + (": one stage is no pipeline, so it never waits"

@@ -321,7 +321,7 @@ def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
     skip = {id(model.positions.weight)} if hasattr(model, "positions") else set()
     n = sum(p.numel() for p in model.parameters() if id(p) not in skip and p.requires_grad)
     return 6 * n * batch * seq_len / step_seconds / peaks[dtype]
-""", r"left the frozen parameters out altogether"),
+""", r"model of four Linear layers, the first two frozen, mfu left the frozen parameters out altogether"),
         ("a frozen layer costs its forward only", _count(inp="(p.requires_grad and below)"),
          r"model of three Linear layers, the middle one frozen, mfu counted a frozen layer's forward pass and nothing more"),
         ("the data given a gradient", _count(inp="True"), r"counted a gradient for the input of a matmul that nothing"),
