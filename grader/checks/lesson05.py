@@ -502,8 +502,12 @@ check_mfu = guard(Keyed(
     unknown="mfu is not the model's FLOPs per second over the peak, nor a mistake the course knows. Go back to "
             "section 7: which matmuls the step runs, what backward must compute for each of them in this model, and "
             "what the rate is compared with."),
-    # torch's FLOP counter, run on a step of the model, measures what the exercise asks the learner to count
-    "mfu", {**_SHORTCUTS, FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)"})
+    # torch's FLOP counters, run on a step of the model, measure what the exercise asks the learner to count (the
+    # profilers' with_flops too: a copy of the check's models' matmuls, attention's batched ones filtered out)
+    "mfu", {**_SHORTCUTS, FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)",
+            torch.profiler.profile: "torch.profiler.profile (its with_flops counts the FLOPs the step ran)",
+            torch.autograd.profiler.profile: "torch.autograd.profiler.profile (its with_flops counts the FLOPs the step "
+                                             "ran)"})
 
 
 def _observe_mfu_on(mfu: Callable, shape: dict, batch: int, seq_len: int, step_seconds: float, peaks: dict,
