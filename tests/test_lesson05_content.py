@@ -493,3 +493,32 @@ def test_fixed_loaders_worker_counts_are_the_check_cases_only():
     assert not hasattr(lesson05, "workers_needed")
     assert lesson05._NEEDED == tuple(max(1, math.ceil(round(b * i / s, 9))) for i, b, s in lesson05._RATIOS)
     assert lesson05._FROM_ONE_ITEM == tuple(math.ceil(i / s) for i, _, s in lesson05._RATIOS)
+
+
+@pytest.mark.parametrize("name", list(lesson05._MFU_MODELS))
+def test_the_mfu_judges_count_is_what_torch_computes_for_the_parameters_matmuls(name):
+    """The instructor's count (each matmul: forward; its weight's gradient if trained; its input's if a trained
+    parameter lies below), computed a second way: torch's FLOP counter on a real forward and backward of the check's
+    model, attention's batched matmuls left out. Frozen layers, a first layer fed data and a tied head included."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    make, batch, seq, *_ = lesson05._MFU_MODELS[name]
+    model = make()
+    x = (torch.randint(0, model.shape.vocab_size, (batch, seq)) if hasattr(model, "tokens")
+         else torch.randn(batch, seq, model[0].in_features))
+    with FlopCounterMode(display=False) as counter:
+        model(x).float().sum().backward()
+    matmuls = sum(v for op, v in counter.get_flop_counts()["Global"].items() if "bmm" not in str(op))
+    assert matmuls == _instructor_judges()._step_flops_per_token(model) * batch * seq
+
+
+def test_the_textbook_6n_is_wrong_where_part_of_the_model_is_frozen():
+    """6 FLOPs per weight per token holds for a model trained whole whose first matmul is fed by a trained table; the
+    check has models where it does not hold, and its mutant is told so."""
+    judges = _instructor_judges()
+    six_n = {name: judges._step_flops_per_token(make(), weight_grad="always", input_grad="always")
+             for name, (make, *_) in lesson05._MFU_MODELS.items()}
+    right = {name: judges._step_flops_per_token(make()) for name, (make, *_) in lesson05._MFU_MODELS.items()}
+    assert six_n["gpt"] == right["gpt"] and six_n["long_context"] == right["long_context"]
+    assert all(six_n[n] > right[n] for n in ("mlp", "mlp_bottom_frozen", "mlp_middle_frozen", "gpt_table_frozen",
+                                             "gpt_top_tuned"))

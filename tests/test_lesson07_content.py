@@ -495,3 +495,33 @@ def test_fit_cases_share_a_world_with_other_values():
     table = {world: (latency, bandwidth) for world, latency, bandwidth, _ in lesson07._FITS[:4]}
     with pytest.raises(CheckFailed, match="not what the data"):
         lesson07.check_fit_latency_bandwidth(lambda nbytes, seconds, world: table[world])
+
+
+def _simulated_bubble(stage_seconds, m):
+    """The schedule itself, stage by stage: micro-batch j starts on stage k once stage k has finished j - 1 and stage
+    k - 1 has finished j. Returns the devices' idle share over it."""
+    p = len(stage_seconds)
+    done = [[0.0] * p for _ in range(m)]
+    for j in range(m):
+        for k in range(p):
+            ready = max(done[j - 1][k] if j else 0.0, done[j][k - 1] if k else 0.0)
+            done[j][k] = ready + stage_seconds[k]
+    return 1 - m * sum(stage_seconds) / (p * done[-1][-1])
+
+
+@pytest.mark.parametrize("case", lesson07._BUBBLE_CASES + [([0.3, 1.7, 0.9, 1.7, 0.2], 7), ([5.0, 1.0, 1.0], 3)])
+def test_bubble_reference_is_the_simulated_schedule(case):
+    """The instructor's closed form, computed a second way: the schedule walked micro-batch by micro-batch."""
+    assert _judges().bubble_reference(*case) == pytest.approx(_simulated_bubble(*case), rel=1e-12)
+
+
+def test_the_textbook_bubble_holds_for_equal_stages_and_fails_for_unequal_ones():
+    """(p-1)/(m+p-1) is the equal-time case of bubble_fraction and no more: the check has cases where it is wrong."""
+    ref = _judges().bubble_reference
+    textbook = [(len(t) - 1) / (m + len(t) - 1) for t, m in lesson07._BUBBLE_CASES]
+    equal = [len(set(t)) == 1 for t, _ in lesson07._BUBBLE_CASES]
+    for case, book, same in zip(lesson07._BUBBLE_CASES, textbook, equal):
+        assert (ref(*case) == pytest.approx(book, rel=1e-12)) == same or len(case[0]) == 1 or case[1] == 1, case
+    assert not all(equal) and any(equal)
+    with pytest.raises(CheckFailed, match="gives what stages of equal time would"):
+        lesson07.check_bubble_fraction(lambda t, m: (len(t) - 1) / (m + len(t) - 1))

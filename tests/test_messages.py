@@ -373,6 +373,21 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("top_ops_check", "from grader.checks import lesson05\nlesson05._top_reference\n", "gone"),
         ("mfu_check", "from grader.checks import lesson05\nlesson05._mfu_reference\n", "gone"),
         ("mfu_check", "from grader.checks import lesson05\nlesson05._matmul_params\n", "gone"),
+        ("mfu_check", "import torch\nfrom torch.utils.flop_counter import FlopCounterMode\n\n"
+         "def mfu(model, batch, seq_len, step_seconds, peaks, dtype):\n"
+         "    x = torch.randint(0, model.shape.vocab_size, (batch, seq_len)) if hasattr(model, 'tokens') else "
+         "torch.randn(batch, seq_len, model[0].in_features)\n"
+         "    with FlopCounterMode(display=False) as count:\n"
+         "        model(x).sum().backward()\n"
+         "    return count.get_total_flops() / step_seconds / peaks[dtype]\n", r"torch\.utils\.flop_counter\.FlopCounterMode"),
+        ("mfu_check", "import torch\n\n"
+         "def mfu(model, batch, seq_len, step_seconds, peaks, dtype):\n"
+         "    x = torch.randint(0, model.shape.vocab_size, (batch, seq_len)) if hasattr(model, 'tokens') else "
+         "torch.randn(batch, seq_len, model[0].in_features)\n"
+         "    with torch.profiler.profile(with_flops=True) as prof:\n"
+         "        model(x).sum().backward()\n"
+         "    flops = sum(e.flops for e in prof.key_averages() if e.key == 'aten::mm')\n"
+         "    return flops / step_seconds / peaks[dtype]\n", r"calls torch\.profiler\.profile"),
     ],
     "06_mixed_precision": [
         ("amp_step_check", "from grader.checks import lesson06\nlesson06.reference_amp_step\n", "gone"),

@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 from torch.utils.data import DataLoader
+from torch.utils.flop_counter import FlopCounterMode
 
 from grader import loading
 from grader.checks._common import (Check, Prediction, Replay, call, close, expect, fail, guard, is_number, recorded,
@@ -438,12 +439,37 @@ def _bare(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-# name: (model maker, batch, seq_len, step_seconds, peaks, dtype); the models are bare (_bare)
+def _frozen(model: torch.nn.Module, *names: str) -> torch.nn.Module:
+    """`model` with the parameters whose names start with one of `names` frozen (requires_grad False), as when only
+    part of a model is fine-tuned."""
+    for name, param in model.named_parameters():
+        if name.startswith(names):
+            param.requires_grad_(False)
+    return model
+
+
+# name: (model maker, batch, seq_len, step_seconds, peaks, dtype); the models are bare (_bare). Some are trained only
+# in part: what a training step computes for a frozen parameter, and for the layers around it, is the learner's to
+# work out from what backward must produce.
 _MFU_MODELS = {
     "gpt": (lambda: _bare(_gpt(2, 64, 256, 512, 64)), 8, 64, 0.02, _PEAKS, "bf16"),
     "gpt_fp32": (lambda: _bare(_gpt(2, 64, 256, 512, 64)), 8, 64, 0.02, _PEAKS, "fp32"),
     "long_context": (lambda: _bare(_gpt(1, 64, 256, 128, 4096)), 2, 1024, 0.05, {"fp32": 1e11}, "fp32"),
     "mlp": (lambda: _bare(_mlp([256, 1024, 256])), 4, 128, 0.005, {"bf16": 312e12, "fp32": 19.5e12}, "bf16"),
+    "mlp_bottom_frozen": (lambda: _frozen(_bare(_mlp([256, 512, 512, 512, 256])), "0.", "2."), 4, 128, 0.005,
+                          {"bf16": 312e12, "fp32": 19.5e12}, "bf16"),
+    "mlp_middle_frozen": (lambda: _frozen(_bare(_mlp([128, 512, 512, 128])), "2."), 8, 64, 0.002, {"fp32": 1e11}, "fp32"),
+    "gpt_table_frozen": (lambda: _frozen(_bare(_gpt(2, 64, 256, 512, 64)), "tokens."), 8, 64, 0.02, _PEAKS, "bf16"),
+    "gpt_top_tuned": (lambda: _frozen(_bare(_gpt(2, 64, 256, 512, 64)), "tokens.", "positions.", "blocks.0."), 8, 64,
+                      0.02, _PEAKS, "bf16"),
+}
+MFU_MODEL_WORDS = {  # what each of the check's models is, in a message's words
+    "gpt": "TinyGPT, every parameter trained (bf16)", "gpt_fp32": "TinyGPT, every parameter trained (fp32)",
+    "long_context": "TinyGPT with a long position table", "mlp": "two Linear layers, both trained",
+    "mlp_bottom_frozen": "four Linear layers, the first two frozen",
+    "mlp_middle_frozen": "three Linear layers, the middle one frozen",
+    "gpt_table_frozen": "TinyGPT with its token table (and so its tied head) frozen",
+    "gpt_top_tuned": "TinyGPT with both embedding tables and its first block frozen",
 }
 _MFU_TOL = 0.03  # the hidden tests' models keep their biases and LayerNorm: counted or not, within a few percent
 
@@ -463,7 +489,8 @@ def _public_mfu(observation: dict) -> None:
         fail("the check could not read what mfu returned (one answer per model)")
     for name, value in got.items():
         if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
-            fail(f"mfu on the check's {name} model returned {value!r}; return a float, a fraction of the peak.")
+            fail(f"mfu on the check's model of {MFU_MODEL_WORDS[name]} returned {value!r}; return a float, a "
+                 "fraction of the peak.")
 
 
 def _mfu_summary(observation: dict) -> list:
@@ -473,29 +500,36 @@ def _mfu_summary(observation: dict) -> list:
 check_mfu = guard(Keyed(
     LESSON, "mfu", "mfu", observe=_observe_mfu, summary=_mfu_summary, public=_public_mfu,
     unknown="mfu is not the model's FLOPs per second over the peak, nor a mistake the course knows. Go back to "
-            "section 7: which parameters cost FLOPs, in which passes, and what the rate is compared with."),
-    "mfu", _SHORTCUTS)
+            "section 7: which matmuls the step runs, what backward must compute for each of them in this model, and "
+            "what the rate is compared with."),
+    # torch's FLOP counters, run on a step of the model, measure what the exercise asks the learner to count (the
+    # profilers' with_flops too: a copy of the check's models' matmuls, attention's batched ones filtered out)
+    "mfu", {**_SHORTCUTS, FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)",
+            torch.profiler.profile: "torch.profiler.profile (its with_flops counts the FLOPs the step ran)",
+            torch.autograd.profiler.profile: "torch.autograd.profiler.profile (its with_flops counts the FLOPs the step "
+                                             "ran)"})
 
 
 def _observe_mfu_on(mfu: Callable, shape: dict, batch: int, seq_len: int, step_seconds: float, peaks: dict,
-                    dtype: str) -> dict:
+                    dtype: str, frozen: tuple = ()) -> dict:
     require_callable(mfu, "mfu")
-    model = _gpt(int(shape["n_layers"]), int(shape["d_model"]), int(shape["d_ff"]), int(shape["vocab"]),
-                 int(shape["max_seq"]))
+    model = _frozen(_gpt(int(shape["n_layers"]), int(shape["d_model"]), int(shape["d_ff"]), int(shape["vocab"]),
+                         int(shape["max_seq"])), *(str(f) for f in frozen))
     return {"got": call(mfu, model, int(batch), int(seq_len), float(step_seconds), dict(peaks), str(dtype),
                         label="mfu(a TinyGPT, ...)")}
 
 
 def _judge_mfu_on(observation: dict, shape: dict, batch: int, seq_len: int, step_seconds: float, peaks: dict,
-                  dtype: str, want: float, why: str) -> None:
+                  dtype: str, want: float, why: str, frozen: tuple = ()) -> None:
     got = observation.get("got")
     if not is_number(got) or abs(float(got) / want - 1) > _MFU_TOL:
         fail(why)
 
 
 mfu_on = Check("mfu on a model", _observe_mfu_on, _judge_mfu_on,
-               inputs=("shape", "batch", "seq_len", "step_seconds", "peaks", "dtype"), announce=False)
-mfu_on.__doc__ = "Hidden test: mfu on a TinyGPT of `shape` is `want` within 3%."
+               inputs=("shape", "batch", "seq_len", "step_seconds", "peaks", "dtype", "frozen"), announce=False)
+mfu_on.__doc__ = ("Hidden test: mfu on a TinyGPT of `shape` (the parameters whose names start with one of `frozen` "
+                  "frozen) is `want` within 3%.")
 
 
 # --- the lesson's predictions ---------------------------------------------------------------------------------

@@ -661,11 +661,17 @@ check_bytes_per_rank = Keyed(
 
 # --- bubble_fraction -------------------------------------------------------------------------------
 
-_BUBBLE_CASES = [(4, 8), (4, 1), (1, 6), (8, 32), (2, 2)]
+# (stage_seconds, microbatches): stages of equal time (the schedule the papers draw), then stages of unequal time (a
+# layer count that does not divide, a head on the last stage)
+_BUBBLE_CASES = [([1.0, 1.0, 1.0, 1.0], 8), ([1.0, 1.0, 1.0, 1.0], 1), ([2.0], 6), ([0.5] * 8, 32),
+                 ([1.0, 2.0, 1.0, 1.0], 8), ([2.0, 1.0, 1.0, 1.0], 8), ([1.0, 1.0, 1.0, 2.0], 8),
+                 ([3.0, 1.0], 1), ([0.02, 0.03, 0.025, 0.02], 32), ([1.0, 1.25, 1.25, 0.75, 1.0], 16),
+                 ([2.0, 4.0, 2.0, 2.0], 8)]
+_B_SLOW, _B_SLOW_IN_MS = _BUBBLE_CASES[4], _BUBBLE_CASES[-1]  # one schedule at two scales
 
 
 def _public_bubble_fraction(fn: Replay) -> None:
-    """What can be said of bubble_fraction without its answer: a number, a share of the schedule."""
+    """What can be said of bubble_fraction without its answer: a number, a share of the devices' time."""
     for case in _BUBBLE_CASES:
         value = call(fn, *case)
         if not is_number(value):
@@ -673,21 +679,25 @@ def _public_bubble_fraction(fn: Replay) -> None:
 
 
 def _hints_bubble_fraction(fn: Replay) -> None:
-    """An unknown answer outside 0..1, or one that lets a single stage wait."""
+    """An unknown answer outside 0..1, one that lets a single stage wait, or one that depends on the unit of time."""
     for case in _BUBBLE_CASES:
         if not 0 <= float(call(fn, *case)) < 1:
-            fail(f"bubble_fraction{case} is not a share of the schedule: the idle share lies from 0 to 1.")
-    if float(call(fn, 1, 6)) != 0:
-        fail("bubble_fraction(1, 6) is not 0: one stage is no pipeline, so it never waits.")
+            fail(f"bubble_fraction{case} is not a share of the devices' time: the idle share lies from 0 to 1.")
+    if float(call(fn, [2.0], 6)) != 0:
+        fail("bubble_fraction([2.0], 6) is not 0: one stage is no pipeline, so it never waits.")
+    slow, doubled = float(call(fn, *_B_SLOW)), float(call(fn, *_B_SLOW_IN_MS))
+    if not close(slow, doubled, 1e-9):
+        fail(f"bubble_fraction{_B_SLOW} returned {slow!r} and bubble_fraction{_B_SLOW_IN_MS} returned {doubled!r}: "
+             "every stage twice as long is the same schedule drawn at another scale, and its idle share is the same.")
 
 
 check_bubble_fraction = Keyed(
     "07_data_parallel", "bubble_fraction", "bubble_fraction", _BUBBLE_CASES,
     floats=True, public=_public_bubble_fraction,
     hints=_hints_bubble_fraction,
-    unknown="bubble_fraction is not the idle share of a GPipe schedule, nor a mistake the course knows. Count every "
-            "slot of the schedule, and the slots in which one stage idles: waiting for the first micro-batch to "
-            "reach it, and after the last one leaves.")
+    unknown="bubble_fraction is not the idle share of the pipeline's schedule, nor a mistake the course knows. Draw "
+            "the schedule of one of the cases below on a time axis, a row per stage: when can each stage start each "
+            "micro-batch, when does the last one finish, and how much of the devices' time is spent computing?")
 
 
 # --- predictions: the all-reduce over 16 H100s, and the first ZeRO stage at which LLaMA-13B fits ------

@@ -18,7 +18,7 @@ from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SORTED,
                                     _B_SPAN, _B_UNSORTED,
                                     _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
-                                    _MFU_MODELS, _MFU_TOL, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
+                                    _MFU_MODELS, MFU_MODEL_WORDS, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
                                     _idle_call, _public_mfu, _small_transformer, describe)
 
 # --- diagnose ----------------------------------------------------------------------------------------
@@ -297,12 +297,6 @@ def _matmul_params(model: torch.nn.Module) -> int:
     return count
 
 
-def _mfu_reference(model: torch.nn.Module, batch: int, seq_len: int, step_seconds: float, peaks: dict,
-                   dtype: str, flops_per: int = 6, count: int | None = None) -> float:
-    n = _matmul_params(model) if count is None else count
-    return flops_per * n * batch * seq_len / step_seconds / peaks[dtype]
-
-
 def small_step_flops() -> int:
     """The model FLOPs of one training step of the lesson's small transformer on its batch, as mfu counts them (the
     MFU_GUESS model counts with torch's flop counter instead, attention's matmuls included: a test holds the two
@@ -311,33 +305,90 @@ def small_step_flops() -> int:
     return 6 * _matmul_params(net) * _SMALL_TOKENS[0] * _SMALL_TOKENS[1]
 
 
+def _step_flops_per_token(model: torch.nn.Module, *, weight_grad: str = "trained", input_grad: str = "below",
+                          frozen_out: bool = False, positions: bool = False) -> int:
+    """FLOPs per token of one training step of `model` (a TinyGPT or a stack of Linear layers), walking its matmuls in
+    the order the forward pass runs them: 2 per weight forward; 2 more for the weight's gradient when it is trained;
+    2 more for the gradient of the matmul's input when some trained parameter lies below it (the gradient has to pass
+    through on its way down; the data itself is trained by nothing).
+
+    The flags are the usual mistakes: weight_grad "always" or "never" (frozen weights given a gradient too, or no
+    weight gradient at all); input_grad "always", "never" or "if_trained" (the data given a gradient too, none passed
+    down, or passed down only through trained layers); frozen_out (a frozen matmul left out altogether); positions
+    (the position table counted as if it were multiplied)."""
+    head = getattr(model, "tokens", None)
+    table = getattr(model, "positions", None)
+    steps = [(module, name, p) for module in model.modules() for name, p in module.named_parameters(recurse=False)]
+    if head is not None:
+        steps.append((None, "head", head.weight))  # the output head: the token table, multiplied at the very end
+    total, below = 0, False
+    for module, name, p in steps:
+        trained = p.requires_grad
+        is_matmul = name == "head" or (isinstance(module, torch.nn.Linear) and name == "weight") or (
+            positions and table is not None and module is table)
+        if is_matmul and not (frozen_out and not trained):
+            w = {"trained": trained, "always": True, "never": False}[weight_grad]
+            x = {"below": below, "always": True, "never": False, "if_trained": trained and below}[input_grad]
+            total += p.numel() * (2 + 2 * w + 2 * x)
+        below = below or trained
+    return total
+
+
+def _mfu_of(flops_per_token: int, batch: int, seq_len: int, step_seconds: float, peaks: dict, dtype: str) -> float:
+    return flops_per_token * batch * seq_len / step_seconds / peaks[dtype]
+
+
+# the mistakes that count the step's FLOPs wrongly: (flags of _step_flops_per_token, what the learner is told)
+_TWIST = ("mlp", "mlp_bottom_frozen", "mlp_middle_frozen", "gpt_table_frozen", "gpt_top_tuned")
+_FROZEN = _TWIST[1:]
+_MFU_COUNT_MISTAKES = [  # (flags of _step_flops_per_token, the models to name it on first, what the learner is told)
+    ({"weight_grad": "never", "input_grad": "never"}, (), "counted the forward pass alone. A training step runs "
+     "backward too: what must backward produce for each matmul of the forward pass (section 7)?"),
+    ({"weight_grad": "always", "input_grad": "never"}, (), "counted backward as much work as the forward pass: go "
+     "back to what backward must produce for each matmul of the forward pass (section 7)."),
+    ({"positions": True, "weight_grad": "always", "input_grad": "always"}, (), "counted every parameter, the "
+     "position embeddings included. How does the forward pass use that table (grader/transformer.py)? In a "
+     "long-context model it is most of the parameters."),
+    ({"weight_grad": "always", "input_grad": "always"}, _TWIST, "counted the same work for every weight, frozen or "
+     "trained, first layer or last. Backward computes only the gradients something needs: which does it need for each "
+     "of this model's matmuls (section 7)?"),
+    ({"frozen_out": True, "input_grad": "always"}, _FROZEN, "left the frozen parameters out altogether. A frozen layer is "
+     "still in the model: what does the step compute with it?"),
+    ({"input_grad": "if_trained"}, _FROZEN, "counted a frozen layer's forward pass and nothing more. Look at what lies "
+     "below that layer: does backward have to get past it?"),
+    ({"input_grad": "always"}, _TWIST, "counted a gradient for the input of a matmul that nothing below needs: what "
+     "would that gradient be for?"),
+]
+
+
 def _mfu(observation: dict) -> None:
-    """mfu: the FLOPs a training step needs (from the parameters that multiply), per second, over the dtype's peak."""
+    """mfu: the FLOPs a training step needs (each matmul's forward, and the gradients backward must produce for it),
+    per second, over the dtype's peak."""
     _public_mfu(observation)
     got = {k: float(v) for k, v in observation["got"].items()}
     models = {name: make() for name, (make, *_) in _MFU_MODELS.items()}
-    want = {name: _mfu_reference(models[name], *_MFU_MODELS[name][1:]) for name in _MFU_MODELS}
+
+    def mfu_with(name: str, **flags) -> float:
+        return _mfu_of(_step_flops_per_token(models[name], **flags), *_MFU_MODELS[name][1:])
+
+    want = {name: mfu_with(name) for name in _MFU_MODELS}
     ratio = {name: got[name] / want[name] for name in want}
 
     def near(r: float, target: float) -> bool:
-        return abs(r / target - 1) <= _MFU_TOL
+        return abs(r / target - 1) <= 1e-6
 
     if all(near(r, 100.0) for r in ratio.values()):
         fail("mfu returned a percent: return a fraction of the peak (0 to 1).")
-    if all(near(r, 1 / 3) for r in ratio.values()):
-        fail("mfu counted the forward pass alone. A training step runs backward too: what must backward produce for "
-             "each matmul of the forward pass (section 7)?")
-    if all(near(r, 2 / 3) for r in ratio.values()):
-        fail("mfu counted backward as much work as the forward pass: go back to what backward must produce for each "
-             "matmul of the forward pass (section 7).")
+    wrong = [name for name in want if not near(ratio[name], 1.0)]
+    if not wrong:
+        return
+    for flags, prefer, mistake in _MFU_COUNT_MISTAKES:
+        if all(near(got[name], mfu_with(name, **flags)) for name in wrong):
+            named = next((n for n in wrong if n in prefer), wrong[0])
+            fail(f"on the check's model of {MFU_MODEL_WORDS[named]}, mfu {mistake}")
     if math.isclose(got["gpt"], got["gpt_fp32"], rel_tol=1e-9):
         fail("mfu gave the same answer for the same run in bf16 and in fp32: a chip's peak depends on the number format "
              "(an H100's tensor cores are many times faster in bf16); divide by the peak of the format the run used.")
-    total = {name: sum(p.numel() for p in models[name].parameters()) for name in models}
-    if near(got["long_context"] / _mfu_reference(models["long_context"], *_MFU_MODELS["long_context"][1:],
-                                                 count=total["long_context"]), 1.0) and not near(ratio["long_context"], 1):
-        fail("mfu counted every parameter, the position embeddings included. How does the forward pass use that "
-             "table (grader/transformer.py)? In a long-context model it is most of the parameters.")
     for name, (_, batch, seq, *_r) in _MFU_MODELS.items():
         if near(ratio[name], 1 / seq) and near(ratio["gpt"], 1 / _MFU_MODELS["gpt"][2]):
             fail("mfu counted one token per sequence: every token of every sequence goes through every weight.")
@@ -346,10 +397,9 @@ def _mfu(observation: dict) -> None:
     if all(near(ratio[n], _MFU_MODELS[n][3]) or near(ratio[n], _MFU_MODELS[n][3] ** 2) for n in want):
         fail("mfu ignored the step time: FLOPs per step become a rate (FLOP/s) once divided by the step time, and only "
              "a rate compares with a peak.")
-    for name in want:
-        if not near(ratio[name], 1.0):
-            fail(f"mfu on the check's {name} model is not the model's FLOPs per second over the peak. Go back to "
-                 "section 7: which parameters cost FLOPs, in which passes, and what the rate is compared with.")
+    fail(f"mfu on the check's model of {MFU_MODEL_WORDS[wrong[0]]} is not the model's FLOPs per second over the peak. "
+         "Go back to section 7: which matmuls the step runs, what backward must compute for each of them in this "
+         "model, and what the rate is compared with.")
 
 
 JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause,

@@ -211,24 +211,67 @@ def _bytes_per_rank(fn: Callable) -> None:
 # --- bubble_fraction ---------------------------------------------------------------------------------
 
 
+def _makespan(stage_seconds: list[float], m: int) -> float:
+    """The length of the schedule: a stage starts micro-batch j once it has finished j - 1 and the stage before has
+    finished j. Along any path through the (micro-batch, stage) grid every stage is visited, and the m - 1 further
+    micro-batches are best spent on the slowest stage: sum(t) + (m - 1) * max(t) (the equal-slot picture when every t
+    is the same)."""
+    return sum(stage_seconds) + (m - 1) * max(stage_seconds)
+
+
+def bubble_reference(stage_seconds: list[float], m: int) -> float:
+    """The answer: the share of the p devices' time over the schedule in which they compute nothing."""
+    t = [float(x) for x in stage_seconds]
+    return 1.0 - m * sum(t) / (len(t) * _makespan(t, m))
+
+
+def _bubble_wrongs(t: list[float], m: int) -> dict[str, float]:
+    """The usual wrong answers for one case, by the mistake's message."""
+    p, total, slowest = len(t), sum(t), max(t)
+    busy = m * total
+    return {
+        "gives what stages of equal time would: right where they are equal, but not here. Walk this case's schedule on "
+        "a time axis, a row per stage: when can the stage after the slow one start its second micro-batch?":
+            (p - 1) / (m + p - 1),
+        "gives every stage slots as long as the slowest stage's, while the pipe fills and drains as well. A stage "
+        "starts a micro-batch as soon as it has finished the one before and has been handed this one: how soon does "
+        "the first micro-batch reach the last stage?":
+            1 - busy / (p * (m + p - 1) * slowest),
+        "is the idle share of the slowest stage alone. The faster stages wait for it in the middle of the schedule "
+        "too, not only while the pipe fills and drains: count every stage's idle time.":
+            1 - m * slowest / _makespan(t, m),
+        "is the idle time over the time spent computing, not over all of the devices' time (it can exceed 1: with "
+        "one micro-batch it does).":
+            p * _makespan(t, m) / busy - 1,
+        "is one micro-batch's time off: walk the last micro-batch through the schedule and count again how long the "
+        "schedule runs.":
+            1 - busy / (p * (total + m * slowest)),
+    }
+
+
+def _bubble_label(i: int) -> str:
+    stages, m = _BUBBLE_CASES[i]
+    return f"bubble_fraction({stages}, {m})"
+
+
 def _bubble_fraction(fn: Callable) -> None:
-    """bubble_fraction: the idle share of a GPipe schedule of p stages and m micro-batches."""
-    got = {case: call(fn, *case) for case in _BUBBLE_CASES}
-    for case, value in got.items():
+    """bubble_fraction: the idle share of p devices over a pipeline schedule of stages of (possibly unequal) times."""
+    got = {i: call(fn, *case) for i, case in enumerate(_BUBBLE_CASES)}
+    for i, value in got.items():
         if not is_number(value):
-            fail(f"bubble_fraction{case} returned {value!r} ({type(value).__name__}); return a fraction from 0 to 1.")
-    v = float(got[(4, 8)])
-    if close(v, 3 / 8, 1e-9) or close(float(got[(4, 1)]), 3.0, 1e-9):
-        fail("bubble_fraction(4 stages, 8 micro-batches) is the bubble's time over the useful time, not over the whole "
-             "schedule (it can exceed 1: with one micro-batch it does). Count every slot of the schedule, and the "
-             "slots in which one stage idles.")
-    if close(v, 3 / 12, 1e-9) or close(v, 4 / 11, 1e-9):
-        fail("bubble_fraction(4, 8) is one slot off: a stage waits for the first micro-batch to reach it and idles "
-             "after the last one leaves; count both sides for the first and the last stage.")
-    for (p, m), value in got.items():
-        if not close(float(value), (p - 1) / (m + p - 1), 1e-9):
-            fail(f"bubble_fraction({p}, {m}) is off" + (": one stage is no pipeline, so it never waits" if p == 1 else
-                 ", though right elsewhere: count the slots of this schedule") + ".")
+            fail(f"{_bubble_label(i)} returned {value!r} ({type(value).__name__}); return a fraction from 0 to 1.")
+    wrong = [i for i, value in got.items() if not close(float(value), bubble_reference(*_BUBBLE_CASES[i]), 1e-9)]
+    if not wrong:
+        return
+    for mistake in _bubble_wrongs([1.0, 2.0, 1.0, 1.0], 8):  # the same mistake on every case it can be told on
+        matches = [close(float(got[i]), _bubble_wrongs(*_BUBBLE_CASES[i])[mistake], 1e-9) for i in wrong]
+        if all(matches):
+            i = next((j for j in wrong if len(set(_BUBBLE_CASES[j][0])) > 1), wrong[0])
+            fail(f"{_bubble_label(i)} {mistake}")
+    i = wrong[0]
+    stages = _BUBBLE_CASES[i][0]
+    fail(f"{_bubble_label(i)} is off" + (": one stage is no pipeline, so it never waits"
+         if len(stages) == 1 else ", though right elsewhere: walk this schedule on a time axis") + ".")
 
 
 JUDGES = {"fit_latency_bandwidth": _judge_fit, "bucket_plan": _judge_bucket_plan, "bytes_per_rank": _bytes_per_rank, "bubble_fraction": _bubble_fraction}

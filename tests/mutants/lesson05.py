@@ -64,6 +64,29 @@ def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
     return {k} * n * batch * seq_len / step_seconds / peaks[dtype]
 """
 
+# the right count (each matmul: forward, its weight's gradient if trained, its input's if a trained parameter lies
+# below), with {weight}, {inp} and {per} to make it wrong
+_MFU_COUNT = """
+import torch
+
+def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
+    steps = [(isinstance(m, torch.nn.Linear) and name == "weight", p)
+             for m in model.modules() for name, p in m.named_parameters(recurse=False)]
+    if hasattr(model, "tokens"):
+        steps.append((True, model.tokens.weight))
+    flops, below = 0, False
+    for multiplies, p in steps:
+        if multiplies{skip}:
+            flops += 2 * p.numel() * (1 + {weight} + {inp})
+        below = below or p.requires_grad
+    return {per} * flops * batch * seq_len / step_seconds / peaks[dtype]
+"""
+
+
+def _count(weight="p.requires_grad", inp="below", per="1", skip=""):
+    return _MFU_COUNT.format(weight=weight, inp=inp, per=per, skip=skip)
+
+
 MUTANTS = {
     "diagnose_check": [
         ("nvidia-smi's memory used taken as the OOM signal", _diagnose(memory='r["smi_used_mib"] / r["total_mib"] >= 0.95'),
@@ -291,15 +314,25 @@ def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
     n = sum(p.numel() for p in model.parameters())
     return 6 * n * batch * seq_len / step_seconds / peaks[dtype]
 """, r"the position embeddings included"),
-        ("the peak of the wrong dtype", _MFU.format(k=6).replace("peaks[dtype]", 'peaks["fp32"]'),
+        ("the textbook 6N for every matmul weight, frozen or not", _MFU.format(k=6),
+         r"model of two Linear layers, both trained, mfu counted the same work for every weight"),
+        ("6 × the trained parameters only", """
+def mfu(model, batch, seq_len, step_seconds, peaks, dtype):
+    skip = {id(model.positions.weight)} if hasattr(model, "positions") else set()
+    n = sum(p.numel() for p in model.parameters() if id(p) not in skip and p.requires_grad)
+    return 6 * n * batch * seq_len / step_seconds / peaks[dtype]
+""", r"model of four Linear layers, the first two frozen, mfu left the frozen parameters out altogether"),
+        ("a frozen layer costs its forward only", _count(inp="(p.requires_grad and below)"),
+         r"model of three Linear layers, the middle one frozen, mfu counted a frozen layer's forward pass and nothing more"),
+        ("the data given a gradient", _count(inp="True"), r"counted a gradient for the input of a matmul that nothing"),
+        ("the peak of the wrong dtype", _count().replace("peaks[dtype]", 'peaks["fp32"]'),
          r"divide by the peak of the format"),
-        ("the highest peak whatever the dtype", _MFU.format(k=6).replace("peaks[dtype]", "max(peaks.values())"),
+        ("the highest peak whatever the dtype", _count().replace("peaks[dtype]", "max(peaks.values())"),
          r"divide by the peak of the format"),
-        ("tokens counted per sequence", _MFU.format(k=6).replace("batch * seq_len", "batch"), r"one token per sequence"),
-        ("the tokens of one sequence", _MFU.format(k=6).replace("batch * seq_len", "seq_len"),
-         r"tokens of one sequence only"),
-        ("a percent", _MFU.format(k=600), r"returned a percent"),
-        ("step time ignored", _MFU.format(k=6).replace(" / step_seconds", ""), r"ignored the step time"),
+        ("tokens counted per sequence", _count().replace("batch * seq_len", "batch"), r"one token per sequence"),
+        ("the tokens of one sequence", _count().replace("batch * seq_len", "seq_len"), r"tokens of one sequence only"),
+        ("a percent", _count(per="100"), r"returned a percent"),
+        ("step time ignored", _count().replace(" / step_seconds", ""), r"ignored the step time"),
     ],
     "MFU_GUESS_check": [
         ("a percent, not a fraction", "MFU_GUESS = {'mfu': 20, 'why': 'a fifth of the peak'}\n", r"not a fraction"),

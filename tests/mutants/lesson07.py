@@ -347,18 +347,31 @@ def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
 """, r"stage 3 shards the weights too"),
     ],
     "bubble_fraction_check": [
-        ("(p-1)/m", """
-def bubble_fraction(stages, microbatches):
-    return (stages - 1) / microbatches
-""", r"the bubble's time over the useful time"),
-        ("(p-1)/(m+p)", """
-def bubble_fraction(stages, microbatches):
-    return (stages - 1) / (microbatches + stages)
-""", r"one slot off"),
-        ("p/(m+p-1)", """
-def bubble_fraction(stages, microbatches):
-    return stages / (microbatches + stages - 1)
-""", r"one slot off"),
+        ("the textbook (p-1)/(m+p-1) for stages of any time", """
+def bubble_fraction(stage_seconds, microbatches):
+    p = len(stage_seconds)
+    return (p - 1) / (microbatches + p - 1)
+""", r"\[1\.0, 2\.0, 1\.0, 1\.0\], 8\) gives what stages of equal time would"),
+        ("every slot as long as the slowest stage", """
+def bubble_fraction(stage_seconds, microbatches):
+    p, m = len(stage_seconds), microbatches
+    return 1 - m * sum(stage_seconds) / (p * (m + p - 1) * max(stage_seconds))
+""", r"slots as long as the slowest stage's"),
+        ("the slowest stage's idle share alone", """
+def bubble_fraction(stage_seconds, microbatches):
+    m, slowest = microbatches, max(stage_seconds)
+    return 1 - m * slowest / (sum(stage_seconds) + (m - 1) * slowest)
+""", r"idle share of the slowest stage alone"),
+        ("idle over busy", """
+def bubble_fraction(stage_seconds, microbatches):
+    p, m = len(stage_seconds), microbatches
+    return p * (sum(stage_seconds) + (m - 1) * max(stage_seconds)) / (m * sum(stage_seconds)) - 1
+""", r"idle time over the time spent computing"),
+        ("one micro-batch too many past the slowest stage", """
+def bubble_fraction(stage_seconds, microbatches):
+    p, m = len(stage_seconds), microbatches
+    return 1 - m * sum(stage_seconds) / (p * (sum(stage_seconds) + m * max(stage_seconds)))
+""", r"one micro-batch's time off"),
     ],
     "ALLREDUCE_PREDICTION_check": [
         ("a ring through one NIC per node", "ALLREDUCE_PREDICTION = {'16 GPUs ms': 37.5, 'why': 'a ring of 16 at 50 GB/s'}",
