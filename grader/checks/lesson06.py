@@ -439,8 +439,17 @@ ops_on = Check("low_precision_ops on another model", _observe_ops_on, _judge_ops
 # The answers of smooth, verdict and smallest_kept are not here: each is judged by digests (grader.checks._keys),
 # made by scripts/build_keys.py from the instructor's judges (solutions/judges/lesson06.py, never released).
 
+# Losses logged at every step (steps left out: 1, 2, 3, …), then logged at steps a trainer chose: every 10, sparser
+# as the run goes on, after one long gap, and from a first log well after step 1.
 _SMOOTH_CASES = [([4.0], 0.9), ([2.0, 2.0, 2.0, 2.0, 2.0], 0.9), ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8),
-                 ([1.0, 2.0, 3.0], 0.5), ([1.0, 5.0, 2.0], 0.0), ([], 0.9)]
+                 ([1.0, 2.0, 3.0], 0.5), ([1.0, 5.0, 2.0], 0.0), ([], 0.9),
+                 ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8, [1, 2, 3, 4, 5, 6, 7, 8]),
+                 ([4.0, 2.0, 1.0], 0.9, [10, 20, 30]),
+                 ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8, [1, 2, 3, 5, 8, 13, 21, 34]),
+                 ([2.0, 2.0, 2.0, 2.0], 0.9, [3, 4, 10, 50]),
+                 ([5.0, 1.0, 3.0], 0.5, [1, 2, 12]),
+                 ([6.0, 2.0, 4.0], 0.0, [2, 5, 9]),
+                 ([], 0.9, [])]
 
 
 def _public_smooth(smooth: Replay) -> None:
@@ -450,21 +459,31 @@ def _public_smooth(smooth: Replay) -> None:
         fail(f"smooth([4.0], 0.9) returned {type(got).__name__}; return a list of floats, one per loss.")
     if call(smooth, [], 0.9) != []:
         fail("smooth([], 0.9) should return an empty list.")
+    if call(smooth, [], 0.9, []) != []:
+        fail("smooth([], 0.9, []) should return an empty list.")
 
 
 def _hints_smooth(smooth: Replay) -> None:
     """An unknown answer that does not keep a constant loss."""
-    constant = call(smooth, [2.0] * 5, 0.9)
-    if not (isinstance(constant, list) and len(constant) == 5
-            and all(is_number(v) and close(float(v), 2.0, 1e-9) for v in constant)):
-        fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
+    for case in (([2.0] * 5, 0.9), ([2.0] * 4, 0.9, [3, 4, 10, 50])):
+        constant = call(smooth, *case)
+        if not (isinstance(constant, list) and len(constant) == len(case[0])
+                and all(is_number(v) and close(float(v), 2.0, 1e-9) for v in constant)):
+            fail(f"smooth{case} does not return the constant loss unchanged: a constant loss must smooth to the same "
+                 "constant, however it was logged.")
+    every, listed = call(smooth, *_SMOOTH_CASES[2]), call(smooth, *_SMOOTH_CASES[6])
+    if not (isinstance(every, list) and isinstance(listed, list) and len(every) == len(listed)
+            and all(is_number(a) and is_number(b) and close(float(a), float(b), 1e-9) for a, b in zip(every, listed))):
+        fail("smooth gave losses logged at steps [1, 2, …, 8] another average than the same losses with steps left "
+             "out, which means every step: 1, 2, 3, …")
 
 
 check_smooth = Keyed(
     "06_mixed_precision", "smooth", "smooth", _SMOOTH_CASES,
     floats=True, public=_public_smooth, hints=_hints_smooth,
-    unknown="smooth is not the bias-corrected exponential moving average of the losses, nor a mistake the course "
-            "knows. Go back to what beta weighs, where the average starts, and what the bias correction undoes.")
+    unknown="smooth is not the bias-corrected moving average section 4 describes, nor a mistake the course knows. Go "
+            "back to what beta weighs at each training step, what a logged loss stands for, and where the weight "
+            "sits after the steps since the start.")
 
 
 # --- verdict ---------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from torch import nn
 
 from grader.checks import _plain
 from grader.checks._common import Replay, call, close, fail, is_number
+from grader.notebook import CheckFailed
 from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VERDICT_CASES, DEVICE_TYPE, NO_CLIP,
                                     _probe, _public_amp_step, _public_ops, _run_scenario)
 
@@ -260,26 +261,41 @@ def low_precision_ops(observation: dict, conv: bool = False) -> None:
 # --- smooth ------------------------------------------------------------------------------------------
 
 
-def smooth_reference(values: list[float], beta: float, correct: bool = True, swapped: bool = False,
-                     corrected_by: float | None = None) -> list[float]:
-    """The bias-corrected average, or one of the known mistakes (no correction, beta swapped)."""
-    out, v = [], 0.0
+def smooth_reference(values: list[float], beta: float, steps: list[int] | None = None, correct: bool = True,
+                     swapped: bool = False, corrected_by: float | None = None, shift: int = 0,
+                     ignore_steps: bool = False, one_point: bool = False, count_logs: bool = False,
+                     start_at_first: bool = False) -> list[float]:
+    """The bias-corrected average of losses logged at `steps` (None: every step, 1, 2, 3, …), beta the weight of the
+    past per training step, each logged loss standing for every step since the previous log; or one of the known
+    mistakes: no correction, beta swapped, the correction a step off, the steps ignored (the classic average at every
+    log), each logged loss weighed as one step (a time-weighted EMA of points), the correction counting logs instead
+    of steps, the average started one step before the first log instead of at step 0."""
+    steps = list(range(1, len(values) + 1)) if steps is None or ignore_steps else list(steps)
     past = 1 - beta if swapped else beta
-    for t, x in enumerate(values, start=1):
-        v = past * v + (1 - past) * x
-        if correct:
-            denominator = 1 - (past if corrected_by is None else corrected_by) ** t
-            out.append(v / denominator if denominator else math.nan)
-        else:
+    origin = steps[0] - 1 if start_at_first and steps else 0
+    out, v, w, last = [], 0.0, 0.0, origin
+    for k, (s, x) in enumerate(zip(steps, values), start=1):
+        keep = past ** (s - last)  # what is left of the past after the steps since the previous log
+        mixed = (1 - past) if one_point else (1 - keep)  # the logged loss's share: one step, or every step it stands for
+        v = keep * v + mixed * x
+        w = keep * w + mixed  # the weight on real losses (what is not on the starting 0)
+        last = s
+        if not correct:
             out.append(v)
+            continue
+        if one_point:
+            denominator = w
+        else:
+            base = past if corrected_by is None else corrected_by
+            denominator = 1 - base ** ((k if count_logs else s - origin) + shift)
+        out.append(v / denominator if denominator else math.nan)
     return out
 
 
 def _swapped(args: tuple) -> list[list[float]]:
-    values, beta = args
-    return [smooth_reference(values, beta, swapped=True),
-            smooth_reference(values, beta, swapped=True, corrected_by=beta),
-            smooth_reference(values, beta, correct=False, swapped=True)]
+    return [smooth_reference(*args, swapped=True),
+            smooth_reference(*args, swapped=True, corrected_by=args[1]),
+            smooth_reference(*args, correct=False, swapped=True)]
 
 
 def _same_list(got: Any, want: list[float], rel: float = 1e-9) -> bool:
@@ -287,29 +303,68 @@ def _same_list(got: Any, want: list[float], rel: float = 1e-9) -> bool:
             and all(is_number(g) and close(float(g), w, rel) for g, w in zip(got, want)))
 
 
+def _everywhere(got: list, wrong: Callable[[tuple], list[float]]) -> bool:
+    """The answers (a list of (case, answer)) are, case by case, those the mistake `wrong` makes (a crash where the
+    mistake divides by 0)."""
+    for args, answer in got:
+        want = wrong(args)
+        if not (_same_list(answer, want) or answer is None and any(math.isnan(w) for w in want)):
+            return False
+    return True
+
+
+def _answer(smooth: Callable, args: tuple) -> Any:
+    """smooth's answer on a case, or None where it raised (a mistake may divide by 0 where the average does not)."""
+    try:
+        return call(smooth, *args)
+    except CheckFailed:
+        return None
+
+
+_SMOOTH_MISTAKES = [  # (the mistake, case by case; its message)
+    (lambda a: _swapped(a)[0], "smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 "
+     "averages over about 10 steps and beta = 0 returns the losses unchanged."),
+    (lambda a: _swapped(a)[1], "smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 "
+     "averages over about 10 steps and beta = 0 returns the losses unchanged."),
+    (lambda a: _swapped(a)[2], "smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 "
+     "averages over about 10 steps and beta = 0 returns the losses unchanged."),
+    (lambda a: smooth_reference(*a, correct=False),
+     "smooth has no bias correction: its first values are pulled towards the starting 0."),
+    (lambda a: smooth_reference(*a, shift=1), "smooth's bias correction is one step off: its first smoothed value is "
+     "not the first loss itself, though nothing came before it."),
+    (lambda a: smooth_reference(*a, shift=-1), "smooth's bias correction is one step off: its first smoothed value is "
+     "not the first loss itself, though nothing came before it."),
+    (lambda a: smooth_reference(*a, ignore_steps=True),
+     "smooth ignored the steps: the losses logged at steps [10, 20, 30] got the average of losses logged at steps 1, "
+     "2 and 3. beta is the weight of the past per training step, and ten training steps passed between those logs."),
+    (lambda a: smooth_reference(*a, one_point=True),
+     "smooth lets the past fade over the steps between two logs, but mixes each logged loss in as if it stood for "
+     "one training step: see the case logged at steps [1, 2, 12]. A logged loss is the mean of every step since the "
+     "previous log, and stands for all of them."),
+    (lambda a: smooth_reference(*a, count_logs=True),
+     "smooth's bias correction counts the logged losses, not the training steps since the start: in the case logged "
+     "at steps [10, 20, 30] its first value is not the first loss, though nothing was logged before it."),
+    (lambda a: smooth_reference(*a, start_at_first=True),
+     "smooth starts its average one step before the first logged loss. The run, and the average's starting 0, begin "
+     "at step 0: the loss first logged at step 10 is the mean of steps 1 to 10, and stands for all ten."),
+]
+
+
 def _smooth(smooth: Callable) -> None:
-    """smooth(losses, beta): the bias-corrected exponential moving average."""
-    for args in _SMOOTH_CASES[:5]:
-        got = call(smooth, *args)
-        if _same_list(got, smooth_reference(*args)):
-            continue
-        if any(_same_list(got, wrong) for wrong in _swapped(args)):
-            fail("smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 averages over "
-                 "about 10 steps and beta = 0 returns the losses unchanged.")
-        if _same_list(got, smooth_reference(*args, correct=False)):
-            fail("smooth has no bias correction: its first values are pulled towards the starting 0.")
-        values, beta = args
-        for shift in (1, -1):
-            weights = [1 - beta ** (t + shift) for t in range(1, len(values) + 1)]
-            if all(weights) and _same_list(got, [v / w for v, w in zip(smooth_reference(values, beta, correct=False),
-                                                                       weights)]):
-                fail("smooth's bias correction is one step off: its first smoothed value is not the first loss "
-                     "itself, though nothing came before it.")
-        if args[0] == [2.0] * 5:
+    """smooth(losses, beta, steps=None): the bias-corrected moving average, beta per training step, each logged loss
+    standing for every step since the previous log."""
+    got = [(args, _answer(smooth, args)) for args in _SMOOTH_CASES]
+    if all(_same_list(answer, smooth_reference(*args)) for args, answer in got):
+        if call(smooth, [], 0.9) != [] or call(smooth, [], 0.9, []) != []:
+            fail("smooth([], 0.9) should return an empty list.")
+        return
+    for wrong, message in _SMOOTH_MISTAKES:
+        if _everywhere(got, wrong):
+            fail(message)
+    for args, answer in got:
+        if set(args[0]) == {2.0} and not _same_list(answer, [2.0] * len(args[0])):
             fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
-        fail("smooth is not the bias-corrected exponential moving average of the losses.")
-    if call(smooth, [], 0.9) != []:
-        fail("smooth([], 0.9) should return an empty list.")
+    fail("smooth is not the bias-corrected moving average section 4 describes.")
 
 
 # --- verdict -----------------------------------------------------------------------------------------

@@ -36,9 +36,11 @@ def low_precision_ops(model, x, device_type, dtype):
 
 
 _SMOOTH_HEAD = """
-def smooth(losses, beta):
-    out, v = [], 0.0
-    for t, loss in enumerate(losses, start=1):
+def smooth(losses, beta, steps=None):
+    steps = list(range(1, len(losses) + 1)) if steps is None else list(steps)
+    out, v, last = [], 0.0, 0
+    for t, (s, loss) in enumerate(zip(steps, losses), start=1):
+        gap, last = s - last, s
 """
 
 _VERDICT_HEAD = """
@@ -235,7 +237,8 @@ MUTANTS = {
         (
             "no bias correction",
             _SMOOTH_HEAD + """
-        v = beta * v + (1 - beta) * loss
+        keep = beta ** gap
+        v = keep * v + (1 - keep) * loss
         out.append(v)
     return out
 """,
@@ -244,8 +247,9 @@ MUTANTS = {
         (
             "beta the wrong way round",
             _SMOOTH_HEAD + """
-        v = (1 - beta) * v + beta * loss
-        out.append(v / (1 - beta ** t))
+        keep = (1 - beta) ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** s))
     return out
 """,
             r"wrong way round",
@@ -253,8 +257,9 @@ MUTANTS = {
         (
             "beta the wrong way round, corrected consistently",
             _SMOOTH_HEAD + """
-        v = (1 - beta) * v + beta * loss
-        out.append(v / (1 - (1 - beta) ** t))
+        keep = (1 - beta) ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - (1 - beta) ** s))
     return out
 """,
             r"wrong way round",
@@ -262,11 +267,63 @@ MUTANTS = {
         (
             "bias correction one step off",
             _SMOOTH_HEAD + """
-        v = beta * v + (1 - beta) * loss
-        out.append(v / (1 - beta ** (t + 1)))
+        keep = beta ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** (s + 1)))
     return out
 """,
             r"one step off",
+        ),
+        (  # the textbook (Adam's) average, right when every step is logged, applied to losses logged at other steps
+            "the classic average, steps ignored",
+            _SMOOTH_HEAD + """
+        v = beta * v + (1 - beta) * loss
+        out.append(v / (1 - beta ** t))
+    return out
+""",
+            r"ignored the steps",
+        ),
+        (  # a time-weighted EMA of points: the past decays by the gap, but each logged loss comes in as one step
+            "every logged loss weighed as one step",
+            """
+def smooth(losses, beta, steps=None):
+    steps = list(range(1, len(losses) + 1)) if steps is None else list(steps)
+    out, v, w, last = [], 0.0, 0.0, 0
+    for s, loss in zip(steps, losses):
+        keep = beta ** (s - last)
+        v = keep * v + (1 - beta) * loss
+        w = keep * w + (1 - beta)
+        out.append(v / w)
+        last = s
+    return out
+""",
+            r"as if it stood for\s+one training step",
+        ),
+        (
+            "bias correction counts the logs",
+            _SMOOTH_HEAD + """
+        keep = beta ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** t))
+    return out
+""",
+            r"counts the logged losses, not the training steps",
+        ),
+        (
+            "the average starts one step before the first log",
+            """
+def smooth(losses, beta, steps=None):
+    steps = list(range(1, len(losses) + 1)) if steps is None else list(steps)
+    out, v = [], 0.0
+    start = last = steps[0] - 1 if steps else 0
+    for s, loss in zip(steps, losses):
+        keep = beta ** (s - last)
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** (s - start)))
+        last = s
+    return out
+""",
+            r"one step before the first logged loss",
         ),
     ],
     "verdict_check": [
