@@ -551,8 +551,9 @@ check_verdict = Keyed(
 # --- the smallest number a format keeps ------------------------------------------------------------------
 
 # (exponent bits, mantissa bits) of the formats the lesson casts gradients to (fp32, bf16, fp16, fp8 e4m3, fp8 e5m2),
-# and one no table lists
-_KEPT_CASES = [(8, 23), (8, 7), (5, 10), (4, 3), (5, 2), (6, 9)]
+# and one no table lists; then the same formats when the fp32 arithmetic flushes its subnormals to zero
+_KEPT_CASES = [(8, 23), (8, 7), (5, 10), (4, 3), (5, 2), (6, 9),
+               (8, 23, True), (8, 7, True), (5, 10, True), (4, 3, True), (5, 2, True), (6, 9, True)]
 
 
 def _public_smallest_kept(fn: Replay) -> None:
@@ -570,7 +571,7 @@ _KEPT_SHORTCUTS = {**{prop.fget: f"grader.floats.Format.{name}" for name, prop i
 check_smallest_kept = guard(Keyed(
     "06_mixed_precision", "smallest_kept", "smallest_kept", _KEPT_CASES,
     floats=True, public=_public_smallest_kept,
-    sig=8,  # at 6 figures one of the visible answers sits on a rounding edge; powers of two are exact anyway
+    sig=7,  # at 6 figures 2^-9 sits on a rounding edge, at 8 figures 2^-126; powers of two are exact anyway
     unknown="smallest_kept is not the smallest positive number the format keeps, nor a mistake the course knows. "
-            "Work it out from the bits: the bias, the smallest normal exponent, and how far the subnormals go "
-            "below it."), "smallest_kept", _KEPT_SHORTCUTS)
+            "Work it out from the bits (the bias, the smallest normal exponent, how far the subnormals go below it), "
+            "and with flush_to_zero from which numbers that mode sends to 0."), "smallest_kept", _KEPT_SHORTCUTS)

@@ -425,12 +425,29 @@ KEPT_FORMATS = {"fp32": (8, 23, torch.float32), "bf16": (8, 7, torch.bfloat16), 
                 "fp8_e4m3": (4, 3, torch.float8_e4m3fn), "fp8_e5m2": (5, 2, torch.float8_e5m2)}
 
 
-def smallest_kept_reference(exponent_bits: int, mantissa_bits: int, subnormals: bool = True,
-                            bias_shift: int = 0) -> float:
-    """The smallest positive number of an IEEE-style format: its smallest subnormal, or (mistakes) the smallest normal,
-    or a bias off by one."""
+FP32_SMALLEST_NORMAL = 2.0**-126  # torch.finfo(torch.float32).tiny: below it fp32 has only subnormals
+
+
+def smallest_kept_reference(exponent_bits: int, mantissa_bits: int, flush_to_zero: bool = False,
+                            subnormals: bool = True, bias_shift: int = 0, ftz: str = "fp32") -> float:
+    """The smallest positive number a value computed in fp32 keeps once stored in an IEEE-style format: its smallest
+    subnormal; with flush_to_zero, fp32's subnormal results are 0, so nothing below fp32's smallest normal is left.
+
+    The known mistakes: the smallest normal (subnormals=False), a bias off by one; and for flush_to_zero, ftz="ignored"
+    (the IEEE formula as if nothing were flushed), ftz="format" (every format's own subnormals flushed) and
+    ftz="fp32 normal" (fp32's smallest normal whatever the format holds).
+    """
     bias = 2 ** (exponent_bits - 1) - 1 + bias_shift
-    return 2.0 ** (1 - bias - (mantissa_bits if subnormals else 0))
+    own = 2.0 ** (1 - bias - (mantissa_bits if subnormals else 0))
+    if not flush_to_zero or ftz == "ignored":
+        return own
+    if ftz == "format":
+        return 2.0 ** (1 - bias)
+    if ftz == "fp32 normal":
+        return FP32_SMALLEST_NORMAL
+    # every format here has at most fp32's 8 exponent bits: 2^-126 is a multiple of its spacing below it, so the
+    # smallest fp32 normal is stored exactly wherever the format's own smallest subnormal is below it
+    return max(own, FP32_SMALLEST_NORMAL)
 
 
 def torch_smallest_kept(dtype: torch.dtype) -> float:
@@ -439,14 +456,34 @@ def torch_smallest_kept(dtype: torch.dtype) -> float:
     return info.tiny * info.eps
 
 
+def measured_smallest_kept(dtype: torch.dtype, flush_to_zero: bool) -> float | None:
+    """Measured on this CPU: the smallest positive number left of 2^-149 … 2^0 computed in fp32 (× 1.0), with
+    torch.set_flush_denormal(flush_to_zero), then stored in `dtype` (read back with flushing off). None where this
+    CPU cannot flush."""
+    sweep = torch.tensor([2.0**k for k in range(-149, 1)], dtype=torch.float32)
+    if not torch.set_flush_denormal(flush_to_zero) and flush_to_zero:
+        return None
+    try:
+        stored = (sweep * 1.0).to(dtype)
+    finally:
+        torch.set_flush_denormal(False)
+    values = stored.float()
+    return float(values[values != 0].min())
+
+
+def _kept_case(case: tuple) -> tuple[int, int, bool]:
+    return (case[0], case[1], bool(case[2]) if len(case) > 2 else False)
+
+
 def _smallest_kept(fn: Callable) -> None:
-    """smallest_kept(exponent_bits, mantissa_bits): the smallest positive number the format holds, its smallest subnormal."""
-    got = {case: call(fn, *case) for case in _KEPT_CASES}
+    """smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False): the smallest positive number a value computed
+    in fp32 keeps in the format; its smallest subnormal, or with flush_to_zero nothing below fp32's smallest normal."""
+    got = {_kept_case(case): call(fn, *case) for case in _KEPT_CASES}
     for case, value in got.items():
         if not is_number(value) or float(value) <= 0:
             fail(f"smallest_kept{case} returned {value!r}; return a positive number (a float).")
     for name, (e, m, dtype) in KEPT_FORMATS.items():
-        value, want = float(got[(e, m)]), torch_smallest_kept(dtype)
+        value, want = float(got[(e, m, False)]), torch_smallest_kept(dtype)
         if close(value, want, 1e-9):
             continue
         if close(value, smallest_kept_reference(e, m, subnormals=False), 1e-9):
@@ -458,9 +495,30 @@ def _smallest_kept(fn: Callable) -> None:
                 fail(f"smallest_kept ({name}) is a factor 2 off: check the bias, and which bits a subnormal's "
                      "mantissa has.")
         fail(f"smallest_kept ({name}) is not the smallest positive number {name} keeps (section 5).")
-    if not close(float(got[(6, 9)]), smallest_kept_reference(6, 9), 1e-9):
+    if not close(float(got[(6, 9, False)]), smallest_kept_reference(6, 9), 1e-9):
         fail("smallest_kept is right for the formats a table lists, not for 6 exponent and 9 mantissa bits. Work from "
              "the bits, not from a table of formats.")
+    flushed = {case: float(v) for case, v in got.items() if case[2]}
+
+    def all_like(ftz: str) -> bool:
+        return all(close(v, smallest_kept_reference(*case, ftz=ftz), 1e-9) for case, v in flushed.items())
+
+    if all_like("ignored"):
+        fail("with flush_to_zero=True smallest_kept returned what it returns without it, for every format, fp32 and "
+             "bf16 included. Section 5: which numbers does flush-to-zero send to 0, and which of those can each "
+             "format hold?")
+    if all_like("format"):
+        fail("with flush_to_zero=True smallest_kept dropped the subnormals of every format, fp16's and fp8's too. "
+             "Flush-to-zero is a mode of the fp32 arithmetic that computed the value: which of fp16's numbers are "
+             "subnormal in fp32?")
+    if all_like("fp32 normal"):
+        fail("with flush_to_zero=True smallest_kept returned the same number for every format, fp16 and fp8 included: "
+             "a number that fp16 or fp8 cannot hold at all. What is left after the flush is still rounded to the "
+             "format.")
+    for case, v in flushed.items():
+        if not close(v, smallest_kept_reference(*case), 1e-9):
+            fail(f"smallest_kept{case} is not the smallest positive number a value computed with flush-to-zero keeps "
+                 "in that format (section 5).")
 
 
 JUDGES = {"amp_step": _amp_step, "low_precision_ops": low_precision_ops, "smooth": _smooth, "verdict": _verdict, "smallest_kept": _smallest_kept}

@@ -415,27 +415,48 @@ def smooth(losses, beta, steps=None):
     "smallest_kept_check": [
         (
             "the smallest normal number",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n    return 2.0 ** (2 - 2 ** (exponent_bits - 1))",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    return 2.0 ** (2 - 2 ** (exponent_bits - 1))",
             r"the smallest \*normal\* number",
         ),
         (
             "bias 2^(e-1), off by one",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return 2.0 ** (1 - 2 ** (exponent_bits - 1) - mantissa_bits)",
             r"factor 2 off",
         ),
         (
             "a table of the course's formats",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return {(8, 23): 2.0**-149, (8, 7): 2.0**-133, (5, 10): 2.0**-24, (4, 3): 2.0**-9,\n"
             "            (5, 2): 2.0**-16}.get((exponent_bits, mantissa_bits), 0.0)",
             r"smallest_kept\(6, 9\) returned 0",
         ),
         (
             "mantissa counted with its hidden bit",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return 2.0 ** (2 - 2 ** (exponent_bits - 1) - (mantissa_bits + 1))",
             r"factor 2 off",
+        ),
+        (  # the textbook (IEEE) formula, right without flushing, applied where the arithmetic flushes
+            "flush_to_zero ignored",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    return 2.0 ** (2 - 2 ** (exponent_bits - 1) - mantissa_bits)",
+            r"returned what it returns without it",
+        ),
+        (
+            "flush-to-zero taken to drop every format's own subnormals",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    bias = 2 ** (exponent_bits - 1) - 1\n"
+            "    return 2.0 ** (1 - bias) if flush_to_zero else 2.0 ** (1 - bias - mantissa_bits)",
+            r"dropped the subnormals of every format",
+        ),
+        (
+            "flush-to-zero taken to leave fp32's smallest normal in every format",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    bias = 2 ** (exponent_bits - 1) - 1\n"
+            "    return 2.0 ** -126 if flush_to_zero else 2.0 ** (1 - bias - mantissa_bits)",
+            r"the same number for every format",
         ),
     ],
 }
