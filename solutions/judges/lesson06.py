@@ -28,11 +28,12 @@ from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VER
 
 
 def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm, zero_grad: bool = True,
-                       clip: str = "unscaled"):
-    """The course's reference step (the judge runs it on the same task).
+                       clip: str = "unscaled", skip_bf16: bool = True):
+    """The course's reference step (the judge runs it on the same task): (the loss, whether the optimizer stepped).
 
-    zero_grad=False and clip="scaled" (clipping the gradients while they are still S times too large) are the
-    known mistakes the judge compares a failing step with.
+    zero_grad=False, clip="scaled" (clipping the gradients while they are still S times too large) and
+    skip_bf16=False (the documented recipe: nothing stops a bf16 step whose gradients hold NaN) are the known
+    mistakes the judge compares a failing step with.
     """
     if zero_grad:
         opt.zero_grad(set_to_none=True)
@@ -40,16 +41,20 @@ def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, ma
         loss = loss_fn(model(x), y)
     if scaler is None:
         loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        opt.step()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        applied = bool(torch.isfinite(norm)) or not skip_bf16  # an inf or NaN anywhere makes the norm one
+        if applied:
+            opt.step()
     else:
         scaler.scale(loss).backward()
         if clip == "unscaled":
             scaler.unscale_(opt)  # the gradients are the true ones from here on; step() does not divide again
         nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.step(opt)  # skips the optimizer's step when unscale_ found inf or NaN
         scaler.update()
-    return loss.detach()
+        applied = scaler.get_scale() >= before  # update() lowers the scale after a skip (backoff_factor < 1), only then
+    return loss.detach(), applied
 
 
 @functools.lru_cache(maxsize=32)
@@ -85,10 +90,10 @@ def _matches(a: Any, b: Any, rel: float = 2e-3, allowed: float = 0.02) -> bool:
 
 def _amp_step(observation: dict) -> None:
     """amp_step: autocast forward and loss, scaled backward, unscale, clip, scaler.step, scaler.update; zero_grad
-    first."""
+    first; a bf16 step with non-finite gradients not applied; and whether each step was applied, said truly."""
     _public_amp_step(observation)
-    fp16, overflow, bf16, clip16, clip_bf = (observation[n] for n in _SCENARIOS)
-    ref16, ref_over, ref_bf, ref_clip16, ref_clip_bf = (_reference(n) for n in _SCENARIOS)
+    fp16, overflow, bf16, clip16, clip_bf, nan_bf, lr0_16, lr0_bf = (observation[n] for n in _SCENARIOS)
+    ref16, ref_over, ref_bf, ref_clip16, ref_clip_bf, ref_nan = (_reference(n) for n in list(_SCENARIOS)[:6])
 
     if not fp16.get("linear_out") or fp16["linear_out"][0] == "torch.float32":
         fail(f"the Linear layers produced {', '.join(fp16.get('linear_out') or ['nothing'])} in an fp16 step: the "
@@ -163,6 +168,41 @@ def _amp_step(observation: dict) -> None:
     _judge_clipping(clip16, ref_clip16, "fp16, GradScaler, clipped")
     _judge_clipping(clip_bf, ref_clip_bf, "bf16, clipped")
 
+    # a bf16 step whose gradients hold NaN: no scaler looks, so the step itself must not apply it
+    name = "bf16, a NaN gradient"
+    if len(nan_bf["used"]) > 1 and nan_bf["used"][1]:
+        state = " and the weights are no longer finite" if not nan_bf["finite"][1] else ""
+        fail(f"in the '{name}' run the optimizer stepped on the step whose gradients held NaN{state}. With "
+             "scaler=None nothing skips that step for you: section 1 says which steps must never move the weights.")
+    if not all(_matches(a, b) for a, b in zip(nan_bf["params"], ref_nan["params"])) or len(nan_bf["params"]) != 3:
+        fail(f"in the '{name}' run the weights differ from the reference step's, around the step whose gradients held "
+             "NaN: it must leave the weights as they were, and the next step must start from cleared gradients.")
+
+    # what amp_step said of each step against what the optimizer did
+    for run_name in _SCENARIOS:
+        seen = observation[run_name]
+        for i, (said, used) in enumerate(zip(seen["applied"], seen["used"])):
+            if not isinstance(said, bool):
+                fail(f"amp_step said {said!r} of whether step {i + 1} of the '{run_name}' run was applied: say it "
+                     "with a bool.")
+            stepped = bool(used)
+            if said == stepped:
+                continue
+            if run_name == "fp16, forced overflow":
+                fail(f"amp_step said the step of the '{run_name}' run was applied, but the scaler skipped it: the "
+                     "optimizer never stepped. Its loss was finite: what overflowed?")
+            if run_name == name:
+                fail(f"amp_step skipped the step of the '{run_name}' run whose gradients held NaN, as it must, but "
+                     "said it was applied.")
+            if "lr 0" in run_name:
+                fail(f"amp_step said the step of the '{run_name}' run was skipped: the optimizer did step, with a "
+                     "learning rate of 0 (the first step of a warm-up), and so no weight moved. A step applied is one "
+                     "the optimizer took, whether or not a weight moved.")
+            if stepped:
+                fail(f"amp_step said step {i + 1} of the '{run_name}' run was skipped, yet the optimizer stepped. "
+                     "What did you read that from? (scaler.step returns whatever opt.step() returned.)")
+            fail(f"amp_step said step {i + 1} of the '{run_name}' run was applied, yet the optimizer never stepped.")
+
 
 def _judge_clipping(seen: dict, ref: dict, name: str) -> None:
     params = seen.get("params") or []
@@ -186,6 +226,8 @@ def amp_step_on(observation: dict, scenario: str, seed: int, steps: int, why: st
     ref = _reference(scenario, seed, steps)
     params = observation.get("params") or []
     if len(params) != len(ref["params"]) or not all(_matches(a, b) for a, b in zip(params, ref["params"])):
+        fail(why)
+    if observation.get("applied") != ref["applied"]:  # what it said of each step: applied or skipped
         fail(why)
 
 

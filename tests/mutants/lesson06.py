@@ -10,7 +10,29 @@ def amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
 def _forward_then(rest: str) -> str:
     """An amp_step whose forward pass and loss run under autocast, followed by `rest` (the part each mutant changes)."""
     return _STEP_HEAD + "    opt.zero_grad()\n    with torch.autocast(device_type, dtype=dtype):\n" \
-        "        loss = loss_fn(model(x), y)" + rest + "\n    return loss\n"
+        "        loss = loss_fn(model(x), y)" + rest + "\n    return loss, True\n"
+
+
+_BF16_RIGHT = "        applied = bool(torch.isfinite(norm))\n        if applied:\n            opt.step()\n"
+_FP16_RIGHT = "        scaler.step(opt)\n        scaler.update()\n        applied = scaler.get_scale() >= before\n"
+
+
+def _amp(bf16: str = _BF16_RIGHT, fp16: str = _FP16_RIGHT) -> str:
+    """The reference amp_step with the bf16 branch's or the fp16 branch's last part (the step, and what it says of it)
+    replaced: each mutant below is one mistake in telling or deciding whether the step is applied."""
+    return _STEP_HEAD + """    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+""" + bf16 + """    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        before = scaler.get_scale()
+""" + fp16 + """    return loss.detach(), applied
+"""
 
 
 def _ops(word: str = ('"lowered" if i == torch.float32 and o == dtype else "float32" if i == dtype and '
@@ -81,7 +103,7 @@ MUTANTS = {
     else:
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"backward ran on the unscaled loss",
         ),
@@ -98,7 +120,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         opt.step()
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"opt\.step\(\) instead of scaler\.step\(opt\)",
         ),
@@ -110,7 +132,7 @@ MUTANTS = {
         loss = loss_fn(model(x), y)
     (loss if scaler is None else scaler.scale(loss)).backward()
     opt.step()
-    return loss
+    return loss, True
 """,
             r"yet the step was applied",
         ),
@@ -126,7 +148,7 @@ MUTANTS = {
     else:
         scaler.scale(loss).backward()
         scaler.step(opt)
-    return loss
+    return loss, True
 """,
             r"scaler\.update\(\) was never called",
         ),
@@ -144,7 +166,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"forward ran outside autocast",
         ),
@@ -162,7 +184,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"loss was computed after the `with torch\.autocast` block had closed",
         ),
@@ -176,7 +198,7 @@ MUTANTS = {
     scaler.scale(loss).backward()
     scaler.step(opt)
     scaler.update()
-    return loss
+    return loss, True
 """,
             r"the step scaled its loss anyway",
         ),
@@ -192,7 +214,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"never clears the gradients",
         ),
@@ -205,14 +227,49 @@ MUTANTS = {
     if scaler is None:
         loss.backward()
         opt.step()
-        return loss
+        return loss, True
     scaled = scaler.scale(loss)
     scaled.backward()
     scaler.step(opt)
     scaler.update()
-    return scaled
+    return scaled, True
 """,
             r"returned the scaled loss",
+        ),
+            (  # the documented recipe, which never looks at a bf16 step's gradients: nothing stops a NaN
+            "a bf16 step with NaN gradients applied (the documented recipe)",
+            _amp(bf16="        opt.step()\n        applied = True\n"),
+            r"optimizer stepped on the step whose gradients held NaN",
+        ),
+        (
+            "a bf16 step skipped on a non-finite loss only",
+            _amp(bf16="        applied = bool(torch.isfinite(loss))\n        if applied:\n            opt.step()\n"),
+            r"optimizer stepped on the step whose gradients held NaN",
+        ),
+        (
+            "applied read off scaler.step's return value",
+            _amp(fp16="        applied = scaler.step(opt) is not None\n        scaler.update()\n"),
+            r"scaler\.step returns whatever opt\.step\(\) returned",
+        ),
+        (
+            "applied read off the weights",
+            _amp(bf16="        was = [p.detach().clone() for p in model.parameters()]\n"
+                      "        if bool(torch.isfinite(norm)):\n            opt.step()\n"
+                      "        applied = not all(torch.equal(a, b) for a, b in zip(was, model.parameters()))\n",
+                 fp16="        was = [p.detach().clone() for p in model.parameters()]\n"
+                      "        scaler.step(opt)\n        scaler.update()\n"
+                      "        applied = not all(torch.equal(a, b) for a, b in zip(was, model.parameters()))\n"),
+            r"learning rate of 0",
+        ),
+        (
+            "applied read off the loss",
+            _amp(fp16="        scaler.step(opt)\n        scaler.update()\n        applied = bool(torch.isfinite(loss))\n"),
+            r"but the scaler skipped it",
+        ),
+        (
+            "a NaN step skipped but said applied",
+            _amp(bf16="        if bool(torch.isfinite(norm)):\n            opt.step()\n        applied = True\n"),
+            r"as it must, but\s+said it was applied",
         ),
     ],
     "low_precision_ops_check": [
