@@ -164,15 +164,18 @@ check_fields_by_hand = Keyed(
 
 
 def _round_input() -> torch.Tensor:
-    """The edge values, exact ties of tf32 and bf16 either side of zero, and 200 random values over 14 decades (fixed)."""
+    """The edge values, exact ties of tf32, bf16 and fp16 either side of zero (fp16's among its subnormals and at its
+    top too), and 200 random values over 14 decades (fixed)."""
     g = torch.Generator().manual_seed(3)
-    ties = [1.0 + 2.0**-11, 3.0 + 2.0**-10, 1.0 + 2.0**-8, 3.0 + 2.0**-7, 3.4028234663852886e38]
+    ties = [1.0 + 2.0**-11, 3.0 + 2.0**-10, 1.0 + 2.0**-8, 3.0 + 2.0**-7, 3.4028234663852886e38,
+            2049.0, 65520.0, 2.0**-25, 3 * 2.0**-25, 5 * 2.0**-25, 2.0**-14 + 2.0**-25, 1000 * 2.0**-24 + 2.0**-25]
     return torch.cat([torch.tensor(_EDGE + ties + [-t for t in ties], dtype=torch.float32),
                       torch.randn(200, generator=g) * 10.0 ** torch.randint(-9, 5, (200,), generator=g)])
 
 
-# (format, tie rule): every cast the check asks for; ties away only where the format is fp32's top bits
-_ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "even"), ("tf32", "away"), ("bf16", "away"))
+# (format, tie rule): every cast the check asks for; ties away where no torch cast gives them
+_ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "even"), ("tf32", "away"), ("bf16", "away"),
+                ("fp16", "away"))
 _DROPPED = {"tf32": 13, "bf16": 16}  # the low fp32 bits the format does not keep
 
 

@@ -244,8 +244,34 @@ def _nearest(x: torch.Tensor, drop: int, ties: str) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float32)
 
 
+def _fp16_nearest(x: torch.Tensor, ties: str) -> torch.Tensor:
+    """x rounded to nearest fp16 number, a tie to even or away from zero, worked out on fp16's own grid: the spacing
+    2^(exponent - 10), the exponent never below fp16's smallest normal's (-14: the subnormals keep that spacing), and
+    inf past the top (where the unbounded rounding reaches 2^16). In doubles, where every step here is exact."""
+    out = []
+    for v in x.tolist():
+        if not math.isfinite(v) or v == 0:
+            out.append(v)
+            continue
+        spacing = 2.0 ** (max(math.frexp(abs(v))[1] - 1, -14) - 10)
+        q = abs(v) / spacing  # exact: a power-of-two scaling
+        n = math.floor(q)
+        if q - n > 0.5 or q - n == 0.5 and (ties == "away" or n % 2):
+            n += 1
+        r = n * spacing
+        out.append(math.copysign(math.inf if r > 65504.0 else r, v))
+    return torch.tensor(out, dtype=torch.float32)
+
+
 def _round_label(fmt: str, ties: str) -> str:
     return f"round_to(x, {fmt!r})" if ties == "even" else f"round_to(x, {fmt!r}, ties={ties!r})"
+
+
+def _round_want(x: torch.Tensor, fmt: str, ties: str) -> torch.Tensor:
+    """The reference: torch's cast where one exists (ties to even), else the rounding worked out on the bits."""
+    if fmt == "fp16" and ties == "away":
+        return _fp16_nearest(x, "away")
+    return x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
 
 
 def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
@@ -263,9 +289,11 @@ def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
             fail(f"{label} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
         if not torch.equal(torch.isnan(got), nan):
             fail(f"{label}: nan must stay nan and nothing else may become nan.")
-        want = x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
+        want = _round_want(x, fmt, ties)
         if torch.equal(got[~nan], want[~nan]):
             continue
+        if fmt == "fp16":
+            _judge_fp16_away(x, got, want, label)
         if fmt in _DROPPED and torch.equal(got[~nan], _truncated(x, _DROPPED[fmt])[~nan]):
             fail(f"{label} chopped off the low {_DROPPED[fmt]} bits (truncation): that always rounds toward zero, so a "
                  "value just below the next number up lands a whole step short of it. Round to the nearest.")
@@ -292,6 +320,32 @@ def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
                  "rounding to nearest works on the magnitude; the sign is kept as it is.")
         fail(f"{label} gave {gi!r} for {xi!r}, which is not the {fmt} number nearest to it"
              + (" (ties: look at the bits that are dropped)." if fmt in _DROPPED else f": compare with torch's own cast."))
+
+
+def _judge_fp16_away(x: torch.Tensor, got: torch.Tensor, want: torch.Tensor, label: str) -> None:
+    """fp16 with ties away from zero: no torch cast gives it, and fp16's numbers are not fp32's top bits."""
+    nan = torch.isnan(x)
+    bad = [i for i in range(len(x)) if not nan[i] and float(got[i]) != float(want[i])]
+    if torch.equal(got[~nan], x.to(torch.float16).float()[~nan]):
+        i = next(j for j in bad)
+        fail(f"{label} gave {float(got[i])!r} for {float(x[i])!r}, exactly halfway between two fp16 numbers: torch's "
+             "cast sends a tie to even. With ties='away' a tie goes to the neighbour of larger magnitude, and no "
+             "cast does that for you.")
+    held = got[~nan & torch.isfinite(got)]
+    if not torch.equal(held, held.to(torch.float16).float()):
+        i = next(j for j in range(len(x)) if not nan[j] and math.isfinite(float(got[j]))
+                 and float(got[j]) != float(torch.tensor([float(got[j])]).to(torch.float16).float()))
+        fail(f"{label} gave {float(got[i])!r} for {float(x[i])!r}, a number fp16 does not hold: fp16 is not fp32 with "
+             "its low bits dropped. Its exponent has 5 bits: section 1 says what that does to its numbers near the "
+             "bottom and past the top.")
+    small = torch.finfo(torch.float16).tiny
+    if all(abs(float(x[i])) < small for i in bad):
+        i = bad[0]
+        fail(f"{label} is right where fp16's numbers are normal and wrong below its smallest normal number (it gave "
+             f"{float(got[i])!r} for {float(x[i])!r}): how far apart are fp16's numbers there?")
+    i = bad[0]
+    fail(f"{label} gave {float(got[i])!r} for {float(x[i])!r}, which is not the fp16 number nearest to it, a tie going "
+         "away from zero.")
 
 
 def _running_sum_stall(dtype: torch.dtype, step: float, limit: int = 200_000) -> float:

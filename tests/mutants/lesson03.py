@@ -36,6 +36,24 @@ class LossScaler:
         self.growth_interval, self.good = growth_interval, 0
 """
 
+_ROUND_REFERENCE = """
+import math
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "fp32":
+        return x.clone()
+    if fmt == "fp16" and ties == "away":
+{fp16_away}    if ties == "even" and fmt != "tf32":
+        return x.to({"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+    drop = 13 if fmt == "tf32" else 16
+    bits = x.view(torch.int32)
+    half = 1 << (drop - 1)
+    bits = bits + (half - 1) + ((bits >> drop) & 1) if ties == "even" else bits + half
+    return torch.where(torch.isnan(x), x, (bits & ~((1 << drop) - 1)).view(torch.float32))
+"""
+
+
 MUTANTS = {
     "decode_check": [
         (
@@ -238,6 +256,38 @@ def round_to(x, fmt, ties="even"):
     return torch.where(torch.isfinite(x) & (x.abs() >= 2.0**-126), rounded, even)  # normal numbers only
 """,
             r"toward zero|positive values and wrong for negative",
+        ),
+        (  # the tf32 rule (fp32's bits rounded off), right for a format that is fp32's top bits, applied to fp16
+            "fp16 ties away done on fp32's bits, as for tf32",
+            """
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "fp32":
+        return x.clone()
+    if ties == "even" and fmt != "tf32":
+        return x.to({"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+    drop = {"tf32": 13, "fp16": 13, "bf16": 16}[fmt]
+    bits = x.view(torch.int32)
+    half = 1 << (drop - 1)
+    bits = bits + (half - 1) + ((bits >> drop) & 1) if ties == "even" else bits + half
+    return torch.where(torch.isnan(x), x, (bits & ~((1 << drop) - 1)).view(torch.float32))
+""",
+            r"a number fp16 does not hold",
+        ),
+        (
+            "fp16 ties away ignored: torch's cast",
+            _ROUND_REFERENCE.replace("{fp16_away}", "        return x.to(torch.float16).float()\n"),
+            r"no\s+cast does that for you",
+        ),
+        (
+            "fp16 ties found with the spacing of normal numbers only",
+            _ROUND_REFERENCE.replace("{fp16_away}", """        r = x.to(torch.float16).float()
+        spacing = torch.ldexp(torch.ones_like(x), torch.frexp(x)[1] - 1 - 10)  # fp16's spacing at x, if x is normal
+        tie = (x - r).abs() == spacing / 2
+        return torch.where(tie & (r.abs() < x.abs()), r + torch.copysign(spacing, x), r)
+"""),
+            r"wrong below its smallest normal number",
         ),
     ],
     "predict_vanishing_check": [
