@@ -31,9 +31,19 @@ def _general(x, e, m, chop=False, overflow=True):
 
 _SCALER_HEAD = """
 class LossScaler:
-    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 accumulation_steps=1):
         self.scale, self.growth_factor, self.backoff_factor = init_scale, growth_factor, backoff_factor
         self.growth_interval, self.good = growth_interval, 0
+        self.accumulation_steps, self.seen, self.bad, self.infs = accumulation_steps, 0, False, 0
+"""
+
+_GROW = """
+        self.good += 1
+        if self.good == self.growth_interval:
+            self.scale *= self.growth_factor
+            self.good = 0
+        return True
 """
 
 _ROUND_REFERENCE = """
@@ -581,6 +591,86 @@ def stall_point(dtype, step):
         return True
 """,
             r"scale grew and yours stayed|not GradScaler's",
+        ),
+        (  # GradScaler's rule, right with one micro-batch a step, run on every micro-batch of a window
+            "accumulation ignored: GradScaler's rule on every micro-batch",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.good = 0
+            return False
+""" + _GROW,
+            r"step the optimizer after micro-batch 1 of a window",
+        ),
+        (
+            "backs off at once, at the micro-batch that overflowed",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.good, self.bad = 0, True
+        if self.seen < self.accumulation_steps:
+            return False
+        bad, self.seen, self.bad = self.bad, 0, False
+        if bad:
+            return False
+""" + _GROW,
+            r"changed its scale after micro-batch 1 of a window",
+        ),
+        (
+            "only the window's last micro-batch decides",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        if self.seen < self.accumulation_steps:
+            return False
+        self.seen = 0
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.good = 0
+            return False
+""" + _GROW,
+            r"whose micro-batch 1\s+overflowed",
+        ),
+        (
+            "backs off once per overflowing micro-batch",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        self.infs += bool(found_inf)
+        if self.seen < self.accumulation_steps:
+            return False
+        infs, self.seen, self.infs = self.infs, 0, 0
+        if infs:
+            self.scale *= self.backoff_factor ** infs
+            self.good = 0
+            return False
+""" + _GROW,
+            r"lowered its scale more than once",
+        ),
+        (
+            "growth counted in micro-batches",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        if found_inf:
+            self.bad, self.good = True, 0
+        else:
+            self.good += 1
+        if self.seen < self.accumulation_steps:
+            return False
+        bad, self.seen, self.bad = self.bad, 0, False
+        if bad:
+            self.scale *= self.backoff_factor
+            return False
+        if self.good >= self.growth_interval:
+            self.scale *= self.growth_factor
+            self.good = 0
+        return True
+""",
+            r"grew its scale sooner",
         ),
     ],
 }
