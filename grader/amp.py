@@ -16,7 +16,7 @@ import copy
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -100,7 +100,8 @@ class TrainingRun:
     label: str
     losses: list[float] = field(default_factory=list)  # the loss each step returned, divided by the task's loss_scale
     scales: list[float] | None = None  # the scaler's scale after each step (None without a scaler)
-    skipped: list[int] = field(default_factory=list)  # steps that left every weight unchanged
+    skipped: list[int] = field(default_factory=list)  # steps the step said it did not apply (else: left every weight unchanged)
+    unchanged: list[int] = field(default_factory=list)  # steps that left every weight where it was
     zero_grads: list[float] = field(default_factory=list)  # fraction of the first layer's weight gradients that are 0
 
     @property
@@ -108,10 +109,13 @@ class TrainingRun:
         return self.losses[-1] if self.losses else math.nan
 
 
-def train(step: Callable[[nn.Module, torch.optim.Optimizer], torch.Tensor], label: str, steps: int, seed: int = 0,
+def train(step: Callable[[nn.Module, torch.optim.Optimizer], Any], label: str, steps: int, seed: int = 0,
           lr: float = 1e-2, loss_scale: float = 1.0, scaler: torch.amp.GradScaler | None = None,
           task: Callable[[int], tuple] = make_task, eps: float = 1e-8) -> TrainingRun:
     """Train task(seed)'s model with Adam(lr, eps) for `steps` calls of step(model, opt); record loss, scale, skipped steps, zero gradients.
+
+    step returns the loss, or (the loss, whether the optimizer's step was applied): then `skipped` holds what the step
+    said, else the steps that left every weight unchanged.
 
     Adam's eps does not scale with the loss: with a loss × 1e-6 the gradients fall below the default 1e-8 and eps
     shrinks every step, so a run of a scaled loss should pass eps scaled by the same factor.
@@ -121,11 +125,15 @@ def train(step: Callable[[nn.Module, torch.optim.Optimizer], torch.Tensor], labe
     run = TrainingRun(label, scales=[] if scaler is not None else None)
     for i in range(steps):
         before = [p.detach().clone() for p in model.parameters()]
-        loss = step(model, opt)
+        result = step(model, opt)
+        loss, applied = result if isinstance(result, tuple) else (result, None)
         run.losses.append(float(loss.detach().float()) / loss_scale)
         grad = first_layer(model).weight.grad
         run.zero_grads.append(1.0 if grad is None else float((grad == 0).float().mean()))
-        if all(torch.equal(b, p) for b, p in zip(before, model.parameters())):
+        unchanged = all(torch.equal(b, p) for b, p in zip(before, model.parameters()))
+        if unchanged:
+            run.unchanged.append(i)
+        if (not applied) if applied is not None else unchanged:
             run.skipped.append(i)
         if scaler is not None:
             run.scales.append(float(scaler.get_scale()))
@@ -133,7 +141,7 @@ def train(step: Callable[[nn.Module, torch.optim.Optimizer], torch.Tensor], labe
 
 
 def halved_where_skipped(run: TrainingRun) -> bool:
-    """True when the scale went down exactly on the steps that left the weights unchanged (GradScaler's rule)."""
+    """True when the scale went down exactly on the skipped steps, each time by half (GradScaler's rule)."""
     if run.scales is None:
         return False
     previous = [run.scales[0] * 2 if 0 in run.skipped else run.scales[0]] + run.scales[:-1]

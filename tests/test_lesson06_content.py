@@ -54,7 +54,8 @@ def test_fp16_without_a_scaler_underflows_and_with_one_learns():
     learned = _train(torch.float16, torch.amp.GradScaler("cpu"))
     assert stuck.zero_grads[0] == 1.0 and stuck.losses[-1] == stuck.losses[0]
     assert learned.zero_grads[0] < 0.5 and learned.losses[-1] < 0.9 * learned.losses[0]
-    assert len(stuck.skipped) == 12 and learned.skipped == []
+    # every step of the stuck run was applied (no gradient was inf) and moved no weight (every gradient was 0)
+    assert stuck.skipped == [] and len(stuck.unchanged) == 12 and learned.skipped == []
 
 
 def test_grad_scaler_halves_exactly_where_it_skips():
@@ -256,6 +257,22 @@ def test_smallest_kept_is_the_smallest_subnormal_torch_keeps():
     assert "fp8 training scales each tensor by its own factor" in text and "subnormal" in text
 
 
+def test_flush_to_zero_takes_only_what_is_subnormal_in_fp32():
+    """Wave 2: smallest_kept's flush_to_zero. Measured here: computed in fp32 with torch.set_flush_denormal(True), fp32
+    and bf16 keep nothing below 2^-126, while fp16's and fp8's subnormals (fp32 normals) all stay."""
+    judges = _instructor_judges()
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot switch flushing (torch.set_flush_denormal returns False)")
+    for name, (e, m, dtype) in judges.KEPT_FORMATS.items():
+        assert judges.measured_smallest_kept(dtype, False) == judges.smallest_kept_reference(e, m), name
+        assert judges.measured_smallest_kept(dtype, True) == judges.smallest_kept_reference(e, m, True), name
+    assert judges.smallest_kept_reference(8, 7, True) == 2.0**-126 != judges.smallest_kept_reference(8, 7)
+    assert judges.smallest_kept_reference(5, 10, True) == judges.smallest_kept_reference(5, 10) == 2.0**-24
+    assert torch.tensor(1e-40) * 1.0 != 0  # the mode is off again
+    text = _lesson_text()
+    assert "torch.set_flush_denormal(False)" in text  # the show cell switches it off again
+
+
 def test_low_precision_sizes_are_small_and_the_lesson_says_why():
     """06 cell 31: 1024² bf16/fp16 matmuls took ~100 s on a CPU without fp16 instructions."""
     nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
@@ -295,7 +312,7 @@ def test_amp_step_check_sees_the_loss_outside_autocast_and_a_bf16_scaler():
         loss = loss_fn(out, y)
         (loss if scaler is None else scaler.scale(loss)).backward()
         (opt.step() if scaler is None else (scaler.step(opt), scaler.update()))
-        return loss
+        return loss, True
 
     with pytest.raises(CheckFailed, match="after the `with torch.autocast` block had closed"):
         lesson06.check_amp_step(loss_outside)

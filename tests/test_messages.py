@@ -391,11 +391,11 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
     ],
     "06_mixed_precision": [
         ("amp_step_check", "from grader.checks import lesson06\nlesson06.reference_amp_step\n", "gone"),
-        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m, flush_to_zero=False):\n"
          "    return floats.Format('x', e, m, None).smallest_subnormal\n", r"calls grader\.floats\.Format\.smallest_subnormal"),
-        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m, flush_to_zero=False):\n"
          "    return floats.value_of(0, 0, 1, floats.Format('x', e, m, None))\n", r"calls grader\.floats\.value_of"),
-        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m):\n"
+        ("smallest_kept_check", "from grader import floats\n\ndef smallest_kept(e, m, flush_to_zero=False):\n"
          "    f = floats.Format('x', e, m, None)\n    return f.smallest_normal * f.eps\n",
          r"calls grader\.floats\.Format\.(smallest_normal|eps)"),
         ("low_precision_ops_check", "from grader import amp\n\ndef low_precision_ops(model, x, device_type, dtype):\n"

@@ -164,15 +164,18 @@ check_fields_by_hand = Keyed(
 
 
 def _round_input() -> torch.Tensor:
-    """The edge values, exact ties of tf32 and bf16 either side of zero, and 200 random values over 14 decades (fixed)."""
+    """The edge values, exact ties of tf32, bf16 and fp16 either side of zero (fp16's among its subnormals and at its
+    top too), and 200 random values over 14 decades (fixed)."""
     g = torch.Generator().manual_seed(3)
-    ties = [1.0 + 2.0**-11, 3.0 + 2.0**-10, 1.0 + 2.0**-8, 3.0 + 2.0**-7, 3.4028234663852886e38]
+    ties = [1.0 + 2.0**-11, 3.0 + 2.0**-10, 1.0 + 2.0**-8, 3.0 + 2.0**-7, 3.4028234663852886e38,
+            2049.0, 65520.0, 2.0**-25, 3 * 2.0**-25, 5 * 2.0**-25, 2.0**-14 + 2.0**-25, 1000 * 2.0**-24 + 2.0**-25]
     return torch.cat([torch.tensor(_EDGE + ties + [-t for t in ties], dtype=torch.float32),
                       torch.randn(200, generator=g) * 10.0 ** torch.randint(-9, 5, (200,), generator=g)])
 
 
-# (format, tie rule): every cast the check asks for; ties away only where the format is fp32's top bits
-_ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "even"), ("tf32", "away"), ("bf16", "away"))
+# (format, tie rule): every cast the check asks for; ties away where no torch cast gives them
+_ROUND_CASES = (("fp16", "even"), ("bf16", "even"), ("fp32", "even"), ("tf32", "even"), ("tf32", "away"), ("bf16", "away"),
+                ("fp16", "away"))
 _DROPPED = {"tf32": 13, "bf16": 16}  # the low fp32 bits the format does not keep
 
 
@@ -546,6 +549,16 @@ _SCALER_CASES = (
     (dict(init_scale=8.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=2),
      [False, True, False, False, False, True, False, False]),
 )
+F, T = False, True
+# Gradient accumulation: update(found_inf) after every micro-batch, the optimizer stepping once a window. Windows clean,
+# overflowing first, last, twice, and growth that needs several clean windows. What each should give is in the keys.
+_WINDOW_CASES = (
+    (dict(init_scale=1024.0, growth_interval=2, accumulation_steps=2),
+     [F, F, F, F, F, F, T, F, F, F, F, T, T, T, F, F, F, F, F, F, F, F]),
+    (dict(init_scale=8.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=1, accumulation_steps=3),
+     [F, F, F, T, F, F, F, F, F, F, T, T, F, F, F]),
+)
+del F, T
 
 
 @course_only()
@@ -664,8 +677,14 @@ def _drive(LossScaler: type, settings: dict, flags: list[bool]) -> dict:
 def _observe_loss_scaler(LossScaler: type) -> dict:
     require_callable(LossScaler, "LossScaler")
     default = call(LossScaler, label="LossScaler()")
+    windows = []
+    for settings, flags in _WINDOW_CASES:
+        try:  # a scaler without accumulation_steps still hears what the check says of its other runs first
+            windows.append(_drive(LossScaler, settings, flags))
+        except CheckFailed as exc:
+            windows.append({"raised": str(exc)})
     return {"default_scale": _attr(default, "scale"),
-            "runs": [_drive(LossScaler, settings, flags) for settings, flags in _SCALER_CASES]}
+            "runs": [_drive(LossScaler, settings, flags) for settings, flags in _SCALER_CASES], "windows": windows}
 
 
 def _judge_loss_scaler(observation: dict) -> None:
@@ -711,12 +730,61 @@ def _judge_loss_scaler(observation: dict) -> None:
             before = mine_scale
 
 
+def _public_loss_scaler(observation: dict) -> None:
+    """What the check can say without the answer of the windows: GradScaler's own rule with one micro-batch a step
+    (torch's behaviour, public), then that every run with accumulation answered every update with a number kept."""
+    if not isinstance(observation, dict) or not isinstance(observation.get("windows"), list) \
+            or len(observation["windows"]) != len(_WINDOW_CASES):
+        fail("the check could not read what your LossScaler did (a recording of the wrong shape)")
+    _judge_loss_scaler(observation)
+    for (settings, flags), run in zip(_WINDOW_CASES, observation["windows"]):
+        if not isinstance(run, dict) or "raised" in run:
+            fail(str(run.get("raised")) if isinstance(run, dict) else "the check could not read your LossScaler")
+        steps = run.get("steps")
+        if not run.get("has_update") or not isinstance(steps, list) or len(steps) != len(flags):
+            fail("the check could not read what your LossScaler did (a recording of the wrong length)")
+        if not is_number(run.get("init")) or float(run["init"]) != settings["init_scale"]:
+            fail(f"LossScaler({settings}).scale is {run.get('init')!r}; keep the current scale in self.scale, "
+                 "starting at init_scale.")
+        for got, scale in steps:
+            if not (isinstance(got, bool) or type(got) is int) or not is_number(scale):
+                fail(f"LossScaler({settings}): update() returned {got!r} and left scale {scale!r}; return a bool and "
+                     "keep a number in self.scale.")
+
+
+def _windows_summary(observation: dict) -> list:
+    """The keyed part: (applied, scale) after every micro-batch of the runs with accumulation."""
+    return [[[bool(got), float(scale)] for got, scale in run["steps"]] for run in observation["windows"]]
+
+
+def _hints_loss_scaler(observation: dict) -> None:
+    """An unknown answer with accumulation: what a right one has, without its values."""
+    for (settings, flags), run in zip(_WINDOW_CASES, observation["windows"]):
+        n = settings["accumulation_steps"]
+        before = float(run["init"])
+        for i, (got, scale) in enumerate(run["steps"]):
+            last = (i + 1) % n == 0
+            if got and not last:
+                fail(f"LossScaler({settings}) said to step the optimizer after micro-batch {i % n + 1} of a window of "
+                     f"{n}: the optimizer steps once a window, on the gradients of all its micro-batches summed.")
+            if not last and float(scale) != before:
+                fail(f"LossScaler({settings}) changed its scale after micro-batch {i % n + 1} of a window of {n}: "
+                     "the gradients already summed in .grad carry the old scale, the rest of the window would carry "
+                     "the new one, and one unscale divides them all by one number.")
+            before = float(scale)
+
+
 # torch's own scale update and unscale, C functions: a guard watches them by identity, as the profiler reports them
 _TORCH_SCALER_OPS = {torch._amp_update_scale_: "torch._amp_update_scale_ (GradScaler's own scale update)",
                      torch._amp_foreach_non_finite_check_and_unscale_:
                          "torch._amp_foreach_non_finite_check_and_unscale_ (GradScaler's own unscale)"}
 
-check_loss_scaler = guard(Check("LossScaler", _observe_loss_scaler, _judge_loss_scaler), "LossScaler",
+check_loss_scaler = guard(Keyed(
+    LESSON, "LossScaler", observe=_observe_loss_scaler, summary=_windows_summary, public=_public_loss_scaler,
+    hints=_hints_loss_scaler,
+    unknown="LossScaler with accumulation_steps is not the scaler section 5 asks for, nor a mistake the course knows. "
+            "Go back to what one optimizer step's evidence is when it sums a window of micro-batches: when the scale "
+            "may change, which windows are worth a step, and what a run of evidence counts."), "LossScaler",
                           {gradscaler_trace: "grader.checks.lesson03.gradscaler_trace",
                            _drive_gradscaler: "the course's own GradScaler driver",
                            torch.amp.GradScaler: "torch.amp.GradScaler (the scaler it is compared with)",

@@ -50,16 +50,34 @@ def _scaled_mse(loss_scale: float) -> Callable:
 
 
 NO_CLIP = 1e9  # a max_norm no gradient reaches: clipping does nothing
-# name -> (dtype, scaler settings or None, loss_scale, steps, learning rate, optimizer, max_norm)
+# name -> (dtype, scaler settings or None, loss_scale, steps, learning rate, optimizer, max_norm, the step whose
+# backward gives NaN though its loss is finite, or None)
 _SCENARIOS = {
-    "fp16, loss × 1e-6, GradScaler": (torch.float16, {"init_scale": 2.0**16}, 1e-6, 6, 3e-2, "adam", NO_CLIP),
-    "fp16, forced overflow": (torch.float16, {"init_scale": 2.0**40}, 1.0, 1, 3e-2, "adam", NO_CLIP),
-    "bf16, no scaler": (torch.bfloat16, None, 1.0, 2, 3e-2, "adam", NO_CLIP),
+    "fp16, loss × 1e-6, GradScaler": (torch.float16, {"init_scale": 2.0**16}, 1e-6, 6, 3e-2, "adam", NO_CLIP, None),
+    "fp16, forced overflow": (torch.float16, {"init_scale": 2.0**40}, 1.0, 1, 3e-2, "adam", NO_CLIP, None),
+    "bf16, no scaler": (torch.bfloat16, None, 1.0, 2, 3e-2, "adam", NO_CLIP, None),
     # SGD moves each weight by lr × its gradient, so a gradient clipped to the wrong norm shows in the weights
     # (Adam's first steps hardly depend on the gradient's size). The true gradient's norm is well above max_norm.
-    "fp16, GradScaler, clipped": (torch.float16, {"init_scale": 2.0**10}, 1.0, 3, 0.5, "sgd", 0.05),
-    "bf16, clipped": (torch.bfloat16, None, 1.0, 2, 0.5, "sgd", 0.05),
+    "fp16, GradScaler, clipped": (torch.float16, {"init_scale": 2.0**10}, 1.0, 3, 0.5, "sgd", 0.05, None),
+    "bf16, clipped": (torch.bfloat16, None, 1.0, 2, 0.5, "sgd", 0.05, None),
+    # the second step's loss is finite but its backward gives NaN (as sqrt's does at 0): no scaler is there to see it
+    "bf16, a NaN gradient": (torch.bfloat16, None, 1.0, 3, 3e-2, "adam", 1.0, 1),
+    # the first step of a warm-up from lr 0: the optimizer steps and no weight moves
+    "fp16, GradScaler, lr 0": (torch.float16, {"init_scale": 2.0**16}, 1.0, 1, 0.0, "adam", 1.0, None),
+    "bf16, lr 0": (torch.bfloat16, None, 1.0, 1, 0.0, "adam", 1.0, None),
 }
+
+
+class _NaNBackward(torch.autograd.Function):
+    """The identity forward; a backward that sends NaN on (a finite loss whose gradient is not, as sqrt's at 0)."""
+
+    @staticmethod
+    def forward(ctx, loss):
+        return loss.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * math.nan
 
 
 def _params(model: nn.Module) -> list[torch.Tensor]:
@@ -70,9 +88,9 @@ def _flat(tensors) -> torch.Tensor:
     return torch.cat([t.detach().float().reshape(-1) for t in tensors])
 
 
-def _watched_loss(loss_scale: float, seen: dict) -> Callable:
+def _watched_loss(loss_scale: float, seen: dict, nan_at: int | None = None) -> Callable:
     """The scenario's loss, recording whether autocast was on when it ran, what it computed, and the gradient
-    backward sent into it.
+    backward sent into it; at call `nan_at` (counted from 0) a finite loss whose backward gives NaN.
 
     The gradient reaching the loss is 1 for a plain backward and the scale S for scaler.scale(loss).backward():
     so the check sees whether (and by how much) a step scaled its loss.
@@ -82,6 +100,8 @@ def _watched_loss(loss_scale: float, seen: dict) -> Callable:
     def loss_fn(out, target):
         seen["loss_autocast"].append(bool(torch.is_autocast_enabled(DEVICE_TYPE)))
         loss = plain(out, target)
+        if nan_at is not None and len(seen["loss_values"]) == nan_at and loss.requires_grad:
+            loss = _NaNBackward.apply(loss)
         seen["loss_values"].append(float(loss.detach().float().reshape(-1)[0]))
         if loss.requires_grad:
             loss.register_hook(lambda g: seen["loss_grad"].append(float(g.detach().float().reshape(-1)[0])))
@@ -96,7 +116,7 @@ def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | Non
     Beside the weights after each step it records, per step, the gradient backward made for each weight (a hook
     on the weight, before anything is added to .grad) and the gradient the optimizer found when it was called.
     """
-    dtype, settings, loss_scale, default_steps, lr, optimizer, max_norm = _SCENARIOS[name]
+    dtype, settings, loss_scale, default_steps, lr, optimizer, max_norm, nan_at = _SCENARIOS[name]
     steps = default_steps if steps is None else steps
     model, x, y = _task(seed)
     opt = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam" else
@@ -118,21 +138,25 @@ def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | Non
     hooks.append(opt.register_step_pre_hook(lambda o, args, kwargs: used.append(
         _flat(p.grad if p.grad is not None else torch.zeros_like(p) for p in params))))
     seen: dict[str, Any] = {"losses": [], "returned": [], "scales": [], "params": [], "grads": [], "zero_grads": [],
-                            "loss_autocast": [], "loss_grad": [], "loss_values": [], "made": [], "used": []}
-    loss_fn = _watched_loss(loss_scale, seen)
+                            "loss_autocast": [], "loss_grad": [], "loss_values": [], "made": [], "used": [],
+                            "applied": []}
+    loss_fn = _watched_loss(loss_scale, seen, nan_at)
     try:
         for i in range(steps):
             before = _params(model)
             fresh.clear()
             used.clear()
             try:
-                loss = amp_step(model, opt, x, y, loss_fn, DEVICE_TYPE, dtype, scaler, max_norm)
+                result = amp_step(model, opt, x, y, loss_fn, DEVICE_TYPE, dtype, scaler, max_norm)
             except NotImplementedError:
                 raise NotDone("amp_step") from None
             except Exception as exc:  # noqa: BLE001  the judge says what the crash means
                 seen["raised"] = {"step": i, "name": type(exc).__name__, "message": str(exc)[:500]}
                 break
-            seen["returned"].append(type(loss).__name__)
+            loss, applied = result if isinstance(result, tuple) and len(result) == 2 else (result, None)
+            seen["returned"].append(type(result).__name__ if applied is None else f"({type(loss).__name__}, "
+                                    f"{type(applied).__name__})")
+            seen["applied"].append(_as_flag(applied))
             value = loss.detach().float().reshape(-1)[0].item() if isinstance(loss, torch.Tensor) and loss.numel() else None
             seen["losses"].append(value)
             if i == 0:
@@ -155,6 +179,15 @@ def _run_scenario(amp_step: Callable, name: str, seed: int = 0, steps: int | Non
     seen["loss_scale"] = loss_scale
     seen["max_norm"] = max_norm
     return seen
+
+
+def _as_flag(applied: Any) -> Any:
+    """What amp_step said of its step: a bool (a one-element bool tensor read as one), else the type it gave."""
+    if isinstance(applied, bool):
+        return applied
+    if isinstance(applied, torch.Tensor) and applied.numel() == 1 and applied.dtype == torch.bool:
+        return bool(applied.item())
+    return type(applied).__name__
 
 
 def _observe_amp_step(amp_step: Callable) -> dict:
@@ -193,8 +226,10 @@ def _public_amp_step(observation: dict) -> None:
             fail("the check could not read what amp_step did (a recording of the wrong shape)")
         _judge_crash(name, seen)
     first = observation[next(iter(_SCENARIOS))]
-    if first["returned"][0] != "Tensor" or not is_number(first["losses"][0]):
-        fail(f"amp_step returned a {first['returned'][0]}; return the loss, a 0-dim tensor (the unscaled loss_fn(...)).")
+    if not first["returned"] or first["returned"][0] != "(Tensor, bool)" or not is_number(first["losses"][0]):
+        got = first["returned"][0] if first["returned"] else "nothing"
+        fail(f"amp_step returned {got}; return a pair: the loss, a 0-dim tensor (the unscaled loss_fn(...)), and "
+             "whether the optimizer's step was applied, a bool.")
 
 
 _NEAR = 1e-3  # two sizes within rounding of each other (relative)
@@ -249,6 +284,7 @@ def _amp_summary(observation: dict) -> dict:
             "changed": list(seen.get("changed", [])),
             "finite": list(seen.get("finite", [])),
             "optimizer": [_what_the_optimizer_used(seen, i) for i in range(n)],
+            "applied": list(seen.get("applied", [])),
         }
         if seen["loss_scale"] != 1.0:  # the tiny loss must learn
             facts[name]["learned"] = bool(n and seen["losses"][-1] < 0.9 * seen["losses"][0])
@@ -262,7 +298,8 @@ check_amp_step = Keyed(
     "06_mixed_precision", "amp_step", observe=_observe_amp_step, summary=_amp_summary, public=_public_amp_step,
     unknown="amp_step's step is not the one this lesson builds, nor a mistake the course knows. Go back over what "
             "must run inside autocast, where the scale enters the gradients and where it must have left them, "
-            "which call may skip the step, and what the next step's backward must start from.")
+            "which steps must not be applied and who sees them, how you know whether the optimizer stepped, and "
+            "what the next step's backward must start from.")
 
 
 def _instructor_judges():
@@ -439,8 +476,17 @@ ops_on = Check("low_precision_ops on another model", _observe_ops_on, _judge_ops
 # The answers of smooth, verdict and smallest_kept are not here: each is judged by digests (grader.checks._keys),
 # made by scripts/build_keys.py from the instructor's judges (solutions/judges/lesson06.py, never released).
 
+# Losses logged at every step (steps left out: 1, 2, 3, …), then logged at steps a trainer chose: every 10, sparser
+# as the run goes on, after one long gap, and from a first log well after step 1.
 _SMOOTH_CASES = [([4.0], 0.9), ([2.0, 2.0, 2.0, 2.0, 2.0], 0.9), ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8),
-                 ([1.0, 2.0, 3.0], 0.5), ([1.0, 5.0, 2.0], 0.0), ([], 0.9)]
+                 ([1.0, 2.0, 3.0], 0.5), ([1.0, 5.0, 2.0], 0.0), ([], 0.9),
+                 ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8, [1, 2, 3, 4, 5, 6, 7, 8]),
+                 ([4.0, 2.0, 1.0], 0.9, [10, 20, 30]),
+                 ([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0], 0.8, [1, 2, 3, 5, 8, 13, 21, 34]),
+                 ([2.0, 2.0, 2.0, 2.0], 0.9, [3, 4, 10, 50]),
+                 ([5.0, 1.0, 3.0], 0.5, [1, 2, 12]),
+                 ([6.0, 2.0, 4.0], 0.0, [2, 5, 9]),
+                 ([], 0.9, [])]
 
 
 def _public_smooth(smooth: Replay) -> None:
@@ -450,21 +496,31 @@ def _public_smooth(smooth: Replay) -> None:
         fail(f"smooth([4.0], 0.9) returned {type(got).__name__}; return a list of floats, one per loss.")
     if call(smooth, [], 0.9) != []:
         fail("smooth([], 0.9) should return an empty list.")
+    if call(smooth, [], 0.9, []) != []:
+        fail("smooth([], 0.9, []) should return an empty list.")
 
 
 def _hints_smooth(smooth: Replay) -> None:
     """An unknown answer that does not keep a constant loss."""
-    constant = call(smooth, [2.0] * 5, 0.9)
-    if not (isinstance(constant, list) and len(constant) == 5
-            and all(is_number(v) and close(float(v), 2.0, 1e-9) for v in constant)):
-        fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
+    for case in (([2.0] * 5, 0.9), ([2.0] * 4, 0.9, [3, 4, 10, 50])):
+        constant = call(smooth, *case)
+        if not (isinstance(constant, list) and len(constant) == len(case[0])
+                and all(is_number(v) and close(float(v), 2.0, 1e-9) for v in constant)):
+            fail(f"smooth{case} does not return the constant loss unchanged: a constant loss must smooth to the same "
+                 "constant, however it was logged.")
+    every, listed = call(smooth, *_SMOOTH_CASES[2]), call(smooth, *_SMOOTH_CASES[6])
+    if not (isinstance(every, list) and isinstance(listed, list) and len(every) == len(listed)
+            and all(is_number(a) and is_number(b) and close(float(a), float(b), 1e-9) for a, b in zip(every, listed))):
+        fail("smooth gave losses logged at steps [1, 2, …, 8] another average than the same losses with steps left "
+             "out, which means every step: 1, 2, 3, …")
 
 
 check_smooth = Keyed(
     "06_mixed_precision", "smooth", "smooth", _SMOOTH_CASES,
     floats=True, public=_public_smooth, hints=_hints_smooth,
-    unknown="smooth is not the bias-corrected exponential moving average of the losses, nor a mistake the course "
-            "knows. Go back to what beta weighs, where the average starts, and what the bias correction undoes.")
+    unknown="smooth is not the bias-corrected moving average section 4 describes, nor a mistake the course knows. Go "
+            "back to what beta weighs at each training step, what a logged loss stands for, and where the weight "
+            "sits after the steps since the start.")
 
 
 # --- verdict ---------------------------------------------------------------------------------------
@@ -532,8 +588,9 @@ check_verdict = Keyed(
 # --- the smallest number a format keeps ------------------------------------------------------------------
 
 # (exponent bits, mantissa bits) of the formats the lesson casts gradients to (fp32, bf16, fp16, fp8 e4m3, fp8 e5m2),
-# and one no table lists
-_KEPT_CASES = [(8, 23), (8, 7), (5, 10), (4, 3), (5, 2), (6, 9)]
+# and one no table lists; then the same formats when the fp32 arithmetic flushes its subnormals to zero
+_KEPT_CASES = [(8, 23), (8, 7), (5, 10), (4, 3), (5, 2), (6, 9),
+               (8, 23, True), (8, 7, True), (5, 10, True), (4, 3, True), (5, 2, True), (6, 9, True)]
 
 
 def _public_smallest_kept(fn: Replay) -> None:
@@ -551,7 +608,7 @@ _KEPT_SHORTCUTS = {**{prop.fget: f"grader.floats.Format.{name}" for name, prop i
 check_smallest_kept = guard(Keyed(
     "06_mixed_precision", "smallest_kept", "smallest_kept", _KEPT_CASES,
     floats=True, public=_public_smallest_kept,
-    sig=8,  # at 6 figures one of the visible answers sits on a rounding edge; powers of two are exact anyway
+    sig=7,  # at 6 figures 2^-9 sits on a rounding edge, at 8 figures 2^-126; powers of two are exact anyway
     unknown="smallest_kept is not the smallest positive number the format keeps, nor a mistake the course knows. "
-            "Work it out from the bits: the bias, the smallest normal exponent, and how far the subnormals go "
-            "below it."), "smallest_kept", _KEPT_SHORTCUTS)
+            "Work it out from the bits (the bias, the smallest normal exponent, how far the subnormals go below it), "
+            "and with flush_to_zero from which numbers that mode sends to 0."), "smallest_kept", _KEPT_SHORTCUTS)

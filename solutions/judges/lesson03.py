@@ -25,7 +25,7 @@ from fractions import Fraction
 from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson03 import (_BY_HAND, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
                                     _SCALE_CASES, _STALL_RUN, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
-                                    _round_input, _scale_label, _scale_of)
+                                    _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler)
 from grader.floats import FORMATS, Format, value_of
 
 
@@ -244,8 +244,34 @@ def _nearest(x: torch.Tensor, drop: int, ties: str) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float32)
 
 
+def _fp16_nearest(x: torch.Tensor, ties: str) -> torch.Tensor:
+    """x rounded to nearest fp16 number, a tie to even or away from zero, worked out on fp16's own grid: the spacing
+    2^(exponent - 10), the exponent never below fp16's smallest normal's (-14: the subnormals keep that spacing), and
+    inf past the top (where the unbounded rounding reaches 2^16). In doubles, where every step here is exact."""
+    out = []
+    for v in x.tolist():
+        if not math.isfinite(v) or v == 0:
+            out.append(v)
+            continue
+        spacing = 2.0 ** (max(math.frexp(abs(v))[1] - 1, -14) - 10)
+        q = abs(v) / spacing  # exact: a power-of-two scaling
+        n = math.floor(q)
+        if q - n > 0.5 or q - n == 0.5 and (ties == "away" or n % 2):
+            n += 1
+        r = n * spacing
+        out.append(math.copysign(math.inf if r > 65504.0 else r, v))
+    return torch.tensor(out, dtype=torch.float32)
+
+
 def _round_label(fmt: str, ties: str) -> str:
     return f"round_to(x, {fmt!r})" if ties == "even" else f"round_to(x, {fmt!r}, ties={ties!r})"
+
+
+def _round_want(x: torch.Tensor, fmt: str, ties: str) -> torch.Tensor:
+    """The reference: torch's cast where one exists (ties to even), else the rounding worked out on the bits."""
+    if fmt == "fp16" and ties == "away":
+        return _fp16_nearest(x, "away")
+    return x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
 
 
 def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
@@ -263,9 +289,11 @@ def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
             fail(f"{label} returned shape {tuple(got.shape)} for input shape {tuple(x.shape)}.")
         if not torch.equal(torch.isnan(got), nan):
             fail(f"{label}: nan must stay nan and nothing else may become nan.")
-        want = x.to(FORMATS[fmt].dtype).float() if ties == "even" and fmt != "tf32" else _nearest(x, _DROPPED[fmt], ties)
+        want = _round_want(x, fmt, ties)
         if torch.equal(got[~nan], want[~nan]):
             continue
+        if fmt == "fp16":
+            _judge_fp16_away(x, got, want, label)
         if fmt in _DROPPED and torch.equal(got[~nan], _truncated(x, _DROPPED[fmt])[~nan]):
             fail(f"{label} chopped off the low {_DROPPED[fmt]} bits (truncation): that always rounds toward zero, so a "
                  "value just below the next number up lands a whole step short of it. Round to the nearest.")
@@ -292,6 +320,32 @@ def _judge_round_to(round_to: Callable[..., torch.Tensor]) -> None:
                  "rounding to nearest works on the magnitude; the sign is kept as it is.")
         fail(f"{label} gave {gi!r} for {xi!r}, which is not the {fmt} number nearest to it"
              + (" (ties: look at the bits that are dropped)." if fmt in _DROPPED else f": compare with torch's own cast."))
+
+
+def _judge_fp16_away(x: torch.Tensor, got: torch.Tensor, want: torch.Tensor, label: str) -> None:
+    """fp16 with ties away from zero: no torch cast gives it, and fp16's numbers are not fp32's top bits."""
+    nan = torch.isnan(x)
+    bad = [i for i in range(len(x)) if not nan[i] and float(got[i]) != float(want[i])]
+    if torch.equal(got[~nan], x.to(torch.float16).float()[~nan]):
+        i = next(j for j in bad)
+        fail(f"{label} gave {float(got[i])!r} for {float(x[i])!r}, exactly halfway between two fp16 numbers: torch's "
+             "cast sends a tie to even. With ties='away' a tie goes to the neighbour of larger magnitude, and no "
+             "cast does that for you.")
+    held = got[~nan & torch.isfinite(got)]
+    if not torch.equal(held, held.to(torch.float16).float()):
+        i = next(j for j in range(len(x)) if not nan[j] and math.isfinite(float(got[j]))
+                 and float(got[j]) != float(torch.tensor([float(got[j])]).to(torch.float16).float()))
+        fail(f"{label} gave {float(got[i])!r} for {float(x[i])!r}, a number fp16 does not hold: fp16 is not fp32 with "
+             "its low bits dropped. Its exponent has 5 bits: section 1 says what that does to its numbers near the "
+             "bottom and past the top.")
+    small = torch.finfo(torch.float16).tiny
+    if all(abs(float(x[i])) < small for i in bad):
+        i = bad[0]
+        fail(f"{label} is right where fp16's numbers are normal and wrong below its smallest normal number (it gave "
+             f"{float(got[i])!r} for {float(x[i])!r}): how far apart are fp16's numbers there?")
+    i = bad[0]
+    fail(f"{label} gave {float(got[i])!r} for {float(x[i])!r}, which is not the fp16 number nearest to it, a tie going "
+         "away from zero.")
 
 
 def _running_sum_stall(dtype: torch.dtype, step: float, limit: int = 200_000) -> float:
@@ -469,5 +523,76 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
              "scaled gradient finite, and costs none of them a digit.")
 
 
+# --- LossScaler with gradient accumulation -------------------------------------------------------------------------
+
+
+def gradscaler_rule(found_infs: list[bool], init_scale: float = 65536.0, growth_factor: float = 2.0,
+                    backoff_factor: float = 0.5, growth_interval: int = 2000) -> list[tuple[bool, float]]:
+    """GradScaler's update, one optimizer step per flag: (applied, scale after). Written out here rather than asked of
+    the course's GradScaler driver, which a prediction watches (tests/test_lesson03_content.py holds them equal)."""
+    scale, good, out = float(init_scale), 0, []
+    for found_inf in found_infs:
+        if found_inf:
+            scale, good = scale * backoff_factor, 0
+        else:
+            good += 1
+            if good == growth_interval:
+                scale, good = scale * growth_factor, 0
+        out.append((not found_inf, scale))
+    return out
+
+
+def window_trace(settings: dict, flags: list[bool]) -> list[tuple[bool, float]]:
+    """The answer with accumulation: (step now?, scale after) for every micro-batch. The scale holds through a window
+    (its gradients are summed in one .grad and unscaled once), the optimizer steps at the window's end unless some
+    micro-batch of it overflowed, and GradScaler's rule runs once a window, on that window's evidence: GradScaler
+    driven once per optimizer step, as torch's gradient-accumulation recipe calls update()."""
+    settings = dict(settings)
+    n = settings.pop("accumulation_steps", 1)
+    windows = [flags[i:i + n] for i in range(0, len(flags), n)]
+    per_step = gradscaler_rule([any(w) for w in windows], **settings)
+    out, scale = [], float(settings["init_scale"])
+    for window, (applied, after) in zip(windows, per_step):
+        out += [(False, scale)] * (len(window) - 1) + [(applied, after)]
+        scale = after
+    return out
+
+
+def _judge_loss_scaler_windows(observation: dict) -> None:
+    """LossScaler: GradScaler's rule with one micro-batch a step (the public half), and once a window with more."""
+    _public_loss_scaler(observation)
+    for (settings, flags), run in zip(_WINDOW_CASES, observation["windows"]):
+        want = window_trace(settings, flags)
+        got = [(bool(g), float(sc)) for g, sc in run["steps"]]
+        if got == want:
+            continue
+        n = settings["accumulation_steps"]
+        before = float(settings["init_scale"])
+        for i, ((g, sc), (w, wsc)) in enumerate(zip(got, want)):
+            last = (i + 1) % n == 0
+            window = flags[i - i % n:i - i % n + n]
+            if g and not last:
+                fail(f"LossScaler({settings}) said to step the optimizer after micro-batch {i % n + 1} of a window of "
+                     f"{n}: the optimizer steps once a window, on the gradients of all its micro-batches summed.")
+            if not last and sc != before:
+                fail(f"LossScaler({settings}) changed its scale after micro-batch {i % n + 1} of a window of {n}, "
+                     "where it overflowed: the gradients already summed in .grad carry the old scale, the rest of the "
+                     "window would carry the new one, and one unscale divides them all by one number.")
+            if last and g and not w:
+                fail(f"LossScaler({settings}) stepped the optimizer after a window whose micro-batch "
+                     f"{window.index(True) + 1} overflowed: the inf is in the summed gradients whatever came after it.")
+            if last and sum(window) > 1 and sc < wsc:
+                fail(f"LossScaler({settings}) lowered its scale more than once for one window with "
+                     f"{sum(window)} overflowing micro-batches: the step skipped is one step. How much does one "
+                     "skipped step say about the scale?")
+            if last and sc > before and not any(window) and wsc == before:
+                fail(f"LossScaler({settings}) grew its scale sooner than a scaler that weighs one optimizer step's "
+                     "evidence at a time: what is one step of evidence when the optimizer steps once a window?")
+            if (g, sc) != (w, wsc):
+                fail(f"LossScaler({settings}) is not the scaler section 5 asks for after micro-batch {i + 1}.")
+            before = sc
+
+
 JUDGES = {"FIELDS_BY_HAND": _judge_fields_by_hand, "ROUNDED_BY_HAND": _judge_rounded_by_hand, "decode": _judge_decode, "round_to": _judge_round_to, "predict_vanishing": _judge_predict_vanishing,
-          "stall_point": _judge_stall_point, "choose_loss_scale": _judge_choose_loss_scale}
+          "stall_point": _judge_stall_point, "choose_loss_scale": _judge_choose_loss_scale,
+          "LossScaler": _judge_loss_scaler_windows}

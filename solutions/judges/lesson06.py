@@ -19,6 +19,7 @@ from torch import nn
 
 from grader.checks import _plain
 from grader.checks._common import Replay, call, close, fail, is_number
+from grader.notebook import CheckFailed
 from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VERDICT_CASES, DEVICE_TYPE, NO_CLIP,
                                     _probe, _public_amp_step, _public_ops, _run_scenario)
 
@@ -27,11 +28,12 @@ from grader.checks.lesson06 import (_KEPT_CASES, _SCENARIOS, _SMOOTH_CASES, _VER
 
 
 def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm, zero_grad: bool = True,
-                       clip: str = "unscaled"):
-    """The course's reference step (the judge runs it on the same task).
+                       clip: str = "unscaled", skip_bf16: bool = True):
+    """The course's reference step (the judge runs it on the same task): (the loss, whether the optimizer stepped).
 
-    zero_grad=False and clip="scaled" (clipping the gradients while they are still S times too large) are the
-    known mistakes the judge compares a failing step with.
+    zero_grad=False, clip="scaled" (clipping the gradients while they are still S times too large) and
+    skip_bf16=False (the documented recipe: nothing stops a bf16 step whose gradients hold NaN) are the known
+    mistakes the judge compares a failing step with.
     """
     if zero_grad:
         opt.zero_grad(set_to_none=True)
@@ -39,16 +41,20 @@ def reference_amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, ma
         loss = loss_fn(model(x), y)
     if scaler is None:
         loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        opt.step()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        applied = bool(torch.isfinite(norm)) or not skip_bf16  # an inf or NaN anywhere makes the norm one
+        if applied:
+            opt.step()
     else:
         scaler.scale(loss).backward()
         if clip == "unscaled":
             scaler.unscale_(opt)  # the gradients are the true ones from here on; step() does not divide again
         nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.step(opt)  # skips the optimizer's step when unscale_ found inf or NaN
         scaler.update()
-    return loss.detach()
+        applied = scaler.get_scale() >= before  # update() lowers the scale after a skip (backoff_factor < 1), only then
+    return loss.detach(), applied
 
 
 @functools.lru_cache(maxsize=32)
@@ -84,10 +90,10 @@ def _matches(a: Any, b: Any, rel: float = 2e-3, allowed: float = 0.02) -> bool:
 
 def _amp_step(observation: dict) -> None:
     """amp_step: autocast forward and loss, scaled backward, unscale, clip, scaler.step, scaler.update; zero_grad
-    first."""
+    first; a bf16 step with non-finite gradients not applied; and whether each step was applied, said truly."""
     _public_amp_step(observation)
-    fp16, overflow, bf16, clip16, clip_bf = (observation[n] for n in _SCENARIOS)
-    ref16, ref_over, ref_bf, ref_clip16, ref_clip_bf = (_reference(n) for n in _SCENARIOS)
+    fp16, overflow, bf16, clip16, clip_bf, nan_bf, lr0_16, lr0_bf = (observation[n] for n in _SCENARIOS)
+    ref16, ref_over, ref_bf, ref_clip16, ref_clip_bf, ref_nan = (_reference(n) for n in list(_SCENARIOS)[:6])
 
     if not fp16.get("linear_out") or fp16["linear_out"][0] == "torch.float32":
         fail(f"the Linear layers produced {', '.join(fp16.get('linear_out') or ['nothing'])} in an fp16 step: the "
@@ -162,6 +168,41 @@ def _amp_step(observation: dict) -> None:
     _judge_clipping(clip16, ref_clip16, "fp16, GradScaler, clipped")
     _judge_clipping(clip_bf, ref_clip_bf, "bf16, clipped")
 
+    # a bf16 step whose gradients hold NaN: no scaler looks, so the step itself must not apply it
+    name = "bf16, a NaN gradient"
+    if len(nan_bf["used"]) > 1 and nan_bf["used"][1]:
+        state = " and the weights are no longer finite" if not nan_bf["finite"][1] else ""
+        fail(f"in the '{name}' run the optimizer stepped on the step whose gradients held NaN{state}. With "
+             "scaler=None nothing skips that step for you: section 1 says which steps must never move the weights.")
+    if not all(_matches(a, b) for a, b in zip(nan_bf["params"], ref_nan["params"])) or len(nan_bf["params"]) != 3:
+        fail(f"in the '{name}' run the weights differ from the reference step's, around the step whose gradients held "
+             "NaN: it must leave the weights as they were, and the next step must start from cleared gradients.")
+
+    # what amp_step said of each step against what the optimizer did
+    for run_name in _SCENARIOS:
+        seen = observation[run_name]
+        for i, (said, used) in enumerate(zip(seen["applied"], seen["used"])):
+            if not isinstance(said, bool):
+                fail(f"amp_step said {said!r} of whether step {i + 1} of the '{run_name}' run was applied: say it "
+                     "with a bool.")
+            stepped = bool(used)
+            if said == stepped:
+                continue
+            if run_name == "fp16, forced overflow":
+                fail(f"amp_step said the step of the '{run_name}' run was applied, but the scaler skipped it: the "
+                     "optimizer never stepped. Its loss was finite: what overflowed?")
+            if run_name == name:
+                fail(f"amp_step skipped the step of the '{run_name}' run whose gradients held NaN, as it must, but "
+                     "said it was applied.")
+            if "lr 0" in run_name:
+                fail(f"amp_step said the step of the '{run_name}' run was skipped: the optimizer did step, with a "
+                     "learning rate of 0 (the first step of a warm-up), and so no weight moved. A step applied is one "
+                     "the optimizer took, whether or not a weight moved.")
+            if stepped:
+                fail(f"amp_step said step {i + 1} of the '{run_name}' run was skipped, yet the optimizer stepped. "
+                     "What did you read that from? (scaler.step returns whatever opt.step() returned.)")
+            fail(f"amp_step said step {i + 1} of the '{run_name}' run was applied, yet the optimizer never stepped.")
+
 
 def _judge_clipping(seen: dict, ref: dict, name: str) -> None:
     params = seen.get("params") or []
@@ -185,6 +226,8 @@ def amp_step_on(observation: dict, scenario: str, seed: int, steps: int, why: st
     ref = _reference(scenario, seed, steps)
     params = observation.get("params") or []
     if len(params) != len(ref["params"]) or not all(_matches(a, b) for a, b in zip(params, ref["params"])):
+        fail(why)
+    if observation.get("applied") != ref["applied"]:  # what it said of each step: applied or skipped
         fail(why)
 
 
@@ -260,26 +303,41 @@ def low_precision_ops(observation: dict, conv: bool = False) -> None:
 # --- smooth ------------------------------------------------------------------------------------------
 
 
-def smooth_reference(values: list[float], beta: float, correct: bool = True, swapped: bool = False,
-                     corrected_by: float | None = None) -> list[float]:
-    """The bias-corrected average, or one of the known mistakes (no correction, beta swapped)."""
-    out, v = [], 0.0
+def smooth_reference(values: list[float], beta: float, steps: list[int] | None = None, correct: bool = True,
+                     swapped: bool = False, corrected_by: float | None = None, shift: int = 0,
+                     ignore_steps: bool = False, one_point: bool = False, count_logs: bool = False,
+                     start_at_first: bool = False) -> list[float]:
+    """The bias-corrected average of losses logged at `steps` (None: every step, 1, 2, 3, …), beta the weight of the
+    past per training step, each logged loss standing for every step since the previous log; or one of the known
+    mistakes: no correction, beta swapped, the correction a step off, the steps ignored (the classic average at every
+    log), each logged loss weighed as one step (a time-weighted EMA of points), the correction counting logs instead
+    of steps, the average started one step before the first log instead of at step 0."""
+    steps = list(range(1, len(values) + 1)) if steps is None or ignore_steps else list(steps)
     past = 1 - beta if swapped else beta
-    for t, x in enumerate(values, start=1):
-        v = past * v + (1 - past) * x
-        if correct:
-            denominator = 1 - (past if corrected_by is None else corrected_by) ** t
-            out.append(v / denominator if denominator else math.nan)
-        else:
+    origin = steps[0] - 1 if start_at_first and steps else 0
+    out, v, w, last = [], 0.0, 0.0, origin
+    for k, (s, x) in enumerate(zip(steps, values), start=1):
+        keep = past ** (s - last)  # what is left of the past after the steps since the previous log
+        mixed = (1 - past) if one_point else (1 - keep)  # the logged loss's share: one step, or every step it stands for
+        v = keep * v + mixed * x
+        w = keep * w + mixed  # the weight on real losses (what is not on the starting 0)
+        last = s
+        if not correct:
             out.append(v)
+            continue
+        if one_point:
+            denominator = w
+        else:
+            base = past if corrected_by is None else corrected_by
+            denominator = 1 - base ** ((k if count_logs else s - origin) + shift)
+        out.append(v / denominator if denominator else math.nan)
     return out
 
 
 def _swapped(args: tuple) -> list[list[float]]:
-    values, beta = args
-    return [smooth_reference(values, beta, swapped=True),
-            smooth_reference(values, beta, swapped=True, corrected_by=beta),
-            smooth_reference(values, beta, correct=False, swapped=True)]
+    return [smooth_reference(*args, swapped=True),
+            smooth_reference(*args, swapped=True, corrected_by=args[1]),
+            smooth_reference(*args, correct=False, swapped=True)]
 
 
 def _same_list(got: Any, want: list[float], rel: float = 1e-9) -> bool:
@@ -287,29 +345,68 @@ def _same_list(got: Any, want: list[float], rel: float = 1e-9) -> bool:
             and all(is_number(g) and close(float(g), w, rel) for g, w in zip(got, want)))
 
 
+def _everywhere(got: list, wrong: Callable[[tuple], list[float]]) -> bool:
+    """The answers (a list of (case, answer)) are, case by case, those the mistake `wrong` makes (a crash where the
+    mistake divides by 0)."""
+    for args, answer in got:
+        want = wrong(args)
+        if not (_same_list(answer, want) or answer is None and any(math.isnan(w) for w in want)):
+            return False
+    return True
+
+
+def _answer(smooth: Callable, args: tuple) -> Any:
+    """smooth's answer on a case, or None where it raised (a mistake may divide by 0 where the average does not)."""
+    try:
+        return call(smooth, *args)
+    except CheckFailed:
+        return None
+
+
+_SMOOTH_MISTAKES = [  # (the mistake, case by case; its message)
+    (lambda a: _swapped(a)[0], "smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 "
+     "averages over about 10 steps and beta = 0 returns the losses unchanged."),
+    (lambda a: _swapped(a)[1], "smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 "
+     "averages over about 10 steps and beta = 0 returns the losses unchanged."),
+    (lambda a: _swapped(a)[2], "smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 "
+     "averages over about 10 steps and beta = 0 returns the losses unchanged."),
+    (lambda a: smooth_reference(*a, correct=False),
+     "smooth has no bias correction: its first values are pulled towards the starting 0."),
+    (lambda a: smooth_reference(*a, shift=1), "smooth's bias correction is one step off: its first smoothed value is "
+     "not the first loss itself, though nothing came before it."),
+    (lambda a: smooth_reference(*a, shift=-1), "smooth's bias correction is one step off: its first smoothed value is "
+     "not the first loss itself, though nothing came before it."),
+    (lambda a: smooth_reference(*a, ignore_steps=True),
+     "smooth ignored the steps: the losses logged at steps [10, 20, 30] got the average of losses logged at steps 1, "
+     "2 and 3. beta is the weight of the past per training step, and ten training steps passed between those logs."),
+    (lambda a: smooth_reference(*a, one_point=True),
+     "smooth lets the past fade over the steps between two logs, but mixes each logged loss in as if it stood for "
+     "one training step: see the case logged at steps [1, 2, 12]. A logged loss is the mean of every step since the "
+     "previous log, and stands for all of them."),
+    (lambda a: smooth_reference(*a, count_logs=True),
+     "smooth's bias correction counts the logged losses, not the training steps since the start: in the case logged "
+     "at steps [10, 20, 30] its first value is not the first loss, though nothing was logged before it."),
+    (lambda a: smooth_reference(*a, start_at_first=True),
+     "smooth starts its average one step before the first logged loss. The run, and the average's starting 0, begin "
+     "at step 0: the loss first logged at step 10 is the mean of steps 1 to 10, and stands for all ten."),
+]
+
+
 def _smooth(smooth: Callable) -> None:
-    """smooth(losses, beta): the bias-corrected exponential moving average."""
-    for args in _SMOOTH_CASES[:5]:
-        got = call(smooth, *args)
-        if _same_list(got, smooth_reference(*args)):
-            continue
-        if any(_same_list(got, wrong) for wrong in _swapped(args)):
-            fail("smooth uses beta the wrong way round. beta is the weight of the past, so beta = 0.9 averages over "
-                 "about 10 steps and beta = 0 returns the losses unchanged.")
-        if _same_list(got, smooth_reference(*args, correct=False)):
-            fail("smooth has no bias correction: its first values are pulled towards the starting 0.")
-        values, beta = args
-        for shift in (1, -1):
-            weights = [1 - beta ** (t + shift) for t in range(1, len(values) + 1)]
-            if all(weights) and _same_list(got, [v / w for v, w in zip(smooth_reference(values, beta, correct=False),
-                                                                       weights)]):
-                fail("smooth's bias correction is one step off: its first smoothed value is not the first loss "
-                     "itself, though nothing came before it.")
-        if args[0] == [2.0] * 5:
+    """smooth(losses, beta, steps=None): the bias-corrected moving average, beta per training step, each logged loss
+    standing for every step since the previous log."""
+    got = [(args, _answer(smooth, args)) for args in _SMOOTH_CASES]
+    if all(_same_list(answer, smooth_reference(*args)) for args, answer in got):
+        if call(smooth, [], 0.9) != [] or call(smooth, [], 0.9, []) != []:
+            fail("smooth([], 0.9) should return an empty list.")
+        return
+    for wrong, message in _SMOOTH_MISTAKES:
+        if _everywhere(got, wrong):
+            fail(message)
+    for args, answer in got:
+        if set(args[0]) == {2.0} and not _same_list(answer, [2.0] * len(args[0])):
             fail("smooth does not return a constant loss unchanged: a constant loss must smooth to the same constant.")
-        fail("smooth is not the bias-corrected exponential moving average of the losses.")
-    if call(smooth, [], 0.9) != []:
-        fail("smooth([], 0.9) should return an empty list.")
+    fail("smooth is not the bias-corrected moving average section 4 describes.")
 
 
 # --- verdict -----------------------------------------------------------------------------------------
@@ -370,12 +467,29 @@ KEPT_FORMATS = {"fp32": (8, 23, torch.float32), "bf16": (8, 7, torch.bfloat16), 
                 "fp8_e4m3": (4, 3, torch.float8_e4m3fn), "fp8_e5m2": (5, 2, torch.float8_e5m2)}
 
 
-def smallest_kept_reference(exponent_bits: int, mantissa_bits: int, subnormals: bool = True,
-                            bias_shift: int = 0) -> float:
-    """The smallest positive number of an IEEE-style format: its smallest subnormal, or (mistakes) the smallest normal,
-    or a bias off by one."""
+FP32_SMALLEST_NORMAL = 2.0**-126  # torch.finfo(torch.float32).tiny: below it fp32 has only subnormals
+
+
+def smallest_kept_reference(exponent_bits: int, mantissa_bits: int, flush_to_zero: bool = False,
+                            subnormals: bool = True, bias_shift: int = 0, ftz: str = "fp32") -> float:
+    """The smallest positive number a value computed in fp32 keeps once stored in an IEEE-style format: its smallest
+    subnormal; with flush_to_zero, fp32's subnormal results are 0, so nothing below fp32's smallest normal is left.
+
+    The known mistakes: the smallest normal (subnormals=False), a bias off by one; and for flush_to_zero, ftz="ignored"
+    (the IEEE formula as if nothing were flushed), ftz="format" (every format's own subnormals flushed) and
+    ftz="fp32 normal" (fp32's smallest normal whatever the format holds).
+    """
     bias = 2 ** (exponent_bits - 1) - 1 + bias_shift
-    return 2.0 ** (1 - bias - (mantissa_bits if subnormals else 0))
+    own = 2.0 ** (1 - bias - (mantissa_bits if subnormals else 0))
+    if not flush_to_zero or ftz == "ignored":
+        return own
+    if ftz == "format":
+        return 2.0 ** (1 - bias)
+    if ftz == "fp32 normal":
+        return FP32_SMALLEST_NORMAL
+    # every format here has at most fp32's 8 exponent bits: 2^-126 is a multiple of its spacing below it, so the
+    # smallest fp32 normal is stored exactly wherever the format's own smallest subnormal is below it
+    return max(own, FP32_SMALLEST_NORMAL)
 
 
 def torch_smallest_kept(dtype: torch.dtype) -> float:
@@ -384,14 +498,34 @@ def torch_smallest_kept(dtype: torch.dtype) -> float:
     return info.tiny * info.eps
 
 
+def measured_smallest_kept(dtype: torch.dtype, flush_to_zero: bool) -> float | None:
+    """Measured on this CPU: the smallest positive number left of 2^-149 … 2^0 computed in fp32 (× 1.0), with
+    torch.set_flush_denormal(flush_to_zero), then stored in `dtype` (read back with flushing off). None where this
+    CPU cannot flush."""
+    sweep = torch.tensor([2.0**k for k in range(-149, 1)], dtype=torch.float32)
+    if not torch.set_flush_denormal(flush_to_zero) and flush_to_zero:
+        return None
+    try:
+        stored = (sweep * 1.0).to(dtype)
+    finally:
+        torch.set_flush_denormal(False)
+    values = stored.float()
+    return float(values[values != 0].min())
+
+
+def _kept_case(case: tuple) -> tuple[int, int, bool]:
+    return (case[0], case[1], bool(case[2]) if len(case) > 2 else False)
+
+
 def _smallest_kept(fn: Callable) -> None:
-    """smallest_kept(exponent_bits, mantissa_bits): the smallest positive number the format holds, its smallest subnormal."""
-    got = {case: call(fn, *case) for case in _KEPT_CASES}
+    """smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False): the smallest positive number a value computed
+    in fp32 keeps in the format; its smallest subnormal, or with flush_to_zero nothing below fp32's smallest normal."""
+    got = {_kept_case(case): call(fn, *case) for case in _KEPT_CASES}
     for case, value in got.items():
         if not is_number(value) or float(value) <= 0:
             fail(f"smallest_kept{case} returned {value!r}; return a positive number (a float).")
     for name, (e, m, dtype) in KEPT_FORMATS.items():
-        value, want = float(got[(e, m)]), torch_smallest_kept(dtype)
+        value, want = float(got[(e, m, False)]), torch_smallest_kept(dtype)
         if close(value, want, 1e-9):
             continue
         if close(value, smallest_kept_reference(e, m, subnormals=False), 1e-9):
@@ -403,9 +537,30 @@ def _smallest_kept(fn: Callable) -> None:
                 fail(f"smallest_kept ({name}) is a factor 2 off: check the bias, and which bits a subnormal's "
                      "mantissa has.")
         fail(f"smallest_kept ({name}) is not the smallest positive number {name} keeps (section 5).")
-    if not close(float(got[(6, 9)]), smallest_kept_reference(6, 9), 1e-9):
+    if not close(float(got[(6, 9, False)]), smallest_kept_reference(6, 9), 1e-9):
         fail("smallest_kept is right for the formats a table lists, not for 6 exponent and 9 mantissa bits. Work from "
              "the bits, not from a table of formats.")
+    flushed = {case: float(v) for case, v in got.items() if case[2]}
+
+    def all_like(ftz: str) -> bool:
+        return all(close(v, smallest_kept_reference(*case, ftz=ftz), 1e-9) for case, v in flushed.items())
+
+    if all_like("ignored"):
+        fail("with flush_to_zero=True smallest_kept returned what it returns without it, for every format, fp32 and "
+             "bf16 included. Section 5: which numbers does flush-to-zero send to 0, and which of those can each "
+             "format hold?")
+    if all_like("format"):
+        fail("with flush_to_zero=True smallest_kept dropped the subnormals of every format, fp16's and fp8's too. "
+             "Flush-to-zero is a mode of the fp32 arithmetic that computed the value: which of fp16's numbers are "
+             "subnormal in fp32?")
+    if all_like("fp32 normal"):
+        fail("with flush_to_zero=True smallest_kept returned the same number for every format, fp16 and fp8 included: "
+             "a number that fp16 or fp8 cannot hold at all. What is left after the flush is still rounded to the "
+             "format.")
+    for case, v in flushed.items():
+        if not close(v, smallest_kept_reference(*case), 1e-9):
+            fail(f"smallest_kept{case} is not the smallest positive number a value computed with flush-to-zero keeps "
+                 "in that format (section 5).")
 
 
 JUDGES = {"amp_step": _amp_step, "low_precision_ops": low_precision_ops, "smooth": _smooth, "verdict": _verdict, "smallest_kept": _smallest_kept}

@@ -31,10 +31,38 @@ def _general(x, e, m, chop=False, overflow=True):
 
 _SCALER_HEAD = """
 class LossScaler:
-    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+    def __init__(self, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 accumulation_steps=1):
         self.scale, self.growth_factor, self.backoff_factor = init_scale, growth_factor, backoff_factor
         self.growth_interval, self.good = growth_interval, 0
+        self.accumulation_steps, self.seen, self.bad, self.infs = accumulation_steps, 0, False, 0
 """
+
+_GROW = """
+        self.good += 1
+        if self.good == self.growth_interval:
+            self.scale *= self.growth_factor
+            self.good = 0
+        return True
+"""
+
+_ROUND_REFERENCE = """
+import math
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "fp32":
+        return x.clone()
+    if fmt == "fp16" and ties == "away":
+{fp16_away}    if ties == "even" and fmt != "tf32":
+        return x.to({"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+    drop = 13 if fmt == "tf32" else 16
+    bits = x.view(torch.int32)
+    half = 1 << (drop - 1)
+    bits = bits + (half - 1) + ((bits >> drop) & 1) if ties == "even" else bits + half
+    return torch.where(torch.isnan(x), x, (bits & ~((1 << drop) - 1)).view(torch.float32))
+"""
+
 
 MUTANTS = {
     "decode_check": [
@@ -238,6 +266,38 @@ def round_to(x, fmt, ties="even"):
     return torch.where(torch.isfinite(x) & (x.abs() >= 2.0**-126), rounded, even)  # normal numbers only
 """,
             r"toward zero|positive values and wrong for negative",
+        ),
+        (  # the tf32 rule (fp32's bits rounded off), right for a format that is fp32's top bits, applied to fp16
+            "fp16 ties away done on fp32's bits, as for tf32",
+            """
+import torch
+def round_to(x, fmt, ties="even"):
+    x = x.float()
+    if fmt == "fp32":
+        return x.clone()
+    if ties == "even" and fmt != "tf32":
+        return x.to({"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]).float()
+    drop = {"tf32": 13, "fp16": 13, "bf16": 16}[fmt]
+    bits = x.view(torch.int32)
+    half = 1 << (drop - 1)
+    bits = bits + (half - 1) + ((bits >> drop) & 1) if ties == "even" else bits + half
+    return torch.where(torch.isnan(x), x, (bits & ~((1 << drop) - 1)).view(torch.float32))
+""",
+            r"a number fp16 does not hold",
+        ),
+        (
+            "fp16 ties away ignored: torch's cast",
+            _ROUND_REFERENCE.replace("{fp16_away}", "        return x.to(torch.float16).float()\n"),
+            r"no\s+cast does that for you",
+        ),
+        (
+            "fp16 ties found with the spacing of normal numbers only",
+            _ROUND_REFERENCE.replace("{fp16_away}", """        r = x.to(torch.float16).float()
+        spacing = torch.ldexp(torch.ones_like(x), torch.frexp(x)[1] - 1 - 10)  # fp16's spacing at x, if x is normal
+        tie = (x - r).abs() == spacing / 2
+        return torch.where(tie & (r.abs() < x.abs()), r + torch.copysign(spacing, x), r)
+"""),
+            r"wrong below its smallest normal number",
         ),
     ],
     "predict_vanishing_check": [
@@ -531,6 +591,86 @@ def stall_point(dtype, step):
         return True
 """,
             r"scale grew and yours stayed|not GradScaler's",
+        ),
+        (  # GradScaler's rule, right with one micro-batch a step, run on every micro-batch of a window
+            "accumulation ignored: GradScaler's rule on every micro-batch",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.good = 0
+            return False
+""" + _GROW,
+            r"step the optimizer after micro-batch 1 of a window",
+        ),
+        (
+            "backs off at once, at the micro-batch that overflowed",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.good, self.bad = 0, True
+        if self.seen < self.accumulation_steps:
+            return False
+        bad, self.seen, self.bad = self.bad, 0, False
+        if bad:
+            return False
+""" + _GROW,
+            r"changed its scale after micro-batch 1 of a window",
+        ),
+        (
+            "only the window's last micro-batch decides",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        if self.seen < self.accumulation_steps:
+            return False
+        self.seen = 0
+        if found_inf:
+            self.scale *= self.backoff_factor
+            self.good = 0
+            return False
+""" + _GROW,
+            r"whose micro-batch 1\s+overflowed",
+        ),
+        (
+            "backs off once per overflowing micro-batch",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        self.infs += bool(found_inf)
+        if self.seen < self.accumulation_steps:
+            return False
+        infs, self.seen, self.infs = self.infs, 0, 0
+        if infs:
+            self.scale *= self.backoff_factor ** infs
+            self.good = 0
+            return False
+""" + _GROW,
+            r"lowered its scale more than once",
+        ),
+        (
+            "growth counted in micro-batches",
+            _SCALER_HEAD + """
+    def update(self, found_inf):
+        self.seen += 1
+        if found_inf:
+            self.bad, self.good = True, 0
+        else:
+            self.good += 1
+        if self.seen < self.accumulation_steps:
+            return False
+        bad, self.seen, self.bad = self.bad, 0, False
+        if bad:
+            self.scale *= self.backoff_factor
+            return False
+        if self.good >= self.growth_interval:
+            self.scale *= self.growth_factor
+            self.good = 0
+        return True
+""",
+            r"grew its scale sooner",
         ),
     ],
 }

@@ -10,7 +10,29 @@ def amp_step(model, opt, x, y, loss_fn, device_type, dtype, scaler, max_norm):
 def _forward_then(rest: str) -> str:
     """An amp_step whose forward pass and loss run under autocast, followed by `rest` (the part each mutant changes)."""
     return _STEP_HEAD + "    opt.zero_grad()\n    with torch.autocast(device_type, dtype=dtype):\n" \
-        "        loss = loss_fn(model(x), y)" + rest + "\n    return loss\n"
+        "        loss = loss_fn(model(x), y)" + rest + "\n    return loss, True\n"
+
+
+_BF16_RIGHT = "        applied = bool(torch.isfinite(norm))\n        if applied:\n            opt.step()\n"
+_FP16_RIGHT = "        scaler.step(opt)\n        scaler.update()\n        applied = scaler.get_scale() >= before\n"
+
+
+def _amp(bf16: str = _BF16_RIGHT, fp16: str = _FP16_RIGHT) -> str:
+    """The reference amp_step with the bf16 branch's or the fp16 branch's last part (the step, and what it says of it)
+    replaced: each mutant below is one mistake in telling or deciding whether the step is applied."""
+    return _STEP_HEAD + """    opt.zero_grad()
+    with torch.autocast(device_type, dtype=dtype):
+        loss = loss_fn(model(x), y)
+    if scaler is None:
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+""" + bf16 + """    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        before = scaler.get_scale()
+""" + fp16 + """    return loss.detach(), applied
+"""
 
 
 def _ops(word: str = ('"lowered" if i == torch.float32 and o == dtype else "float32" if i == dtype and '
@@ -36,9 +58,11 @@ def low_precision_ops(model, x, device_type, dtype):
 
 
 _SMOOTH_HEAD = """
-def smooth(losses, beta):
-    out, v = [], 0.0
-    for t, loss in enumerate(losses, start=1):
+def smooth(losses, beta, steps=None):
+    steps = list(range(1, len(losses) + 1)) if steps is None else list(steps)
+    out, v, last = [], 0.0, 0
+    for t, (s, loss) in enumerate(zip(steps, losses), start=1):
+        gap, last = s - last, s
 """
 
 _VERDICT_HEAD = """
@@ -79,7 +103,7 @@ MUTANTS = {
     else:
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"backward ran on the unscaled loss",
         ),
@@ -96,7 +120,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         opt.step()
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"opt\.step\(\) instead of scaler\.step\(opt\)",
         ),
@@ -108,7 +132,7 @@ MUTANTS = {
         loss = loss_fn(model(x), y)
     (loss if scaler is None else scaler.scale(loss)).backward()
     opt.step()
-    return loss
+    return loss, True
 """,
             r"yet the step was applied",
         ),
@@ -124,7 +148,7 @@ MUTANTS = {
     else:
         scaler.scale(loss).backward()
         scaler.step(opt)
-    return loss
+    return loss, True
 """,
             r"scaler\.update\(\) was never called",
         ),
@@ -142,7 +166,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"forward ran outside autocast",
         ),
@@ -160,7 +184,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"loss was computed after the `with torch\.autocast` block had closed",
         ),
@@ -174,7 +198,7 @@ MUTANTS = {
     scaler.scale(loss).backward()
     scaler.step(opt)
     scaler.update()
-    return loss
+    return loss, True
 """,
             r"the step scaled its loss anyway",
         ),
@@ -190,7 +214,7 @@ MUTANTS = {
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-    return loss
+    return loss, True
 """,
             r"never clears the gradients",
         ),
@@ -203,14 +227,49 @@ MUTANTS = {
     if scaler is None:
         loss.backward()
         opt.step()
-        return loss
+        return loss, True
     scaled = scaler.scale(loss)
     scaled.backward()
     scaler.step(opt)
     scaler.update()
-    return scaled
+    return scaled, True
 """,
             r"returned the scaled loss",
+        ),
+            (  # the documented recipe, which never looks at a bf16 step's gradients: nothing stops a NaN
+            "a bf16 step with NaN gradients applied (the documented recipe)",
+            _amp(bf16="        opt.step()\n        applied = True\n"),
+            r"optimizer stepped on the step whose gradients held NaN",
+        ),
+        (
+            "a bf16 step skipped on a non-finite loss only",
+            _amp(bf16="        applied = bool(torch.isfinite(loss))\n        if applied:\n            opt.step()\n"),
+            r"optimizer stepped on the step whose gradients held NaN",
+        ),
+        (
+            "applied read off scaler.step's return value",
+            _amp(fp16="        applied = scaler.step(opt) is not None\n        scaler.update()\n"),
+            r"scaler\.step returns whatever opt\.step\(\) returned",
+        ),
+        (
+            "applied read off the weights",
+            _amp(bf16="        was = [p.detach().clone() for p in model.parameters()]\n"
+                      "        if bool(torch.isfinite(norm)):\n            opt.step()\n"
+                      "        applied = not all(torch.equal(a, b) for a, b in zip(was, model.parameters()))\n",
+                 fp16="        was = [p.detach().clone() for p in model.parameters()]\n"
+                      "        scaler.step(opt)\n        scaler.update()\n"
+                      "        applied = not all(torch.equal(a, b) for a, b in zip(was, model.parameters()))\n"),
+            r"learning rate of 0",
+        ),
+        (
+            "applied read off the loss",
+            _amp(fp16="        scaler.step(opt)\n        scaler.update()\n        applied = bool(torch.isfinite(loss))\n"),
+            r"but the scaler skipped it",
+        ),
+        (
+            "a NaN step skipped but said applied",
+            _amp(bf16="        if bool(torch.isfinite(norm)):\n            opt.step()\n        applied = True\n"),
+            r"as it must, but\s+said it was applied",
         ),
     ],
     "low_precision_ops_check": [
@@ -235,7 +294,8 @@ MUTANTS = {
         (
             "no bias correction",
             _SMOOTH_HEAD + """
-        v = beta * v + (1 - beta) * loss
+        keep = beta ** gap
+        v = keep * v + (1 - keep) * loss
         out.append(v)
     return out
 """,
@@ -244,8 +304,9 @@ MUTANTS = {
         (
             "beta the wrong way round",
             _SMOOTH_HEAD + """
-        v = (1 - beta) * v + beta * loss
-        out.append(v / (1 - beta ** t))
+        keep = (1 - beta) ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** s))
     return out
 """,
             r"wrong way round",
@@ -253,8 +314,9 @@ MUTANTS = {
         (
             "beta the wrong way round, corrected consistently",
             _SMOOTH_HEAD + """
-        v = (1 - beta) * v + beta * loss
-        out.append(v / (1 - (1 - beta) ** t))
+        keep = (1 - beta) ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - (1 - beta) ** s))
     return out
 """,
             r"wrong way round",
@@ -262,11 +324,63 @@ MUTANTS = {
         (
             "bias correction one step off",
             _SMOOTH_HEAD + """
-        v = beta * v + (1 - beta) * loss
-        out.append(v / (1 - beta ** (t + 1)))
+        keep = beta ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** (s + 1)))
     return out
 """,
             r"one step off",
+        ),
+        (  # the textbook (Adam's) average, right when every step is logged, applied to losses logged at other steps
+            "the classic average, steps ignored",
+            _SMOOTH_HEAD + """
+        v = beta * v + (1 - beta) * loss
+        out.append(v / (1 - beta ** t))
+    return out
+""",
+            r"ignored the steps",
+        ),
+        (  # a time-weighted EMA of points: the past decays by the gap, but each logged loss comes in as one step
+            "every logged loss weighed as one step",
+            """
+def smooth(losses, beta, steps=None):
+    steps = list(range(1, len(losses) + 1)) if steps is None else list(steps)
+    out, v, w, last = [], 0.0, 0.0, 0
+    for s, loss in zip(steps, losses):
+        keep = beta ** (s - last)
+        v = keep * v + (1 - beta) * loss
+        w = keep * w + (1 - beta)
+        out.append(v / w)
+        last = s
+    return out
+""",
+            r"as if it stood for\s+one training step",
+        ),
+        (
+            "bias correction counts the logs",
+            _SMOOTH_HEAD + """
+        keep = beta ** gap
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** t))
+    return out
+""",
+            r"counts the logged losses, not the training steps",
+        ),
+        (
+            "the average starts one step before the first log",
+            """
+def smooth(losses, beta, steps=None):
+    steps = list(range(1, len(losses) + 1)) if steps is None else list(steps)
+    out, v = [], 0.0
+    start = last = steps[0] - 1 if steps else 0
+    for s, loss in zip(steps, losses):
+        keep = beta ** (s - last)
+        v = keep * v + (1 - keep) * loss
+        out.append(v / (1 - beta ** (s - start)))
+        last = s
+    return out
+""",
+            r"one step before the first logged loss",
         ),
     ],
     "verdict_check": [
@@ -358,27 +472,48 @@ MUTANTS = {
     "smallest_kept_check": [
         (
             "the smallest normal number",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n    return 2.0 ** (2 - 2 ** (exponent_bits - 1))",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    return 2.0 ** (2 - 2 ** (exponent_bits - 1))",
             r"the smallest \*normal\* number",
         ),
         (
             "bias 2^(e-1), off by one",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return 2.0 ** (1 - 2 ** (exponent_bits - 1) - mantissa_bits)",
             r"factor 2 off",
         ),
         (
             "a table of the course's formats",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return {(8, 23): 2.0**-149, (8, 7): 2.0**-133, (5, 10): 2.0**-24, (4, 3): 2.0**-9,\n"
             "            (5, 2): 2.0**-16}.get((exponent_bits, mantissa_bits), 0.0)",
             r"smallest_kept\(6, 9\) returned 0",
         ),
         (
             "mantissa counted with its hidden bit",
-            "def smallest_kept(exponent_bits, mantissa_bits):\n"
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return 2.0 ** (2 - 2 ** (exponent_bits - 1) - (mantissa_bits + 1))",
             r"factor 2 off",
+        ),
+        (  # the textbook (IEEE) formula, right without flushing, applied where the arithmetic flushes
+            "flush_to_zero ignored",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    return 2.0 ** (2 - 2 ** (exponent_bits - 1) - mantissa_bits)",
+            r"returned what it returns without it",
+        ),
+        (
+            "flush-to-zero taken to drop every format's own subnormals",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    bias = 2 ** (exponent_bits - 1) - 1\n"
+            "    return 2.0 ** (1 - bias) if flush_to_zero else 2.0 ** (1 - bias - mantissa_bits)",
+            r"dropped the subnormals of every format",
+        ),
+        (
+            "flush-to-zero taken to leave fp32's smallest normal in every format",
+            "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
+            "    bias = 2 ** (exponent_bits - 1) - 1\n"
+            "    return 2.0 ** -126 if flush_to_zero else 2.0 ** (1 - bias - mantissa_bits)",
+            r"the same number for every format",
         ),
     ],
 }
