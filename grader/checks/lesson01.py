@@ -48,18 +48,26 @@ def _public_matmul_bytes(matmul_bytes: Replay) -> None:
 
 
 def _hints_matmul_bytes(matmul_bytes: Replay) -> None:
-    """An unknown answer that ignores the dtype."""
+    """An unknown answer that ignores the dtype, or the output's dtype."""
     if call(matmul_bytes, 8, torch.float16) == call(matmul_bytes, 8, torch.float32):
         fail("matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. An element's size "
              "depends on its dtype (dtype.itemsize).")
+    if call(matmul_bytes, 8, torch.bfloat16, torch.float32) == call(matmul_bytes, 8, torch.bfloat16):
+        fail("matmul_bytes(8, torch.bfloat16, torch.float32) gives the bytes of a product written in bfloat16: the "
+             "output's dtype was ignored.")
 
 
+# (n, dtype) and (n, dtype, out_dtype): A and B in dtype, C written in out_dtype (16-bit inputs, a float32 output, as
+# torch.mm(a, b, out_dtype=torch.float32) writes on CUDA); every kernel accumulates in float32 on chip.
 check_matmul_bytes = Keyed(
     "01_crossover", "matmul_bytes", "matmul_bytes",
-    lambda: [(8, torch.float32), (8, torch.float16), (8, torch.float64), (16, torch.float32), (5, torch.bfloat16)],
+    lambda: [(8, torch.float32), (8, torch.float16), (8, torch.float64), (16, torch.float32), (5, torch.bfloat16),
+             (8, torch.bfloat16, torch.float32), (16, torch.float16, torch.float32), (8, torch.float32, torch.float32),
+             (8, torch.bfloat16, None), (8, torch.bfloat16)],
     public=_public_matmul_bytes, hints=_hints_matmul_bytes,
     unknown="matmul_bytes is not the least traffic a matmul must cause, nor a mistake the course knows: which "
-            "matrices have to come in from memory, which has to go back out, and how many bytes is each of them?")
+            "matrices have to come in from memory, which has to go back out, and how many bytes is each of them, "
+            "as each is stored?")
 
 
 def _public_intensity(intensity: Replay) -> None:
