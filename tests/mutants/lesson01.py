@@ -6,6 +6,13 @@ _TIME_OP_HEAD = """
 import statistics, time
 def time_op(fn, sync, warmup, repeats):
 """
+# warm up until a synchronized call is no longer clearly faster than the one before (the device is warm)
+_WARM = """    previous = float('inf')
+    while True:
+        t = time.perf_counter(); fn(); sync(); took = time.perf_counter() - t
+        if took > 0.95 * previous: break
+        previous = took
+"""
 
 # What lesson 01's show cells note for its predictions (grader.predictions.note_measured) on a made-up laptop: a
 # 13.7 GB/s copy, a 96.4 GFLOP/s best matmul, the default 2048² Linear. Test data, not a measurement
@@ -152,7 +159,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    samples = []
+""" + _WARM + """    samples = []
     for _ in range(repeats):
         t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
     return sum(samples) / len(samples)
@@ -164,7 +171,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    t = time.perf_counter()
+""" + _WARM + """    t = time.perf_counter()
     for _ in range(repeats):
         fn(); sync()
     return time.perf_counter() - t
@@ -176,7 +183,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    samples = []
+""" + _WARM + """    samples = []
     for _ in range(repeats):
         t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
     return statistics.median(samples) * 1000
@@ -188,7 +195,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    t = time.perf_counter()
+""" + _WARM + """    t = time.perf_counter()
     for _ in range(repeats):
         fn()
     sync()
@@ -219,6 +226,49 @@ def time_op(fn, sync, warmup, repeats):
     return statistics.median(out)
 """,
             r"never called sync\(\)",
+        ),
+        # the device comes up to speed over more calls than the warm-up it was given
+        (
+            "grader.timing.measure pasted: the warm-up given, no more (the textbook timer)",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
+        ),
+        (
+            "warms up until the calls stop getting faster, timing them without sync()",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup): fn()
+    sync()
+    previous = float('inf')
+    while True:
+        t = time.perf_counter(); fn(); took = time.perf_counter() - t
+        if took > 0.95 * previous: break
+        previous = took
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
+        ),
+        (
+            "a longer fixed warm-up: twice the one given",
+            _TIME_OP_HEAD + """
+    for _ in range(2 * warmup): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
         ),
     ],
     "CROSSOVER_PREDICTION_check": [
