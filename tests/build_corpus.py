@@ -325,10 +325,10 @@ def cases() -> dict[str, object]:
     out["duplicated_exercise_cell"] = _blank_then(good, "matmul_flops")
     out["monkeypatched_check"] = _set(good, "matmul_bytes", (
         "import torch\nfrom grader.checks import lesson01\nlesson01.check_matmul_bytes = lambda fn: None\n\n"
-        "def matmul_bytes(n, dtype):\n    return 3 * n * n\n"))
+        "def matmul_bytes(n, dtype, out_dtype=None):\n    return 3 * n * n\n"))
     out["monkeypatched_torch"] = _set(good, "matmul_bytes", (
         "import torch\ntorch.float16 = torch.float32\ntorch.bfloat16 = torch.float32\ntorch.float64 = torch.float32\n\n"
-        "def matmul_bytes(n, dtype):\n    return 3 * n * n * 4\n"))
+        "def matmul_bytes(n, dtype, out_dtype=None):\n    return 3 * n * n * 4\n"))
     out["monkeypatched_builtins"] = _set(good, "intensity", (
         "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.AssertionError = Warning\n\n"
         "def intensity(flops, nbytes):\n    return 1.0\n"))
@@ -379,11 +379,12 @@ def cases() -> dict[str, object]:
         "def matmul_flops(n):\n    raise ValueError('=HYPERLINK(\"http://evil.example\",\"click\")')\n"))
     # issue 10: what its processes and files can do
     out["disk_hog"] = _set(good, "matmul_flops", DISK_HOG + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
-    out["shm_hog"] = _set(good, "matmul_bytes", SHM_HOG + "\ndef matmul_bytes(n, dtype):\n    return 0\n")
+    out["shm_hog"] = _set(good, "matmul_bytes", SHM_HOG + "\ndef matmul_bytes(n, dtype, out_dtype=None):\n    return 0\n")
     out["fork_bomb"] = _set(good, "intensity", FORK_BOMB + "\ndef intensity(flops, nbytes):\n    return flops / nbytes\n")
     out["thread_bomb"] = _set(good, "matmul_flops", THREAD_BOMB + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
     out["daemon_in_its_own_session"] = _set(good, "matmul_bytes", DAEMON + (
-        "\ndef matmul_bytes(n, dtype):\n    import torch\n    return 3 * n * n * torch.empty(0, dtype=dtype).element_size()\n"))
+        "\ndef matmul_bytes(n, dtype, out_dtype=None):\n    import torch\n    size = lambda d: torch.empty(0, dtype=d).element_size()\n"
+        "    return n * n * (2 * size(dtype) + size(out_dtype or dtype))\n"))
     out["orphan_child_writes_later"] = _set(good, "matmul_flops", ORPHAN + "\ndef matmul_flops(n):\n    return 2 * n**3\n")
     out["writes_its_own_runner_then_exits"] = _set(good, "matmul_flops", OWN_RUNNER)
     # issue 10: the verdict is decided where the submission's code cannot reach

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.xdist_group("infra"), pytest.mark.skipif(bool(needs_ro
 
 LESSON = "01_crossover"  # the cheapest lesson to grade
 COURSE = "why-slow-will-it-fit"
-WRONG_BYTES = "def matmul_bytes(n, dtype):\n    return 3 * n * n\n"  # counts elements, not bytes
+WRONG_BYTES = "def matmul_bytes(n, dtype, out_dtype=None):\n    return 3 * n * n\n"  # counts elements, not bytes
 
 
 def _class(users, scratch: Path, extra: str = ""):

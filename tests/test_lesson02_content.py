@@ -14,7 +14,7 @@ from grader import gpu
 from grader.checks import _plain, lesson02
 from grader.notebook import CheckFailed
 from grader.syncs import SyncCounter, modelled_seconds
-from mutants.lesson02 import PINNED, RESIDENT, _ANSWERS, loop_source
+from mutants.lesson02 import MASKED, PINNED, RESIDENT, _ANSWERS, loop_source
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_keys  # noqa: E402
@@ -34,8 +34,13 @@ def _loop(source: str):
     return ns["train_fixed"]
 
 
-VERSIONS = {
-    "buggy": loop_source("losses.append(loss.item())", ret="losses"),
+VERSIONS = {  # the lesson's four loops: the buggy loop's step (its outlier mask) in each
+    "buggy": loop_source("losses.append(loss.item())", ret="losses", loss=MASKED),
+    "read once": loop_source("losses.append(loss.detach())", loss=MASKED),
+    "resident": loop_source("losses.append(loss.detach())", loss=MASKED, **RESIDENT),
+    "pinned": loop_source("losses.append(loss.detach())", loss=MASKED, **PINNED),
+}
+FIXED = {  # the same, with a loss the host need not wait for
     "read once": loop_source("losses.append(loss.detach())"),
     "resident": loop_source("losses.append(loss.detach())", **RESIDENT),
     "pinned": loop_source("losses.append(loss.detach())", **PINNED),
@@ -63,21 +68,48 @@ def test_the_sync_point_model_is_what_the_counter_measures(version, steps, n_bat
     assert counter.sync_points == JUDGES._sync_points_model(version, steps, n_batches)
 
 
-def test_the_48_vs_33_gap_is_the_pageable_copies():
-    # the lesson's defaults (16 steps): the usual first fix (read once) keeps 32 blocking copies
-    assert JUDGES._sync_points_model("buggy", 16, 4) == 16 + 32 == 48
-    assert JUDGES._sync_points_model("read once", 16, 4) == 1 + 32 == 33
+def test_the_64_vs_49_gap_is_the_pageable_copies_and_the_mask():
+    # the lesson's defaults (16 steps): the usual first fix (read once) keeps 32 blocking copies and 16 mask reads
+    assert JUDGES._sync_points_model("buggy", 16, 4) == 16 + 16 + 32 == 64
+    assert JUDGES._sync_points_model("read once", 16, 4) == 1 + 16 + 32 == 49
     text = _text()
-    assert "copies from pageable memory inside the loop still make the host wait" in text
+    assert "copies from pageable memory and the" in text and "boolean-mask indexings inside the loop" in text
     assert "memcpy_and_sync" in text and "cudaStreamSynchronize" in text  # what PyTorch does, cited
     assert lesson02.PROBES["x_host.to(device)"] == "x_host.to(device)"  # the probe table shows the copy
 
 
 def test_the_old_fix_fails_train_fixed_on_copies_inside_the_loop():
     with pytest.raises(CheckFailed, match=r"inside the step loop with blocking copies"):
-        lesson02.check_train_fixed(_loop(VERSIONS["read once"]))
-    lesson02.check_train_fixed(_loop(VERSIONS["resident"]))
-    lesson02.check_train_fixed(_loop(VERSIONS["pinned"]))
+        lesson02.check_train_fixed(_loop(FIXED["read once"]))
+    lesson02.check_train_fixed(_loop(FIXED["resident"]))
+    lesson02.check_train_fixed(_loop(FIXED["pinned"]))
+
+
+@pytest.mark.parametrize("version", ["resident", "pinned"])
+def test_the_usual_ways_out_keep_the_steps_own_sync_point(version):
+    """Wave 2: the buggy loop's step indexes a boolean mask (a size the data decides), which neither textbook way out
+    (resident, pinned) removes; the learner finds it and a loss of the same value without it."""
+    with pytest.raises(CheckFailed, match=r"indexes with a boolean mask once per step"):
+        lesson02.check_train_fixed(_loop(VERSIONS[version]))
+    with SyncCounter("cuda") as counter:
+        _loop(VERSIONS[version])(lesson02.make_model(), lesson02.make_batches(), counter.device, 16)
+    assert counter.by_op("read")["boolean mask"] == 16
+
+
+def test_a_filter_worked_out_before_the_loop_passes():
+    """The outliers can be left out of the data set once, before the loop (on the host, or on the device)."""
+    keep = ("batches = [(x[k[:, 0]], y[k[:, 0]]) for x, y in batches for k in [(y - y.mean()).abs() <= 2 * y.std()]]"
+            "\n    ")
+    move = "batches = [(x.to(device), y.to(device)) for x, y in batches]\n    "
+    for before in (keep + move, move + keep):  # on the host, then copied; or copied, then on the device
+        source = loop_source("losses.append(loss.detach())", move="pass", loss="loss = (model(x) - y).square().mean()",
+                             before=before)
+        lesson02.check_train_fixed(_loop(source))
+
+
+def test_the_masked_loss_drops_rows_in_the_checks_data():
+    kept = [int(((y - y.mean()).abs() <= 2 * y.std()).sum()) for _, y in lesson02.make_batches()]
+    assert all(0 < k < lesson02.BATCH for k in kept), kept
 
 
 # --- one stream runs in order; overlap needs a side stream ----------------------------------------
@@ -130,7 +162,7 @@ def test_the_quiz_answers_are_what_the_counter_sees():
 
 def test_the_observation_counts_graphs_kept_alive():
     leaky = lesson02._observe_train_fixed(_loop(loop_source("losses.append(loss)", **RESIDENT)))
-    fixed = lesson02._observe_train_fixed(_loop(VERSIONS["resident"]))
+    fixed = lesson02._observe_train_fixed(_loop(FIXED["resident"]))
     assert [r["graphs_alive"] for r in leaky["runs"]] == [7, 15]
     assert all(r["graphs_alive"] <= 1 for r in fixed["runs"])
 
@@ -155,7 +187,7 @@ def test_judges_refuse_forged_observations(check, forged):
 
 
 def test_a_loop_that_calls_forward_directly_is_still_followed():
-    lesson02.check_train_fixed(_loop(VERSIONS["resident"].replace("model(x)", "model.forward(x)")))
+    lesson02.check_train_fixed(_loop(FIXED["resident"].replace("model(x)", "model.forward(x)")))
     with pytest.raises(CheckFailed, match="graphs were still alive"):
         lesson02.check_train_fixed(_loop(loop_source("losses.append(loss)", **RESIDENT).replace("model(x)", "model.forward(x)")))
 
@@ -315,3 +347,20 @@ def test_a_counter_run_in_a_cell_before_sync_points_is_checked_is_noticed():
                  "    torch.ones((), device=counter.device).item()\n", "<cell>", "exec"), ns)
     with pytest.raises(CheckFailed, match=r"called grader\.syncs\.SyncCounter before your sync_points was checked"):
         lesson02.check_sync_points(lambda version, steps, n_batches: 3 * steps)
+
+
+def test_link_from_copies_is_asked_about_runs_that_a_line_through_their_totals_misreads():
+    """Wave 2: link_from_copies was a two-point line through (bytes, seconds), stated on the page. Its cases are runs
+    of k copies now: a line through each run's total bytes and total time (the textbook reading) is wrong on them."""
+    totals_wrong = 0
+    for (runs,) in lesson02._FIT_CASES:
+        latency, bandwidth = JUDGES._line(runs)
+        assert all(close_enough(t, k * (latency + n / bandwidth)) for k, n, t in runs)
+        totals_wrong += not all(close_enough(a, b) for a, b in zip(JUDGES._through([(k * n, t) for k, n, t in runs]),
+                                                                    (latency, bandwidth)))
+    assert totals_wrong >= 3
+    assert any(len({n for _, n, _ in runs}) < len(runs) for (runs,) in lesson02._FIT_CASES)  # two runs of one size
+
+
+def close_enough(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * abs(b)

@@ -30,5 +30,5 @@ def test_hidden_checks_never_pass_a_forged_observation(observation):
 
 def test_hidden_expected_values_never_go_to_observe():
     assert lesson04.state_bytes_on.inputs == {"widths", "optimizer", "step"}
-    assert lesson04.activation_on.inputs == {"widths", "batch"}
+    assert lesson04.activation_on.inputs == {"widths", "batch", "norm"}
     assert lesson04.expect.inputs == {"args"}

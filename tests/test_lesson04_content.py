@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 
 import nbformat
 from conftest import ROOT
@@ -160,12 +161,32 @@ def test_the_naive_recorder_comes_before_activation_bytes_and_the_explanation_af
     assert ids.index("predict_saved_bytes_check") < naive < ids.index("activation_bytes") < ids.index("activation_bytes_check") < rows
 
 
-def test_max_batch_works_from_peaks_measured_at_two_batch_sizes():
+def test_max_batch_works_from_step_peaks_measured_at_several_batch_sizes():
     cells = _code_cells()
     source = cells[_grade_ids().index("max_batch")].source
     assert "def max_batch(memory_bytes: int, peaks: dict[int, int]) -> int:" in source
     shown = next(c.source for c in cells if "largest = max_batch(budget, tried)" in c.source)
-    assert "peak_at(b) for b in (largest, largest + 1)" in shown  # the answer is measured after it is given
+    assert "max(at_step, backward_at(b)) for b in (largest, largest + 1)" in shown  # worked out after it is given
+
+
+def test_max_batch_cases_peak_at_the_optimizers_step_at_small_batches():
+    """Wave 2: max_batch was a two-point line, stated on the page. Its cases are step peaks now, the higher of the
+    backward pass (a line in the batch) and the optimizer's step (flat): the textbook line through the two smallest
+    batches is wrong on them, and on one the step's flat part alone does not fit."""
+    from grader.checks import lesson04
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_keys
+
+    judges = build_keys.instructor_judges(LESSON)
+    flat = [(m, p) for m, p in lesson04._MAX_BATCH_CASES if judges._step_peak(p) > 0]
+    assert len(flat) >= 3
+    assert any(judges._step_peak(p) > m for m, p in flat)
+    assert any(judges._fits(m, p, judges._line_through(sorted(p.items())[:2])) != judges._want(m, p)
+               for m, p in flat if len(set(sorted(p.values())[:2])) == 2)
+    for memory_bytes, peaks in lesson04._MAX_BATCH_CASES:  # the two largest batches lie on the backward pass's line
+        (b1, p1), (b2, p2) = sorted(peaks.items())[-2:]
+        assert p2 > p1 and all(p >= p1 + (b - b1) * (p2 - p1) / (b2 - b1) - 1e-9 for b, p in peaks.items())
 
 
 # --- third edition (issue 29) -------------------------------------------------------------------------------------
@@ -291,3 +312,38 @@ def test_predict_saved_bytes_has_cases_no_machine_can_measure():
         if (batch, widths, activation) not in big:
             measured = memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))
             assert judges._model_saved(batch, widths, activation) == measured
+
+
+def test_activation_bytes_is_asked_about_a_model_whose_buffers_batch_norm_saves():
+    """Wave 2: activation_bytes passed as a copy of the course's recorder with the parameters excluded. A BatchNorm in
+    training mode saves its running statistics (buffers, not parameters) for backward: that copy counts them."""
+    import torch
+
+    from grader import memory
+    from grader.checks import lesson04
+
+    make, shape, _ = lesson04._ACTIVATION_CASES["batchnorm"]
+    model = make()
+    buffers = {b.untyped_storage().data_ptr() for b in model.buffers() if b.dtype.is_floating_point}  # the running stats
+    seen = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t.untyped_storage().data_ptr()) or t, lambda t: t):
+        model(torch.randn(*shape))
+    assert buffers and buffers <= set(seen)
+    with memory.SavedTensors(exclude=[*model.parameters(), *model.buffers()]) as right:
+        model(torch.randn(*shape))
+    assert memory.saved_bytes(model, torch.randn(*shape)) - right.nbytes == sum(b.nbytes for b in model.buffers()
+                                                                                 if b.dtype.is_floating_point)
+
+
+def test_training_bytes_asks_for_a_layout_no_probe_measures():
+    """Wave 2: training_bytes passed with a copy of memory._probe. 8-bit Adam is not a torch optimizer: no probe in
+    the package measures it, and its bytes (a byte a value, a float32 scale per block of 256, float32 under 4096
+    values) are on no table."""
+    from grader import memory
+    from grader.checks import lesson04
+
+    assert "adam8bit" not in memory.OPTIMIZERS
+    assert {o for _, _, o in lesson04._8BIT_CASES} == {"adam8bit"}
+    assert any(n % 256 for n, _, _ in lesson04._8BIT_CASES if n >= 4096) and any(n < 4096 for n, _, _ in lesson04._8BIT_CASES)
+    text = _markdown()
+    assert "256 consecutive values" in text and "fewer than 4096 values" in text and "Optimizer2State.init_state" in text

@@ -50,7 +50,7 @@ CAROL = {
     "04_memory": (
         "training_bytes",
         "def training_bytes(n_params, precision, optimizer):\n"
-        "    moments = {'sgd': 0, 'momentum': 1, 'adam': 2}[optimizer]\n"
+        "    moments = {'sgd': 0, 'momentum': 1, 'adam': 2, 'adam8bit': 2}[optimizer]\n"
         "    per = 4 + 4 + 4 * moments if precision == 'fp32' else 2 + 2 + 4 * moments\n"
         "    return n_params * per\n",
         "training_bytes_check",

@@ -156,7 +156,7 @@ def test_the_course_code_a_learner_calls_counts_at_the_learners_line():
     code counted as a library, so the buggy loop's reads vanished. They count, at the line that called it."""
     with SyncCounter() as counter:
         lesson02.train_buggy(lesson02.make_model(), lesson02.make_batches(), counter.device, 3)
-    assert counter.reads == 3 and counter.events and all(e.where.startswith("test_syncs.py:") for e in counter.events)
+    assert counter.reads == 6 and counter.events and all(e.where.startswith("test_syncs.py:") for e in counter.events)
 
 
 def test_train_fixed_that_runs_the_buggy_loop_from_the_package_fails():

@@ -19,7 +19,7 @@ from grader import memory
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable, same
 from grader.checks._keys import Keyed
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
-from grader.notebook import NotDone
+from grader.notebook import CheckFailed, NotDone
 from grader.shortcuts import course_only
 
 _KINDS = ("parameters", "gradients", "optimizer")
@@ -223,6 +223,10 @@ state_bytes_on.__doc__ = "Hidden test: state_bytes of memory.relu_mlp(widths) af
 
 
 _TRAINING_CASES = [(p, o) for p in memory.PRECISIONS for o in reversed(memory.OPTIMIZERS)]  # adam first: least ambiguous
+# 8-bit Adam (bitsandbytes' layout, described on the page; not a torch optimizer, so nothing here measures it): one
+# parameter tensor of n values; a block-aligned size, a size whose last block is partly filled, a tensor too small
+_8BIT_CASES = [(1_000_000, p, "adam8bit") for p in memory.PRECISIONS] + [(2**20, "fp32", "adam8bit"),
+                                                                        (1000, "fp32", "adam8bit")]
 
 
 # Its answer is not here: it is judged by digests (grader.checks._keys), made by scripts/build_keys.py from the
@@ -242,14 +246,18 @@ def _hints_training_bytes(training_bytes: Replay) -> None:
     if len({call(training_bytes, 1_000_000, p, o) for p, o in _TRAINING_CASES if p == "fp32"}) == 1:
         fail("training_bytes gives the same bytes whatever the optimizer: training holds the optimizer's state too, "
              "and how much depends on the optimizer.")
+    eight, full = (call(training_bytes, 1_000_000, "fp32", o) for o in ("adam8bit", "adam"))
+    if is_number(eight) and is_number(full) and eight >= full:
+        fail("training_bytes(1000000, 'fp32', 'adam8bit') is not less than with 'adam': on a tensor that large, what "
+             "do 8-bit moments save?")
 
 
 check_training_bytes = guard(
     Keyed("04_memory", "training_bytes", "training_bytes",
-          [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")],
+          [(1_000_000, p, o) for p, o in _TRAINING_CASES] + [(3, "fp32", "adam")] + _8BIT_CASES,
           public=_public_training_bytes, hints=_hints_training_bytes,
-          unknown="training_bytes is not what a layer trained one step this way holds, nor a mistake the course "
-                  "knows (section 2: which copies exist, for what, and how wide)."),
+          unknown="training_bytes is not what a layer trained this way holds, nor a mistake the course knows "
+                  "(section 2: which copies exist, for what, and how wide; and what 8-bit Adam keeps for a moment)."),
     "training_bytes", {memory.training_terms: "grader.memory.training_terms",
                        memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
                        memory._probe: "grader.memory._probe"},
@@ -311,6 +319,13 @@ class _Slice(nn.Module):
         return self.fc(x)[:, :6].pow(2).sum(-1)  # pow saves the (batch, 6) view of the (batch, 24) output
 
 
+def _batchnorm() -> nn.Module:
+    """Linear, BatchNorm (training mode), ReLU, Linear."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(12, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+
+
 def _slice() -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -332,6 +347,7 @@ _ACTIVATION_CASES = {  # name: (model maker, batch shape, what the learner is to
     "squares": (_squares, (6, 12), "activation_bytes on a model that saves one tensor twice"),
     "mlp20": (_mlp, (20, 32), "activation_bytes(mlp, batch of 20)"),
     "slice": (_slice, (5, 12), "activation_bytes on a model that saves a slice of a tensor"),
+    "batchnorm": (_batchnorm, (6, 12), "activation_bytes on a Linear, BatchNorm1d, ReLU, Linear model in training mode"),
 }
 
 
@@ -376,30 +392,52 @@ check_activation_bytes = guard(
                          memory.SavedTensors: "grader.memory.SavedTensors"})
 
 
-def _observe_activation_on(activation_bytes: Callable, widths: list, batch: int) -> dict:
+def norm_mlp(widths: list) -> nn.Module:
+    """memory.relu_mlp(widths) with a BatchNorm1d (training mode) after each hidden Linear."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(widths) - 2:
+            layers += [nn.BatchNorm1d(b), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def _observe_activation_on(activation_bytes: Callable, widths: list, batch: int, norm: bool = False) -> dict:
     require_callable(activation_bytes, "activation_bytes")
-    model = memory.relu_mlp(widths)
+    model = norm_mlp(widths) if norm else memory.relu_mlp(widths)
     return {"got": call(activation_bytes, model, torch.randn(batch, widths[0]),
-                        label=f"activation_bytes(an MLP {widths}, a batch of {batch})")}
+                        label=f"activation_bytes(an MLP {widths}{' with BatchNorm' if norm else ''}, a batch of {batch})")}
 
 
-def _judge_activation_on(observation: dict, widths: list, batch: int, want: int, why: str) -> None:
+def _judge_activation_on(observation: dict, widths: list, batch: int, want: int, why: str, norm: bool = False) -> None:
     got = observation.get("got") if isinstance(observation, dict) else None
     if not same(got, want):
         fail(f"{why} (activation_bytes returned {got!r})")
 
 
 activation_on = Check("activation_bytes on a given MLP", _observe_activation_on, _judge_activation_on,
-                      inputs=("widths", "batch"), announce=False)
-activation_on.__doc__ = "Hidden test: activation_bytes(memory.relu_mlp(widths), a float32 batch) is `want`."
+                      inputs=("widths", "batch", "norm"), announce=False)
+activation_on.__doc__ = ("Hidden test: activation_bytes(memory.relu_mlp(widths), a float32 batch) is `want` (norm=True: "
+                         "norm_mlp, a BatchNorm1d after each hidden Linear).")
 
 
 # --- will it fit -------------------------------------------------------------------------------
 
 
-# (memory, peaks measured at two or more batch sizes): lines of fixed and per-sample bytes, batches in and out of
-# order, and memories that fill exactly, leave a fraction of a sample, or hold less than the fixed bytes
+def _step_peaks(fixed: int, per_sample: int, step_peak: int, batches) -> dict:
+    """Peaks of a training step at these batches: the higher of the backward pass's (fixed + per sample x batch) and
+    the optimizer step's, which does not depend on the batch. (The cases are inputs, not answers.)"""
+    return {b: max(step_peak, fixed + per_sample * b) for b in batches}
+
+
+# (memory, peaks measured at two or more batch sizes, the two largest where the batch sets the peak): a step whose
+# small batches all peak at the optimizer's step; lines of fixed and per-sample bytes, batches in and out of order;
+# memories that fill exactly, leave a fraction of a sample, or hold less than the part that does not grow
 _MAX_BATCH_CASES = [
+    (200, _step_peaks(40, 8, 60, (1, 4, 8))),  # one batch below where the batch sets the peak
+    (175, _step_peaks(30, 10, 70, (1, 2, 6, 10))),  # two: the same peak at batches 1 and 2
+    (10_000, dict(reversed(list(_step_peaks(1000, 25, 2000, (8, 16, 32, 64, 128)).items())))),
+    (65, _step_peaks(30, 10, 70, (1, 2, 5, 9))),  # the line leaves room, the optimizer's step does not fit
     (100, {2: 44, 4: 58}),
     (100, {6: 72, 2: 44}),
     (100, {1: 38, 3: 54}),
@@ -414,7 +452,10 @@ _MAX_BATCH_CASES = [
 
 def _public_max_batch(max_batch: Replay) -> None:
     for memory_bytes, peaks in _MAX_BATCH_CASES:
-        got = call(max_batch, memory_bytes, peaks)
+        try:
+            got = call(max_batch, memory_bytes, peaks)
+        except CheckFailed:  # a crash on one case may be a mistake the keys know (its message says which); else hints
+            continue
         if not is_number(got) or isinstance(got, float):
             fail(f"max_batch({memory_bytes}, {peaks}) returned {got!r} ({type(got).__name__}); return an int number "
                  "of samples.")
@@ -422,7 +463,8 @@ def _public_max_batch(max_batch: Replay) -> None:
 
 def _hints_max_batch(max_batch: Replay) -> None:
     for memory_bytes, peaks in _MAX_BATCH_CASES:
-        if call(max_batch, memory_bytes, peaks) < 0:
+        got = call(max_batch, memory_bytes, peaks)  # an answer the keys do not know that crashed: say where
+        if got < 0:
             fail(f"max_batch({memory_bytes}, {peaks}) returned a negative batch: when the fixed bytes alone leave no "
                  "room for a sample, no batch fits. Return 0, never a negative batch.")
 
@@ -430,4 +472,4 @@ def _hints_max_batch(max_batch: Replay) -> None:
 check_max_batch = Keyed(
     "04_memory", "max_batch", "max_batch", _MAX_BATCH_CASES, public=_public_max_batch, hints=_hints_max_batch,
     unknown="max_batch is not the largest batch that fits, nor a mistake the course knows (section 5: what in a "
-            "peak grows with the batch, and what does not?).")
+            "step's peak grows with the batch, what does not, and which moment of the step is its peak?).")

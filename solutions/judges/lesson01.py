@@ -35,7 +35,7 @@ def _matmul_flops(matmul_flops) -> None:
 
 
 def _matmul_bytes(matmul_bytes) -> None:
-    """matmul_bytes(n, dtype): read A and B once, write C once, at the dtype's size."""
+    """matmul_bytes(n, dtype, out_dtype=None): read A and B once at dtype's size, write C once at out_dtype's (dtype's)."""
     n = 8
     got = call(matmul_bytes, n, torch.float32)
     if got == 3 * n * n:
@@ -64,6 +64,29 @@ def _matmul_bytes(matmul_bytes) -> None:
         fail("matmul_bytes must be proportional to the element size of the dtype.")
     if call(matmul_bytes, 2 * n, torch.float32) != 4 * got:
         fail("Doubling n should multiply the bytes by 4: every matrix has n² elements.")
+    # 16-bit inputs, the product written in float32: what crosses memory is each matrix as it is stored
+    for n, dtype, out in ((8, torch.bfloat16, torch.float32), (16, torch.float16, torch.float32)):
+        shown = f"matmul_bytes({n}, {dtype}, {out})"
+        got = call(matmul_bytes, n, dtype, out, label=shown)
+        want = n * n * (2 * dtype.itemsize + out.itemsize)
+        if got == want:
+            continue
+        if got == 3 * n * n * dtype.itemsize:
+            fail(f"{shown} writes C at the inputs' width: the product goes out to memory in out_dtype.")
+        if got == 3 * n * n * out.itemsize:
+            fail(f"{shown} counts A and B at float32 width too: the float32 sums are made on chip, and A and B come "
+                 "in from memory as they are stored.")
+        if got == want + n * n * 4:
+            fail(f"{shown} counts the float32 sums as traffic of their own: where are the products added up, and "
+                 "does that place cross memory?")
+        if got == n * n * (2 * out.itemsize + dtype.itemsize):
+            fail(f"{shown} has the widths the wrong way round: A and B are in dtype, C in out_dtype.")
+        fail(f"{shown} is not the least traffic of that product: which matrices cross memory, and how wide is each "
+             "as it is stored?")
+    if call(matmul_bytes, 8, torch.float32, torch.float32) != 3 * 8 * 8 * 4 or call(matmul_bytes, 8, torch.bfloat16, None) \
+            != call(matmul_bytes, 8, torch.bfloat16):
+        fail("matmul_bytes with out_dtype equal to dtype, or None, is the product written in dtype: the same bytes as "
+             "without out_dtype.")
 
 
 def _intensity(intensity) -> None:

@@ -13,8 +13,8 @@ import torch
 
 from grader import memory
 from grader.checks._common import call, fail, is_number
-from grader.checks.lesson04 import (_ACTIVATION_CASES, _KINDS, _MAX_BATCH_CASES, _PREDICT_CASES, _STATE_CASES,
-                                    _TRAINING_CASES, _stepped_model)
+from grader.checks.lesson04 import (_8BIT_CASES, _ACTIVATION_CASES, _KINDS, _MAX_BATCH_CASES, _PREDICT_CASES,
+                                    _STATE_CASES, _TRAINING_CASES, _stepped_model)
 
 
 # --- state_bytes ----------------------------------------------------------------------------------
@@ -169,6 +169,57 @@ def _training_bytes(training_bytes) -> None:
     small = call(training_bytes, 3, "fp32", "adam")
     if not is_number(small) or isinstance(small, float):
         fail(f"training_bytes(3, 'fp32', 'adam') returned {small!r}; return a whole number of bytes (an int).")
+    _training_bytes_8bit(training_bytes)
+
+
+# bitsandbytes' Adam8bit (bitsandbytes/optim/optimizer.py, Optimizer2State.init_state): each moment a uint8 per value and
+# a float32 absmax per block of 256 values (the last block partly filled), for a tensor of at least 4096 values
+# (min_8bit_size); a smaller tensor keeps float32 moments. The two 256-entry quantization maps are the optimizer's,
+# shared by every tensor, and not counted.
+_BLOCK, _MIN_8BIT = 256, 4096
+
+
+def _moments_8bit(n: int, block: int = _BLOCK, scales: int = 2, ceil: bool = True, small_rule: bool = True) -> int:
+    if small_rule and n < _MIN_8BIT:
+        return 2 * 4 * n
+    blocks = -(-n // block) if ceil else n // block
+    return 2 * n + scales * 4 * blocks
+
+
+def _copies(precision: str) -> int:
+    """Bytes per parameter of the weights and gradients (and the float32 master copy in mixed precision)."""
+    return 4 + 4 if precision == "fp32" else 2 + 2 + 4
+
+
+def _training_bytes_8bit(training_bytes) -> None:
+    for n, precision, optimizer in _8BIT_CASES:
+        shown = f"training_bytes({n}, {precision!r}, {optimizer!r})"
+        got = call(training_bytes, n, precision, optimizer, label=shown)
+        if not is_number(got) or isinstance(got, float):
+            fail(f"{shown} returned {got!r}; return a whole number of bytes (an int).")
+        want = n * _copies(precision) + _moments_8bit(n)
+        if got == want:
+            continue
+        if precision == "mixed" and got == want - 4 * n:
+            fail(f"{shown}: a copy of the weights is missing. Where does the update happen, and how wide must the "
+                 "weights be there (section 2)?")
+        copies = n * _copies(precision)
+        if n >= _MIN_8BIT and got == copies + 2 * n:
+            fail(f"{shown} keeps each moment in one byte per value and nothing else: go back to section 2's "
+                 "description of what 8-bit Adam stores for a block of values.")
+        if n >= _MIN_8BIT and got == copies + _moments_8bit(n, scales=1):
+            fail(f"{shown} gives the two moments one set of scales between them: each moment is quantized on its "
+                 "own.")
+        if n >= _MIN_8BIT and got == copies + _moments_8bit(n, ceil=False):
+            fail(f"{shown} counts the whole blocks only: a block that is partly filled still has its scale.")
+        if n < _MIN_8BIT and got == copies + _moments_8bit(n, small_rule=False):
+            fail(f"{shown}: that tensor is too small for 8-bit moments (section 2 says what bitsandbytes keeps for "
+                 "it instead).")
+        if got == copies + 8 * n:
+            fail(f"{shown} counts 8-bit Adam's moments as Adam's, four bytes a value: what does 8-bit Adam keep "
+                 "per value (section 2)?")
+        fail(f"{shown} is not what 8-bit Adam training holds (section 2: which copies exist, and what 8-bit Adam "
+             "keeps for each moment).")
 
 
 # --- predict_saved_bytes --------------------------------------------------------------------------
@@ -231,13 +282,31 @@ def _predict_saved_bytes(predict_saved_bytes) -> None:
 
 # --- activation_bytes -----------------------------------------------------------------------------
 
-def _recorded(case: str, exclude_parameters: bool = True) -> memory.SavedTensors:
-    """The course recorder's view of one case (grader's process)."""
+def _recorded(case: str, exclude_parameters: bool = True, exclude_buffers: bool = True) -> memory.SavedTensors:
+    """The course recorder's view of one case (grader's process): what the model holds whatever the batch (its
+    parameters, and its buffers: BatchNorm's running statistics) is not an activation."""
     make, shape, _ = _ACTIVATION_CASES[case]
     model = make()
-    with memory.SavedTensors(exclude=model.parameters() if exclude_parameters else ()) as saved:
+    held = [*(model.parameters() if exclude_parameters else ()), *(model.buffers() if exclude_buffers else ())]
+    with memory.SavedTensors(exclude=held) as saved:
         model(torch.randn(*shape))
     return saved
+
+
+def _batch_sized(case: str) -> int:
+    """A known mistake: only the saved storages whose first dimension is the batch's, each once."""
+    make, shape, _ = _ACTIVATION_CASES[case]
+    model = make()
+    seen = {}
+
+    def pack(t):
+        if t.dim() and t.shape[0] == shape[0]:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(torch.randn(*shape))
+    return sum(seen.values())
 
 
 def _activation_bytes(observation: dict) -> None:
@@ -281,28 +350,82 @@ def _activation_bytes(observation: dict) -> None:
     if observation["mlp20"] != 2 * want:
         fail("activation_bytes does not grow in step with the batch, as activations do: does each call start "
              "from nothing?")
+    want4, got4 = _recorded("batchnorm").nbytes, observation["batchnorm"]
+    if got4 == _recorded("batchnorm", exclude_buffers=False).nbytes:
+        fail("activation_bytes on the model with a BatchNorm layer counts memory the model holds whatever the batch, "
+             "which the forward pass did not make for backward: look at whose memory each tensor pack receives from "
+             "the BatchNorm lives in (section 3: what is an activation?).")
+    if got4 == _batch_sized("batchnorm"):
+        fail("activation_bytes on the model with a BatchNorm layer leaves out tensors its forward pass made and "
+             "keeps for backward because their size does not grow with the batch: they are alive until backward, "
+             "as every activation is.")
+    if got4 != want4:
+        fail("activation_bytes is not the activation memory the model with a BatchNorm layer keeps for backward.")
 
 
 # --- max_batch ------------------------------------------------------------------------------------
 
-def _line(peaks: dict) -> tuple[int, int]:
-    """(fixed bytes, bytes per sample) of peaks that lie on a line in the batch."""
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    per = (p2 - p1) // (b2 - b1)
+def _line_through(points) -> tuple[float, float]:
+    """(fixed bytes, bytes per sample) of the line through two (batch, peak) points."""
+    (b1, p1), (b2, p2) = points
+    per = (p2 - p1) / (b2 - b1)
     return p1 - b1 * per, per
 
 
+def _line(peaks: dict) -> tuple[float, float]:
+    """(fixed bytes, bytes per sample) of the backward pass: the line through the two largest batches, where the batch
+    sets the peak (the contract says they do)."""
+    return _line_through(sorted(peaks.items())[-2:])
+
+
+def _step_peak(peaks: dict) -> float:
+    """The peak of the moment that does not grow with the batch (the optimizer's step), where the data shows it: the
+    highest peak above the backward pass's line; 0 where every batch tried sits on the line."""
+    fixed, per = _line(peaks)
+    return max((p for b, p in peaks.items() if p > fixed + per * b + 1e-9), default=0)
+
+
+def _fits(memory_bytes: int, peaks: dict, line: tuple[float, float], step: float = 0) -> int:
+    fixed, per = line
+    if step > memory_bytes or per <= 0:
+        return 0
+    return max(0, int((memory_bytes - fixed) // per))
+
+
+def _want(memory_bytes: int, peaks: dict) -> int:
+    return _fits(memory_bytes, peaks, _line(peaks), _step_peak(peaks))
+
+
+def _least_squares(peaks: dict) -> tuple[float, float]:
+    n = len(peaks)
+    mb, mp = sum(peaks) / n, sum(peaks.values()) / n
+    per = sum((b - mb) * (p - mp) for b, p in peaks.items()) / sum((b - mb) ** 2 for b in peaks)
+    return mp - per * mb, per
+
+
 def _max_batch(max_batch) -> None:
-    """max_batch(memory, peaks): the largest batch whose peak fits, from peaks measured at two batch sizes; 0 if none."""
+    """max_batch(memory, peaks): the largest batch whose step peak fits, from peaks measured at several batch sizes."""
     for memory_bytes, peaks in _MAX_BATCH_CASES:
         shown = f"max_batch({memory_bytes}, {peaks})"
         got = call(max_batch, memory_bytes, peaks, label=shown)
         if not is_number(got) or isinstance(got, float):
             fail(f"{shown} returned {got!r} ({type(got).__name__}); return an int number of samples.")
-        fixed, per = _line(peaks)
-        want = max(0, (memory_bytes - fixed) // per)
+        want = _want(memory_bytes, peaks)
         if got == want:
             continue
+        fixed, per = _line(peaks)
+        flat = _step_peak(peaks) > 0
+        smallest = sorted(peaks.items())[:2]
+        if flat and smallest[0][1] != smallest[1][1] and got == _fits(memory_bytes, peaks, _line_through(smallest)):
+            fail(f"{shown}: your line goes through the smallest batches, where the batch does not set the step's "
+                 "peak: at batch 1 the peak is higher than the line the larger batches lie on (section 5: which "
+                 "moment of the step is its peak?).")
+        if flat and got == _fits(memory_bytes, peaks, _least_squares(peaks)):
+            fail(f"{shown}: your line is fitted through every batch tried, and the small batches, whose peak the "
+                 "batch does not set, pull it off the line the larger ones lie on.")
+        if flat and got == _fits(memory_bytes, peaks, (fixed, per)):
+            fail(f"{shown}: at that batch the backward pass fits, but the step's other moment, whose peak does not "
+                 "grow with the batch, needs more than the memory holds.")
         if want > 0 and got in {int(memory_bytes // (p / b)) for b, p in peaks.items()}:
             fail(f"{shown}: that divides memory by peak / batch, as if every byte of the peak grew with the batch. "
                  "Part of it is there whatever the batch (weights, gradients, optimizer state).")
@@ -316,8 +439,8 @@ def _max_batch(max_batch) -> None:
             fail(f"{shown}: that many samples need more bytes than memory holds.")
         if got == want - 1 and fixed + want * per == memory_bytes:
             fail(f"{shown} is one short: a batch that fills memory to the last byte still fits.")
-        fail(f"{shown} is not the largest batch that fits (section 5: what in a peak grows with the batch, and "
-             "what does not?).")
+        fail(f"{shown} is not the largest batch that fits (section 5: what in a step's peak grows with the batch, "
+             "and what does not?).")
 
 
 JUDGES = {"state_bytes": _state_bytes, "training_bytes": _training_bytes, "predict_saved_bytes": _predict_saved_bytes,

@@ -6,6 +6,13 @@ _TIME_OP_HEAD = """
 import statistics, time
 def time_op(fn, sync, warmup, repeats):
 """
+# warm up until a synchronized call is no longer clearly faster than the one before (the device is warm)
+_WARM = """    previous = float('inf')
+    while True:
+        t = time.perf_counter(); fn(); sync(); took = time.perf_counter() - t
+        if took > 0.95 * previous: break
+        previous = took
+"""
 
 # What lesson 01's show cells note for its predictions (grader.predictions.note_measured) on a made-up laptop: a
 # 13.7 GB/s copy, a 96.4 GFLOP/s best matmul, the default 2048² Linear. Test data, not a measurement
@@ -53,15 +60,23 @@ MUTANTS = {
         ("one more add per output", "def matmul_flops(n): return 2 * n**3 + n**2", r"not the same multiple"),
     ],
     "matmul_bytes_check": [
-        ("elements not bytes", "def matmul_bytes(n, dtype): return 3 * n * n", r"counts elements, not bytes"),
-        ("forgets writing C", "def matmul_bytes(n, dtype): return 2 * n * n * dtype.itemsize", r"nothing that goes back out"),
-        ("ignores dtype", "def matmul_bytes(n, dtype): return 3 * n * n * 4", r"dtype was ignored"),
-        ("reads and writes C", "def matmul_bytes(n, dtype): return 4 * n * n * dtype.itemsize", r"counts C as read from memory as well as written"),
-        ("a read for every use", "def matmul_bytes(n, dtype): return (2 * n**3 + n * n) * dtype.itemsize",
+        ("elements not bytes", "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n", r"counts elements, not bytes"),
+        ("forgets writing C", "def matmul_bytes(n, dtype, out_dtype=None): return 2 * n * n * dtype.itemsize", r"nothing that goes back out"),
+        ("ignores dtype", "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n * 4", r"dtype was ignored"),
+        ("reads and writes C", "def matmul_bytes(n, dtype, out_dtype=None): return 4 * n * n * dtype.itemsize", r"counts C as read from memory as well as written"),
+        ("a read for every use", "def matmul_bytes(n, dtype, out_dtype=None): return (2 * n**3 + n * n) * dtype.itemsize",
          r"used n times, but it only has to cross memory once"),
-        ("six matrices' worth (the audit's 6n²)", "def matmul_bytes(n, dtype): return 6 * n * n * dtype.itemsize",
+        ("six matrices' worth (the audit's 6n²)", "def matmul_bytes(n, dtype, out_dtype=None): return 6 * n * n * dtype.itemsize",
          r"not the least traffic a matmul must cause"),
-        ("bits instead of bytes", "def matmul_bytes(n, dtype): return 3 * n * n * dtype.itemsize * 8", r"counts bits"),
+        ("bits instead of bytes", "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n * dtype.itemsize * 8", r"counts bits"),
+        ("the output's dtype ignored (the textbook 3n² x itemsize)",
+         "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n * dtype.itemsize", r"writes C at the inputs' width"),
+        ("every matrix at the float32 accumulator's width",
+         "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n * (out_dtype or dtype).itemsize",
+         r"counts A and B at float32 width too"),
+        ("the widths swapped",
+         "def matmul_bytes(n, dtype, out_dtype=None):\n    out = out_dtype or dtype\n"
+         "    return n * n * (dtype.itemsize + 2 * out.itemsize)", r"the wrong way round"),
     ],
     "intensity_check": [
         ("bytes per FLOP", "def intensity(flops, nbytes): return nbytes / flops", r"the other way up"),
@@ -144,7 +159,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    samples = []
+""" + _WARM + """    samples = []
     for _ in range(repeats):
         t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
     return sum(samples) / len(samples)
@@ -156,7 +171,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    t = time.perf_counter()
+""" + _WARM + """    t = time.perf_counter()
     for _ in range(repeats):
         fn(); sync()
     return time.perf_counter() - t
@@ -168,7 +183,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    samples = []
+""" + _WARM + """    samples = []
     for _ in range(repeats):
         t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
     return statistics.median(samples) * 1000
@@ -180,7 +195,7 @@ MUTANTS = {
             _TIME_OP_HEAD + """
     for _ in range(warmup): fn()
     sync()
-    t = time.perf_counter()
+""" + _WARM + """    t = time.perf_counter()
     for _ in range(repeats):
         fn()
     sync()
@@ -211,6 +226,49 @@ def time_op(fn, sync, warmup, repeats):
     return statistics.median(out)
 """,
             r"never called sync\(\)",
+        ),
+        # the device comes up to speed over more calls than the warm-up it was given
+        (
+            "grader.timing.measure pasted: the warm-up given, no more (the textbook timer)",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
+        ),
+        (
+            "warms up until the calls stop getting faster, timing them without sync()",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup): fn()
+    sync()
+    previous = float('inf')
+    while True:
+        t = time.perf_counter(); fn(); took = time.perf_counter() - t
+        if took > 0.95 * previous: break
+        previous = took
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
+        ),
+        (
+            "a longer fixed warm-up: twice the one given",
+            _TIME_OP_HEAD + """
+    for _ in range(2 * warmup): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
         ),
     ],
     "CROSSOVER_PREDICTION_check": [

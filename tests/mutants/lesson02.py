@@ -20,15 +20,29 @@ def _quiz(**changed) -> str:
 
 
 def _fit(body: str) -> str:
-    return f"def link_from_copies(copies):\n{body}\n"
+    return f"def link_from_copies(runs):\n{body}\n"
 
 
-_NAIVE_FIT = _fit("    (small, t_small), (big, t_big) = min(copies), max(copies)\n    return t_small, big / t_big")
+_PER_COPY = "    pts = [(n, t / k) for k, n, t in runs]\n    (s, ts), (b, tb) = min(pts), max(pts)\n    bw = (b - s) / (tb - ts)\n"
+_NAIVE_FIT = _fit("    pts = [(n, t / k) for k, n, t in runs]\n    (small, t_small), (big, t_big) = min(pts), max(pts)\n"
+                  "    return t_small, big / t_big")
+# the textbook line: each run's total bytes against its total seconds, as if the run were one copy
+_TOTAL_FIT = _fit("    pts = [(k * n, t) for k, n, t in runs]\n    (s, ts), (b, tb) = min(pts), max(pts)\n"
+                  "    bw = (b - s) / (tb - ts)\n    return ts - s / bw, bw")
+_TOTAL_LSQ = _fit("    import numpy as np\n    x = np.array([k * n for k, n, t in runs], float); y = np.array([t for k, n, t in runs])\n"
+                  "    slope, intercept = np.polyfit(x, y, 1)\n    return float(intercept), float(1 / slope)")
+
+
+# The buggy loop's loss: the outlier rows left out through a boolean mask (a sync point every step); and the same loss
+# with nothing the host must wait for (the other rows' error zeroed, the sum over the count of kept rows).
+MASKED = "keep = (y - y.mean()).abs() <= 2 * y.std()\n        loss = (model(x) - y)[keep].square().mean()"
+WHERE = ("keep = (y - y.mean()).abs() <= 2 * y.std()\n"
+         "        loss = torch.where(keep, model(x) - y, 0.0).square().sum() / keep.sum()")
 
 
 def loop_source(step_line: str, ret: str = "torch.stack(losses).tolist()", move: str = "x, y = x.to(device), y.to(device)",
-                before: str = "pass") -> str:
-    """train_fixed with one line of the step (the batch move, the line before the loop, the return) replaced."""
+                before: str = "pass", loss: str = WHERE) -> str:
+    """train_fixed with one line of the step (the batch move, the loss, the line before the loop, the return) replaced."""
     return f"""
 import torch
 import torch.nn.functional as F
@@ -40,7 +54,7 @@ def train_fixed(model, batches, device, steps):
     for step in range(steps):
         x, y = batches[step % len(batches)]
         {move}
-        loss = F.mse_loss(model(x), y)
+        {loss}
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -65,29 +79,22 @@ def _sync_points(body: str) -> str:
 
 MUTANTS = {
     "link_from_copies_check": [
+        ("a run read as one copy of all its bytes (the textbook line)", _TOTAL_FIT, r"reads each run as one copy of all its bytes"),
+        ("a least-squares line through the runs' totals", _TOTAL_LSQ, r"reads each run as one copy of all its bytes"),
+        ("the run's time against one copy's bytes",
+         _fit("    pts = [(n, t) for k, n, t in runs]\n    (s, ts), (b, tb) = min(pts), max(pts)\n    bw = (b - s) / (tb - ts)\n"
+              "    return ts - s / bw, bw"), r"sets a whole run's seconds against the bytes of one of its copies"),
+        ("one copy's time against the run's bytes",
+         _fit("    pts = [(k * n, t / k) for k, n, t in runs]\n    (s, ts), (b, tb) = min(pts), max(pts)\n    bw = (b - s) / (tb - ts)\n"
+              "    return ts - s / bw, bw"), r"sets the time of one copy against the bytes of the whole run"),
         ("each copy read alone", _NAIVE_FIT, r"reads the smallest copy's time as the fixed cost"),
-        ("rate from the big copy alone",
-         _fit("    (small, t_small), (big, t_big) = min(copies), max(copies)\n    bw = big / t_big\n"
-              "    return t_small - small / ((big - small) / (t_big - t_small)), bw"),
-         r"divides the big copy's bytes by its whole time"),
-        ("the first copy read alone, in list order",
-         _fit("    (small, t_small), (big, t_big) = copies[0], copies[-1]\n    return t_small, big / t_big"),
-         r"another order"),
-        ("bandwidth in bits",
-         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n    return ts - s / bw, 8 * bw"),
-         r"not in bytes per second"),
-        ("latency in microseconds",
-         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n    return (ts - s / bw) * 1e6, bw"),
-         r"not in seconds"),
-        ("bandwidth first",
-         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n    return bw, ts - s / bw"),
-         r"latency first"),
-        ("returns a dict",
-         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (b - s) / (tb - ts)\n"
-              "    return {'latency': ts - s / bw, 'bandwidth': bw}"), r"return a pair of numbers"),
-        ("the time scale flipped",
-         _fit("    (s, ts), (b, tb) = min(copies), max(copies)\n    bw = (tb - ts) / (b - s)\n    return ts - s * bw, 1 / bw / 2"),
-         r"not the link those copies crossed"),
+        ("rate from the big copy alone", _fit(_PER_COPY + "    return ts - s / bw, b / tb"),
+         r"divides the biggest copy's bytes by its whole time"),
+        ("bandwidth in bits", _fit(_PER_COPY + "    return ts - s / bw, 8 * bw"), r"not in bytes per second"),
+        ("latency in microseconds", _fit(_PER_COPY + "    return (ts - s / bw) * 1e6, bw"), r"not in seconds"),
+        ("bandwidth first", _fit(_PER_COPY + "    return bw, ts - s / bw"), r"latency first"),
+        ("returns a dict", _fit(_PER_COPY + "    return {'latency': ts - s / bw, 'bandwidth': bw}"), r"return a pair of numbers"),
+        ("the time scale flipped", _fit(_PER_COPY + "    return ts - s / bw, bw / 2"), r"not the link those runs crossed"),
     ],
     "COPY_PREDICTION_check": [
         ("prediction without a reason", "COPY_PREDICTION.pop('why')", r"needs exactly the keys"),
@@ -107,26 +114,32 @@ MUTANTS = {
          r"the check's own answer key"),
     ],
     "sync_points_check": [
+        ("the mask's sync point left out (the old loop's answer)",
+         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * n_batches + 1, 'pinned': 1}[version]"),
+         r"leaves out a line that makes the host wait once in every step of every version"),
         ("copies are not sync points",
-         _sync_points("    return {'buggy': steps, 'read once': 1, 'resident': 1, 'pinned': 1}[version]"),
+         _sync_points("    return {'buggy': 2 * steps, 'read once': steps + 1, 'resident': steps + 1, 'pinned': steps + 1}[version]"),
          r"counts only the reads.*pageable"),
+        ("only .item() and the read after the loop",
+         _sync_points("    return {'buggy': steps, 'read once': 1, 'resident': 1, 'pinned': 1}[version]"),
+         r"counts only the \.item\(\) and the read after the loop"),
         ("one copy per batch, not x and y",
-         _sync_points("    return {'buggy': 2 * steps, 'read once': steps + 1, 'resident': n_batches + 1, 'pinned': 1}[version]"),
+         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': n_batches + steps + 1, 'pinned': steps + 1}[version]"),
          r"two tensors, x and y"),
         ("pinned copies block",
-         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * n_batches + 1, 'pinned': 2 * steps + 1}[version]"),
+         _sync_points("    return {'buggy': 4 * steps, 'read once': 3 * steps + 1, 'resident': 2 * n_batches + steps + 1, 'pinned': 3 * steps + 1}[version]"),
          r"pinned memory with non_blocking=True does not make the host wait"),
         ("resident copies per step",
-         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * steps + 1, 'pinned': 1}[version]"),
+         _sync_points("    return {'buggy': 4 * steps, 'read once': 3 * steps + 1, 'resident': 3 * steps + 1, 'pinned': steps + 1}[version]"),
          r"grow with n_batches, not with steps"),
         ("forgets the read after the loop",
-         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps, 'resident': 2 * n_batches, 'pinned': 0}[version]"),
+         _sync_points("    return {'buggy': 4 * steps, 'read once': 3 * steps, 'resident': 2 * n_batches + steps, 'pinned': steps}[version]"),
          r"leaves out the one read after the loop"),
         ("resident copies only the batches it reaches",
-         _sync_points("    return {'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * min(steps, n_batches) + 1, 'pinned': 1}[version]"),
+         _sync_points("    return {'buggy': 4 * steps, 'read once': 3 * steps + 1, 'resident': 2 * min(steps, n_batches) + steps + 1, 'pinned': steps + 1}[version]"),
          r"copies only the batches the loop reaches"),
         ("returns a float",
-         _sync_points("    return float({'buggy': 3 * steps, 'read once': 2 * steps + 1, 'resident': 2 * n_batches + 1, 'pinned': 1}[version])"),
+         _sync_points("    return float({'buggy': 4 * steps, 'read once': 3 * steps + 1, 'resident': 2 * n_batches + steps + 1, 'pinned': steps + 1}[version])"),
          r"an int"),
     ],
     "train_fixed_check": [
@@ -157,6 +170,19 @@ MUTANTS = {
         ("returns tensors", resident_loop(ret="losses"), r"list of tensors"),
         ("never moves the batch", loop_source("losses.append(loss.detach())", move="pass"), r"never moves the batches"),
         ("different loss", resident_loop(ret="(torch.stack(losses) * 2).tolist()"), r"losses differ from the buggy loop's"),
+        # the step's own sync point, which the usual ways out (resident, pinned) leave in
+        ("the resident way out, the mask kept (the textbook fix)", resident_loop(loss=MASKED),
+         r"indexes with a boolean mask once per step: 16 reads for 16 steps"),
+        ("the pinned way out, the mask kept", loop_source("losses.append(loss.detach())", loss=MASKED, **PINNED),
+         r"indexes with a boolean mask once per step"),
+        ("the kept rows found with nonzero()", resident_loop(
+            loss="idx = ((y - y.mean()).abs() <= 2 * y.std()).nonzero()[:, 0]\n"
+                 "        loss = (model(x) - y).index_select(0, idx).square().mean()"), r"calls nonzero\(\) once per step"),
+        ("the outliers zeroed, the mean over every row", resident_loop(
+            loss="keep = (y - y.mean()).abs() <= 2 * y.std()\n        loss = ((model(x) - y) * keep).square().mean()"),
+         r"a mean over every row of the batch, the outlier rows included"),
+        ("an if on whether any row is an outlier", resident_loop(
+            loss=WHERE + "\n        if keep.all(): loss = (model(x) - y).square().mean()"), r"tests a tensor in an `if`"),
     ],
 }
 

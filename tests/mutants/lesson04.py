@@ -33,6 +33,27 @@ def _recorder(keep: str, key: str, size: str) -> str:
 """
 
 
+# max_batch: the backward pass's line through the two largest batches, and the optimizer's step (a peak above it)
+_MAX_BATCH_LINE = """
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[-2:]
+    per = (p2 - p1) / (b2 - b1)
+    fixed = p1 - b1 * per
+"""
+_MAX_BATCH_STEP = "    if max((p for b, p in peaks.items() if p > fixed + per * b), default=0) > m:\n        return 0\n"
+
+
+def _training_8bit(moments: str, small: bool = True) -> str:
+    """training_bytes right for the torch optimizers; 8-bit Adam on a large enough tensor returned by `moments`."""
+    return f"""
+def training_bytes(n, precision, optimizer):
+    copies = 4 + 4 if precision == "fp32" else 2 + 2 + 4
+    if optimizer == "adam8bit" and {'n >= 4096' if small else 'True'}:
+    {moments}
+    return n * (copies + 4 * {{"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}}[optimizer])
+"""
+
+
 MUTANTS = {
     "state_bytes_check": [
         (
@@ -146,7 +167,7 @@ def state_bytes(model, optimizer):
             "mixed precision keeps the optimizer's buffers in bfloat16",
             """
 def training_bytes(n, precision, optimizer):
-    moments = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    moments = {"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}[optimizer]
     return n * (8 + 4 * moments) if precision == "fp32" else n * (2 + 2 + 4 + 2 * moments)
 """,
             r"running averages 2 bytes wide",
@@ -155,7 +176,7 @@ def training_bytes(n, precision, optimizer):
             "a master copy counted in fp32 too",
             """
 def training_bytes(n, precision, optimizer):
-    moments = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    moments = {"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}[optimizer]
     return n * (4 + 4 + 4 + 4 * moments) if precision == "fp32" else n * (2 + 2 + 4 + 4 * moments)
 """,
             r"fp32 training has no use for",
@@ -164,7 +185,7 @@ def training_bytes(n, precision, optimizer):
             "12 bytes per parameter for mixed precision: fp32 master copy forgotten",
             """
 def training_bytes(n, precision, optimizer):
-    moments = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    moments = {"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}[optimizer]
     return n * (8 + 4 * moments) if precision == "fp32" else n * (4 + 4 * moments)
 """,
             r"a copy of the weights is missing",
@@ -173,7 +194,7 @@ def training_bytes(n, precision, optimizer):
             "copies counted instead of bytes",
             """
 def training_bytes(n, precision, optimizer):
-    return n * (2 + {"sgd": 0, "momentum": 1, "adam": 2}[optimizer])
+    return n * (2 + {"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}[optimizer])
 """,
             r"counts tensors .*not bytes",
         ),
@@ -189,7 +210,7 @@ def training_bytes(n, precision, optimizer):
             "everything 16-bit in mixed precision",
             """
 def training_bytes(n, precision, optimizer):
-    per = 8 + 4 * {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    per = 8 + 4 * {"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}[optimizer]
     return n * per if precision == "fp32" else n * per // 2
 """,
             r"you made every copy 2 bytes wide",
@@ -198,6 +219,31 @@ def training_bytes(n, precision, optimizer):
             "parameters x 2 bytes",
             "def training_bytes(n, precision, optimizer): return 2 * n if precision == 'mixed' else 4 * n",
             r"weights alone",
+        ),
+        (
+            "8-bit Adam: a byte per value, the scales left out (the tables' 2 bytes)",
+            _training_8bit("    return n * copies + 2 * n"),
+            r"one byte per value and nothing else",
+        ),
+        (
+            "8-bit Adam: one set of scales for both moments",
+            _training_8bit("    return n * copies + 2 * n + 4 * -(-n // 256)"),
+            r"one set of scales between them",
+        ),
+        (
+            "8-bit Adam: whole blocks only",
+            _training_8bit("    return n * copies + 2 * (n + 4 * (n // 256))"),
+            r"a block that is partly filled",
+        ),
+        (
+            "8-bit Adam: a small tensor in 8 bits too",
+            _training_8bit("    return n * copies + 2 * (n + 4 * -(-n // 256))", small=False),
+            r"too small for 8-bit moments",
+        ),
+        (
+            "8-bit Adam: in mixed precision, no fp32 master copy",
+            _training_8bit("    return n * (copies - 4 * (precision == 'mixed')) + 2 * (n + 4 * -(-n // 256))"),
+            r"a copy of the weights is missing",
         ),
     ],
     "predict_saved_bytes_check": [
@@ -283,8 +329,44 @@ def activation_bytes(model, batch):
 """,
             r"returned 0",
         ),
+        (
+            "parameters left out, buffers counted (the course's recorder as the MLP table uses it)",
+            _recorder(_IN_PARAMS, "t.untyped_storage().data_ptr()", _STORAGE),
+            r"counts memory the model holds whatever the batch",
+        ),
+        (
+            "only tensors whose first dimension is the batch's",
+            _recorder("t.dim() and t.shape[0] == batch.shape[0]", "t.untyped_storage().data_ptr()", _STORAGE),
+            r"their size does not grow with the batch",
+        ),
     ],
     "max_batch_check": [
+        (
+            "the line through the two smallest batches (the textbook two-point line)",
+            """
+def max_batch(m, peaks):
+    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
+    per = (p2 - p1) // (b2 - b1)
+    return max(0, (m - (p1 - b1 * per)) // per)
+""",
+            r"your line goes through the smallest batches",
+        ),
+        (
+            "a least-squares line through every batch tried",
+            """
+def max_batch(m, peaks):
+    n = len(peaks)
+    mb, mp = sum(peaks) / n, sum(peaks.values()) / n
+    per = sum((b - mb) * (p - mp) for b, p in peaks.items()) / sum((b - mb) ** 2 for b in peaks)
+    return max(0, int((m - (mp - per * mb)) // per))
+""",
+            r"fitted through every batch tried",
+        ),
+        (
+            "the backward pass's line alone: the optimizer's step never checked",
+            _MAX_BATCH_LINE + "    return max(0, int((m - fixed) // per))\n",
+            r"the step's other moment, whose peak does not grow with the batch",
+        ),
         (
             "per sample = peak / batch",
             """
@@ -296,52 +378,27 @@ def max_batch(m, peaks):
         ),
         (
             "ignores the fixed bytes",
-            """
-def max_batch(m, peaks):
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    return m // ((p2 - p1) // (b2 - b1))
-""",
+            _MAX_BATCH_LINE + _MAX_BATCH_STEP + "    return int(m // per)\n",
             r"ignores the fixed bytes",
         ),
         (
             "negative when nothing fits",
-            """
-def max_batch(m, peaks):
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    per = (p2 - p1) // (b2 - b1)
-    return (m - (p1 - b1 * per)) // per
-""",
+            _MAX_BATCH_LINE + _MAX_BATCH_STEP + "    return int((m - fixed) // per)\n",
             r"never a negative batch",
         ),
         (
             "rounds up",
-            """
-import math
-def max_batch(m, peaks):
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    per = (p2 - p1) / (b2 - b1)
-    return max(0, math.ceil((m - (p1 - b1 * per)) / per))
-""",
+            "import math\n" + _MAX_BATCH_LINE + _MAX_BATCH_STEP + "    return max(0, math.ceil((m - fixed) / per))\n",
             r"need more bytes than memory holds",
         ),
         (
             "float division",
-            """
-def max_batch(m, peaks):
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    per = (p2 - p1) / (b2 - b1)
-    return max(0, (m - (p1 - b1 * per)) // per)
-""",
+            _MAX_BATCH_LINE + _MAX_BATCH_STEP + "    return max(0, (m - fixed) // per)\n",
             r"return an int",
         ),
         (
             "strict less-than: an exact fit refused",
-            """
-def max_batch(m, peaks):
-    (b1, p1), (b2, p2) = sorted(peaks.items())[:2]
-    per = (p2 - p1) // (b2 - b1)
-    return max(0, (m - (p1 - b1 * per) - 1) // per)  # the largest b with fixed + b * per < m, not <=
-""",
+            _MAX_BATCH_LINE + _MAX_BATCH_STEP + "    return max(0, int((m - fixed - 1) // per))  # fixed + b * per < m, not <=\n",
             r"fills memory to the last byte still fits",
         ),
     ],
