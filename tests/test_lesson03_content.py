@@ -173,6 +173,31 @@ def test_judges_never_pass_a_forged_observation(name):
             check.judge(forged)
 
 
+def test_decode_takes_any_nan_payload():
+    """A nan is any sign with any nonzero mantissa under an all-ones exponent: a decode worked out from the bits (the
+    top mantissa bit set, sign 0) is as right as torch's cast payload, and a nan read as inf (mantissa 0) is not."""
+    decode = namespace(LESSON)["decode"]
+
+    def quiet_nan(bits):
+        def other(x, fmt):
+            s, e, m = decode(x, fmt)
+            if math.isnan(x):
+                m_bits = (lesson03._WIDTHS[fmt] if isinstance(fmt, str) else fmt)[1]
+                return (bits, e, 1 << (m_bits - 1))
+            return (s, e, m)
+        return other
+
+    for sign in (0, 1):
+        lesson03.check_decode(quiet_nan(sign))
+
+    def as_inf(x, fmt):
+        s, e, m = decode(x, fmt)
+        return (s, e, 0) if math.isnan(x) else (s, e, m)
+
+    with pytest.raises(Exception):
+        lesson03.check_decode(as_inf)
+
+
 # --- what a person sees (issue 12) -------------------------------------------------------------------------------------
 
 

@@ -80,8 +80,22 @@ def _hints_decode(decode: Replay) -> None:
                  "mantissa bits.")
 
 
+def _summary_decode(observation: Any) -> list:
+    """decode's answers, each nan's fields written one way: any sign and any nonzero mantissa under an all-ones
+    exponent field store a nan (a cast keeps one payload; a decode worked out from the bits may pick another)."""
+    found = outcomes(observation)
+    for i, (x, fmt) in enumerate(_DECODE_CASES):
+        got = found[i] if i < len(found) else None
+        e = (_WIDTHS[fmt] if isinstance(fmt, str) else fmt)[0]
+        if (math.isnan(x) and isinstance(got, (list, tuple)) and len(got) == 3 and all(_is_int(v) for v in got)
+                and got[1] == 2**e - 1 and got[2] != 0):
+            found[i] = ["nan", e]
+    return found
+
+
 check_decode = Keyed(
     LESSON, "decode", "decode", _DECODE_CASES, public=_public_decode, hints=_hints_decode,
+    summary=_summary_decode,
     unknown="decode returns fields that are not what each format stores, nor a mistake the course knows. Go back to "
             "section 1 (the fields, the bias, what an all-zero or all-ones exponent field means) and to what a cast "
             "does to the bits that do not fit.")
