@@ -30,6 +30,7 @@ import _thread
 import functools
 import multiprocessing.process
 import os
+import subprocess
 import sys
 import threading
 from typing import Any, Callable
@@ -65,10 +66,7 @@ def course_only(name: str | None = None) -> Callable:
         label = name or f"{fn.__module__}.{fn.__qualname__}"
 
         def counted(*args, **kwargs):
-            caller = sys._getframe(1)
-            while caller is not None and caller.f_code in _TRANSPARENT:  # a model handed to call() or record()
-                caller = caller.f_back
-            if caller is None or not module_code(caller, (_PACKAGE,)):  # a cell, or anything not the package's own
+            if not _asked_by_a_check(sys._getframe(1), counted):  # a cell, or course code a cell drove
                 _USED[label] = _USED.get(label, 0) + 1
                 _EVER.add(label)
                 for then in _ON_CALL.get(label, ()):
@@ -82,6 +80,51 @@ def course_only(name: str | None = None) -> Callable:
         return counted
 
     return wrap
+
+
+_ENTRIES: dict = {}  # code objects of the checks' entry points -> the local naming the check they run
+_CHECKS: set[int] = set()  # ids of entry objects found to be a course check (module-level, so never freed)
+
+
+def entries(*methods: Callable, check: str = "self") -> None:
+    """Mark the functions a check is entered by (Check.__call__, the class grader's judge_here), whose local `check`
+    names the check they run: course code reached from one of them, with no code but the package's in between, is
+    the course asking, not the learner."""
+    _ENTRIES.update({m.__code__: check for m in methods})
+
+
+def _a_course_check(obj: Any) -> bool:
+    """True when `obj` is one of the course's own checks: an attribute of a module of grader.checks (a Prediction a
+    learner builds around a course band would otherwise score guesses unrecorded)."""
+    if id(obj) in _CHECKS:
+        return True
+    for name, module in list(sys.modules.items()):
+        if (name == "grader.checks" or name.startswith("grader.checks.")) and module is not None \
+                and any(v is obj for v in vars(module).values()):
+            _CHECKS.add(id(obj))
+            return True
+    return False
+
+
+def _asked_by_a_check(frame: Any, wrapper: Callable) -> bool:
+    """Whether the course_only `wrapper`, called from `frame`, is the course asking: every frame between it and a
+    course check's entry is the package's own code (or the import of a course module). A cell calling it, directly or
+    through any course helper that calls what it is handed (serving.quiet, a check's judge with a made-up record,
+    Prediction._score), is not: a copy test read models' answers through each of those."""
+    while frame is not None:
+        code = frame.f_code
+        if code in _TRANSPARENT:  # call() or record(): whoever handed them the function decides, if it is this one
+            handed = frame.f_locals.get("fn")
+            if handed is not wrapper:
+                return False  # code a caller handed over (a learner's function, quiet(model)) called it
+        elif code in _ENTRIES:
+            return _a_course_check(frame.f_locals.get(_ENTRIES[code]))
+        elif code.co_filename.startswith("<frozen importlib"):
+            return True  # a course module computing a table as it is imported
+        elif not module_code(frame, (_PACKAGE,)):
+            return False
+        frame = frame.f_back
+    return False
 
 
 def transparent(*helpers: Callable) -> None:
@@ -196,10 +239,31 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
 
 # Work started elsewhere, where a check's watch (a profile function, a torch dispatch mode) does not follow it: guards
 # of checks that watch what the learner's code computes list these, so a thread or a process of its own is named.
-ELSEWHERE = {threading.Thread.start: "a thread of its own (the check watches the thread it runs your code in)",
-             _thread.start_new_thread: "a thread of its own (the check watches the thread it runs your code in)",
-             multiprocessing.process.BaseProcess.start: "a process of its own (the check watches its own process)",
-             os.fork: "a process of its own (the check watches its own process)"}
+_RAW_START, _RAW_FORK = _thread.start_new_thread, getattr(os, "fork", None)  # no fork on Windows
+
+
+def _start_new_thread(function, args, kwargs=None):
+    """_thread.start_new_thread, in Python: the profiler reports no call of a C function made through a
+    functools.partial (a copy test started its thread that way), but it reports this function's frame whoever calls it."""
+    return _RAW_START(function, args, {} if kwargs is None else kwargs)
+
+
+def _fork():
+    """os.fork, in Python, for the same reason."""
+    return _RAW_FORK()
+
+
+# Every way in to a new thread or process goes through these from now on (threading binds its own name at import).
+_thread.start_new_thread = _thread.start_new = threading._start_new_thread = _start_new_thread
+if hasattr(os, "fork"):
+    os.fork = _fork
+
+_THREAD = "a thread of its own (the check watches the thread it runs your code in)"
+_PROCESS = "a process of its own (the check watches its own process)"
+ELSEWHERE = {threading.Thread.start: _THREAD, _start_new_thread: _THREAD, _RAW_START: _THREAD,
+             multiprocessing.process.BaseProcess.start: _PROCESS, _fork: _PROCESS, subprocess.Popen.__init__: _PROCESS}
+if _RAW_FORK is not None:
+    ELSEWHERE[_RAW_FORK] = _PROCESS
 
 
 def seen() -> list[str]:

@@ -157,6 +157,52 @@ def test_other_ways_to_ask_before_guessing_are_reveals(record, capsys, monkeypat
     assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
 
 
+_MADE_UP = {"01_crossover": {"measured": {}, "entries": {"CROSSOVER_PREDICTION": {
+    "first": {"n": 100.0, "why": "probe"}, "reason": "probe", "at": "2026-01-01T00:00:00+00:00", "context": {},
+    "revealed": None, "shown": None, "answers": 1, "last": {"n": 100.0, "why": "probe"}}}}}
+
+
+@pytest.mark.parametrize("how", ["judge", "_score", "quiet", "own prediction"])
+def test_course_helpers_that_call_the_model_for_a_cell_are_reveals(record, capsys, how):
+    """Round-3 copy tests scored guesses against made-up records through the class grader's public judge and
+    Prediction._score, called a model through serving.quiet (course code that calls what it is handed), and built a
+    Prediction of their own around a course band: the course asking its model is a check asking, nothing else."""
+    cell = {"judge": "check.judge({'n': 100.0, 'why': 'probe'}, record=made_up)",
+            "_score": "check._score({'n': 100.0, 'why': 'probe'}, made_up)",
+            "quiet": "from grader import serving\nserving.quiet(lesson01._crossover_n)(*lesson01._crossover_inputs())",
+            "own prediction": "from grader.checks._common import Prediction\n"
+                              "mine = Prediction('01_crossover', 'MINE', {'n': 'number'}, 1, band=check.band)\n"
+                              "mine({'n': 100.0, 'why': 'probe'})"}
+    exec(compile(cell[how], "<cell>", "exec"), {"check": CHECK, "lesson01": lesson01, "made_up": _MADE_UP})
+    assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
+    assert predictions.entry(lesson01.LESSON, CHECK.name)["revealed"]
+
+
+def test_the_check_itself_and_the_class_grader_ask_the_model_without_a_reveal(record, capsys):
+    """The other side: the course's own check, and the class grader judging a course check, are no reveal."""
+    assert CHECK({"n": RIGHT, "why": "computed it"}) == CHECK.points
+    assert not predictions.entry(lesson01.LESSON, CHECK.name)["revealed"]
+    reply = _in_class_grader({"n": RIGHT, "why": "computed it"}, predictions.read(record))
+    assert reply["score"] == CHECK.points and not predictions.entry(lesson01.LESSON, CHECK.name)["revealed"]
+
+
+def test_a_thread_started_through_a_partial_is_seen():
+    """A copy test started its thread with functools.partial(_thread.start_new_thread): the profiler reports no
+    call of a C function made through a partial, so the course puts a Python function in front of it."""
+    import _thread
+    import functools
+    import os
+    import threading
+
+    done = threading.Event()
+    with shortcuts.watching(shortcuts.ELSEWHERE) as hits:
+        functools.partial(_thread.start_new_thread)(done.set, ())
+        done.wait(5)
+    assert hits == [shortcuts.ELSEWHERE[threading.Thread.start]]
+    # threading bound its own name at import, before the course's: it is the same Python function now, as is os.fork
+    assert threading._start_new_thread is _thread.start_new_thread and os.fork.__module__ == "grader.shortcuts"
+
+
 def test_reveal_cell_skips_until_recorded(record, capsys):
     with CHECK.revealed() as shown:
         assert shown is False

@@ -452,6 +452,9 @@ class Prediction(Check):
         return self._model(predictions.context(self.lesson) if context is None else context)
 
 
+shortcuts.entries(Check.__call__, Prediction.__call__)  # a course check asking its own models counts as no reveal
+
+
 # --- shortcuts: the course's own code called from a learner's function (grader.shortcuts, the one place) ---------
 
 from grader.shortcuts import guard  # noqa: E402,F401  lessons call _common.guard; it lives in grader.shortcuts

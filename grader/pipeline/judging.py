@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from grader import shortcuts
 from grader.checks import _plain
 from grader.checks._common import SCORED, Check, Prediction, Raised, short
 from grader.notebook import CheckFailed
@@ -191,6 +192,9 @@ def judge_here(step: Step, reply: dict) -> tuple[str, str] | None:
         return "CheckFailed", (f"the check could not read what your code returned ({type(exc).__name__}: "
                                f"{short(_safe_str(exc), 300)})")
     return None
+
+
+shortcuts.entries(judge_here, check="check")  # the class grader judging a course check asks its models, no learner
 
 
 def _safe_str(exc: BaseException) -> str:
