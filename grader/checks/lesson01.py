@@ -238,7 +238,8 @@ def _observe_time_op(time_op: Callable) -> dict:
     shortcuts.reset(*_COURSE_TIMERS)
     timers = {fn: f"grader.timing.{fn.__name__}" for fn in (timing.measure, timing.benchmark_median,
                                                            timing.unsynchronized)}
-    with shortcuts.watching(timers) as hits:  # the timers' own code, however reached
+    # the timers' own code, however reached, and a thread or process of its own, where the watch does not follow
+    with shortcuts.watching({**timers, **shortcuts.ELSEWHERE}) as hits:
         runs = [_run_timer(time_op, w, r, base=_TIMER_BASE[(w, r)]) for w, r in _TIMER_CASES]
     return {"runs": runs, "shortcuts": sorted(set(shortcuts.used(*_COURSE_TIMERS)) | set(hits))}
 
@@ -246,6 +247,11 @@ def _observe_time_op(time_op: Callable) -> dict:
 def _judge_time_op(observation: dict) -> None:
     """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
     called = observation.get("shortcuts") if isinstance(observation, dict) else None
+    from grader import shortcuts
+
+    elsewhere = [c for c in called or () if c in shortcuts.ELSEWHERE.values()]
+    if elsewhere:
+        fail(f"your time_op starts {elsewhere[0]}: time fn in the thread the check calls time_op in.")
     if called:
         fail(f"your time_op calls {', '.join(map(str, called[:3]))}: that is the course's own timer, the answer to "
              "this exercise. Write the timer yourself: what must happen before the clock is read, and which of the "
