@@ -344,7 +344,9 @@ def _quiz_band(first: dict, context: dict) -> tuple[float, str]:
         return 0.0, f"your first guess: {mistake}"
     fraction = 1.0 if wrong == 0 else 2 / 3 if wrong <= 2 else 1 / 3 if wrong <= 4 else 0.0
     return fraction, ("your first guess agrees with the counter on every line" if mistake is None
-                      else f"your first guess: {wrong} lines disagree with the counter; {mistake}")
+                      # the kinds of idea missed, never how many lines: a count is a distance, and single flips of
+                      # a made-up guess walked it to every answer in 19 tries (round 3's copy test)
+                      else f"your first guess disagrees with the counter on some lines; {mistake}")
 
 
 class _Quiz(Prediction):
