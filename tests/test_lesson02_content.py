@@ -261,6 +261,15 @@ def test_each_quiz_line_earns_its_share():
     assert 0 < lesson02.check_sync_answers.band(one_wrong, {})[0] < 1
 
 
+def test_the_quiz_feedback_names_ideas_not_how_many_lines_are_wrong():
+    """Round 3's copy test flipped one line at a time and read "k lines disagree": all 18 answers in 19 tries. Two
+    guesses in the same band that miss the same idea on one line and on two get the same feedback."""
+    right = {label: lesson02.snippet_waits(label) for label in lesson02.SYNC_SNIPPETS}
+    one = lesson02.check_sync_answers.band({**right, "p": not right["p"], "why": "w"}, {})
+    two = lesson02.check_sync_answers.band({**right, "p": not right["p"], "q": not right["q"], "why": "w"}, {})
+    assert one == two and not re.search(r"\d", one[1])
+
+
 def test_a_non_blocking_copy_from_pageable_memory_is_not_called_a_stream_sync():
     """COURSE.md 02, third edition: memcpy_and_sync syncs the current stream; non_blocking=True from pageable memory
     is a cudaMemcpyAsync that 'might be synchronous', blocks the host, and set_sync_debug_mode does not see it."""

@@ -258,12 +258,36 @@ _MEASURE_UNWRAPPED = ("from grader import shortcuts, timing\n\ndef time_op(fn, s
                       "    return shortcuts._INNER[timing.measure](fn, sync, warmup, repeats).median\n")
 _BENCH = ("from grader import timing\n\ndef time_op(fn, sync, warmup, repeats):\n"
           "    for _ in range(warmup):\n        fn()\n    return timing.benchmark_median(fn)\n")
+# Round 3's copy test: the buggy loop of cell 25, unchanged, run in a thread of its own (a TorchFunctionMode is
+# thread-local, so the counter saw nothing and the lesson's table showed 0 sync points).
+_THREADED_BUGGY = ("import threading\nimport torch\n\ndef train_fixed(model, batches, device, steps):\n"
+                   "    model = model.to(device)\n    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)\n"
+                   "    losses = []\n\n    def buggy():\n        for step in range(steps):\n"
+                   "            x, y = batches[step % len(batches)]\n            x, y = x.to(device), y.to(device)\n"
+                   "            keep = (y - y.mean()).abs() <= 2 * y.std()\n"
+                   "            loss = (model(x) - y)[keep].square().mean()\n            opt.zero_grad()\n"
+                   "            loss.backward()\n            opt.step()\n            losses.append(loss.item())\n\n"
+                   "    t = threading.Thread(target=buggy)\n    t.start()\n    t.join()\n    return losses\n")
+# Round 3's copy test: a SyncCounter entered through its base class (TorchFunctionMode.__enter__ skips the watched
+# SyncCounter.__enter__) measured in a cell, the counts then looked up.
+_BASE_ENTERED = ("import torch\nfrom torch.overrides import TorchFunctionMode\nfrom grader.syncs import SyncCounter\n"
+                 "c = SyncCounter('cuda')\nTorchFunctionMode.__enter__(c)\ntry:\n"
+                 "    torch.ones(4).to(c.device).sum().item()\nfinally:\n    c.__exit__(None, None, None)\n\n"
+                 "def sync_points(version, steps, n_batches):\n    return c.sync_points + 3 * steps\n")
+_THREADED_TIMER = ("import threading\nimport time\n\ndef time_op(fn, sync, warmup, repeats):\n    box = []\n\n"
+                   "    def timed():  # the check's watch does not follow a thread\n"
+                   "        for _ in range(warmup + 20):\n            fn()\n        sync()\n        ts = []\n"
+                   "        for _ in range(repeats):\n            t0 = time.perf_counter()\n            fn()\n"
+                   "            sync()\n            ts.append(time.perf_counter() - t0)\n"
+                   "        box.append(sorted(ts)[len(ts) // 2])\n\n"
+                   "    t = threading.Thread(target=timed)\n    t.start()\n    t.join()\n    return box[0]\n")
 SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, what the check must say)
     "01_crossover": [
         ("time_op_check", _MEASURE, r"calls grader\.timing\.measure.*yourself"),
         ("time_op_check", _MEASURE_BOUND, r"calls grader\.timing\.measure"),
         ("time_op_check", _MEASURE_UNWRAPPED, r"calls grader\.timing\.measure"),
         ("time_op_check", _BENCH, r"calls grader\.timing\.benchmark_median"),
+        ("time_op_check", _THREADED_TIMER, r"a thread of its own"),
         ("CROSSOVER_PREDICTION_check",
          "from grader import specs\nfrom grader.checks import lesson01\nCROSSOVER_PREDICTION = {'n': lesson01.crossover_model("
          "lesson01.gpu_fixed_seconds(), lesson01.CROSSOVER_CPU_FLOPS, specs.chip('T4').peak('fp32')), 'why': 'x'}\n",
@@ -301,6 +325,11 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("train_fixed_check", "from grader.checks import lesson02\n\ndef train_fixed(model, batches, device, steps):\n"
          "    return lesson02.train_pinned(model, batches, device, steps)\n",
          r"calls grader\.checks\.lesson02\.train_pinned"),
+        ("train_fixed_check", _THREADED_BUGGY, r"a thread of its own"),
+        ("sync_points_check", _BASE_ENTERED, r"called grader\.syncs\.SyncCounter before your sync_points"),
+        ("sync_points_check", "import threading\n\ndef sync_points(version, steps, n_batches):\n    box = []\n"
+         "    t = threading.Thread(target=lambda: box.append(3 * steps))  # the counter would not follow it\n"
+         "    t.start()\n    t.join()\n    return box[0]\n", r"a thread of its own"),
     ],
     "03_float_formats": [
         ("LossScaler_check",
@@ -362,6 +391,9 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("kv_cache_bytes_check", "from grader import serving\nserving.cache_bytes\n", "gone"),
         ("kv_cache_bytes_check", "from grader import memory\n\ndef kv_cache_bytes(shape, context, batch, bytes_per_value):\n"
          "    return memory.kv_cache_bytes(shape, batch, context, bytes_per_value)\n", r"calls grader\.memory\.kv_cache_bytes"),
+        ("kv_cache_bytes_check", "import threading\n\ndef kv_cache_bytes(shape, context, batch, bytes_per_value):\n"
+         "    box = []\n    t = threading.Thread(target=lambda: box.append(0))  # where the check's watch does not follow\n"
+         "    t.start()\n    t.join()\n    return box[0]\n", r"a thread of its own"),
         ("max_batch_to_serve_check", "from grader import serving\nserving.serve_batch\n", "gone"),
         ("max_batch_to_serve_check", "from grader import serving\nserving.weights_bytes\n", "gone"),
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),

@@ -243,3 +243,21 @@ def test_adamw_item_on_a_device_step_counter_is_library_not_learner():
         counter.events.clear()
         opt.step()
     assert counter.events == []
+
+
+def test_a_counter_entered_past_its_own_enter_counts_nothing_and_is_recorded():
+    """Round 3's copy test entered a SyncCounter through TorchFunctionMode.__enter__ (its course_only __enter__ never
+    ran), measured the four loops and looked sync_points up: such a counter counts nothing, and the use is recorded
+    under the counter's name, as entering it is."""
+    from torch.overrides import TorchFunctionMode
+
+    from grader import shortcuts
+
+    shortcuts._fresh_kernel()
+    counter = SyncCounter("cuda")
+    ns = {"torch": torch, "counter": counter, "TorchFunctionMode": TorchFunctionMode}
+    exec(compile("TorchFunctionMode.__enter__(counter)\ntry:\n    torch.ones(4).to(counter.device).sum().item()\n"
+                 "finally:\n    counter.__exit__(None, None, None)\n", "<cell>", "exec"), ns)
+    assert counter.sync_points == 0 and counter.events == []
+    assert "grader.syncs.SyncCounter" in shortcuts._EVER
+    shortcuts._fresh_kernel()

@@ -171,21 +171,28 @@ class VirtualDevice:
 # first call (which pays for setup) each call's extra time over a warm one halves, until the calls take `base`. Every
 # step of the ramp is at least 20% faster than the one before, and the ramp outlasts the warm-up a caller gives.
 _RAMP = (8.0, 4.0, 2.0, 1.0, 0.5, 0.25)  # calls 1..6: base x (1 + this)
-_HICCUP = len(_RAMP) + 3  # one 30 ms call, once the device is warm (it shares its time with others)
 
 
-def _work(warmup: int, pattern: list[float] | None = None, base: float = 0.001) -> Callable[[int], float]:
-    """Seconds of device work for call i: a slow first call, calls that get faster until they take `base`, then one
-    30 ms hiccup (or `pattern`, its last value repeated)."""
+def _long_ramp(calls: int) -> tuple[float, ...]:
+    """A ramp of `calls` calls, each 20% faster than the one before, down to base x 1.25: a device that comes up to
+    speed more slowly (the check's cases differ in how long, so no fixed extra warm-up passes them all)."""
+    return tuple(1.25 ** (calls - k) - 1 for k in range(calls))
+
+
+def _work(warmup: int, pattern: list[float] | None = None, base: float = 0.001,
+          ramp: tuple[float, ...] = _RAMP) -> Callable[[int], float]:
+    """Seconds of device work for call i: a slow first call, calls that get faster until they take `base` (`ramp`),
+    then one 30 ms hiccup three calls later (or `pattern`, its last value repeated)."""
+    hiccup = len(ramp) + 3  # one 30 ms call, once the device is warm (it shares its time with others)
 
     def work(i: int) -> float:
         if pattern is not None:
             return pattern[min(i, len(pattern) - 1)]
         if i == 0:
             return 0.050  # first call pays for setup
-        if i <= len(_RAMP):
-            return base * (1 + _RAMP[i - 1])  # still coming up to speed
-        if i == _HICCUP:
+        if i <= len(ramp):
+            return base * (1 + ramp[i - 1])  # still coming up to speed
+        if i == hiccup:
             return 0.030  # a hiccup among the warm calls
         return base
 
@@ -199,9 +206,9 @@ def simulated_gpu(warmup: int = 2) -> VirtualDevice:
 
 
 def _run_timer(time_op: Callable, warmup: int, repeats: int, pattern: list[float] | None = None,
-               base: float = 0.001) -> dict:
+               base: float = 0.001, ramp: tuple[float, ...] = _RAMP) -> dict:
     """Run the learner's time_op on a virtual device; what it returned, the device's calls and events."""
-    device = VirtualDevice(_work(warmup, pattern, base))
+    device = VirtualDevice(_work(warmup, pattern, base, ramp))
     with device.patched_clocks(getattr(time_op, "__globals__", {})):
         got = call(time_op, device.launch, device.sync, warmup, repeats,
                    label=f"time_op(fn, sync, warmup={warmup}, repeats={repeats})")
@@ -214,16 +221,19 @@ def _expected(warmup: int, repeats: int, base: float = 0.001) -> tuple[float, fl
     return statistics.median(timed), statistics.fmean(timed)
 
 
-def _while_warming(warmup: int, repeats: int, base: float) -> list[float]:
+def _while_warming(warmup: int, repeats: int, base: float, ramp: tuple[float, ...] = _RAMP) -> list[float]:
     """The medians a timer reports when its timed calls start before the device is warm: `repeats` calls from each
     call after the warm-up up to the end of the ramp."""
-    work = _work(warmup, None, base)
+    work = _work(warmup, None, base, ramp)
     return [statistics.median(VirtualDevice.LAUNCH_SECONDS + work(i) for i in range(first, first + repeats))
-            for first in range(max(warmup, 1), len(_RAMP) + 1)]
+            for first in range(max(warmup, 1), len(ramp) + 1)]
 
 
 _TIMER_CASES = ((3, 5), (1, 8))
 _TIMER_BASE = {(3, 5): 0.001, (1, 8): 0.0025}  # seconds of a typical call: each case its own, so no constant passes
+# How many calls each case's device takes to come up to speed: each its own, so a fixed extra warm-up (a copy test
+# passed with measure's body and 10 more untimed calls) fails one; only a timer that notices passes both.
+_TIMER_RAMP = {(3, 5): _RAMP, (1, 8): _long_ramp(24)}
 
 
 _COURSE_TIMERS = ("grader.timing.measure", "grader.timing.benchmark_median", "grader.timing.unsynchronized")
@@ -238,14 +248,20 @@ def _observe_time_op(time_op: Callable) -> dict:
     shortcuts.reset(*_COURSE_TIMERS)
     timers = {fn: f"grader.timing.{fn.__name__}" for fn in (timing.measure, timing.benchmark_median,
                                                            timing.unsynchronized)}
-    with shortcuts.watching(timers) as hits:  # the timers' own code, however reached
-        runs = [_run_timer(time_op, w, r, base=_TIMER_BASE[(w, r)]) for w, r in _TIMER_CASES]
+    # the timers' own code, however reached, and a thread or process of its own, where the watch does not follow
+    with shortcuts.watching({**timers, **shortcuts.ELSEWHERE}) as hits:
+        runs = [_run_timer(time_op, w, r, base=_TIMER_BASE[(w, r)], ramp=_TIMER_RAMP[(w, r)]) for w, r in _TIMER_CASES]
     return {"runs": runs, "shortcuts": sorted(set(shortcuts.used(*_COURSE_TIMERS)) | set(hits))}
 
 
 def _judge_time_op(observation: dict) -> None:
     """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
     called = observation.get("shortcuts") if isinstance(observation, dict) else None
+    from grader import shortcuts
+
+    elsewhere = [c for c in called or () if c in shortcuts.ELSEWHERE.values()]
+    if elsewhere:
+        fail(f"your time_op starts {elsewhere[0]}: time fn in the thread the check calls time_op in.")
     if called:
         fail(f"your time_op calls {', '.join(map(str, called[:3]))}: that is the course's own timer, the answer to "
              "this exercise. Write the timer yourself: what must happen before the clock is read, and which of the "
@@ -295,7 +311,8 @@ def _judge_time_op(observation: dict) -> None:
         if close(got, median * 1000, rel=0.05):
             fail("time_op returned a thousand times the time per call: milliseconds, not seconds. Return seconds.")
         if not close(got, median, rel=0.05) and any(close(got, m, rel=0.01)
-                                                    for m in _while_warming(warmup, repeats, _TIMER_BASE[warmup, repeats])):
+                                                    for m in _while_warming(warmup, repeats, _TIMER_BASE[warmup, repeats],
+                                                                            _TIMER_RAMP[warmup, repeats])):
             fail(
                 f"time_op(warmup={warmup}, repeats={repeats}) timed calls that were still getting faster: this "
                 "simulated GPU was not yet warm when your timed calls began (compare its durations, call by call). "

@@ -27,6 +27,7 @@ from grader.checks._common import (Check, Prediction, Replay, call, close, fail,
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson02.expect
 from grader.checks._keys import Keyed
 from grader.notebook import NotDone
+from grader import shortcuts
 from grader.shortcuts import course_only
 from grader.syncs import SyncCounter
 
@@ -343,7 +344,9 @@ def _quiz_band(first: dict, context: dict) -> tuple[float, str]:
         return 0.0, f"your first guess: {mistake}"
     fraction = 1.0 if wrong == 0 else 2 / 3 if wrong <= 2 else 1 / 3 if wrong <= 4 else 0.0
     return fraction, ("your first guess agrees with the counter on every line" if mistake is None
-                      else f"your first guess: {wrong} lines disagree with the counter; {mistake}")
+                      # the kinds of idea missed, never how many lines: a count is a distance, and single flips of
+                      # a made-up guess walked it to every answer in 19 tries (round 3's copy test)
+                      else f"your first guess disagrees with the counter on some lines; {mistake}")
 
 
 class _Quiz(Prediction):
@@ -545,7 +548,7 @@ check_sync_points = guard(Keyed(
     unknown="sync_points is not what the counter measures for every loop version, nor a mistake the course knows. "
             "Go back to section 2 for what makes the host wait, then walk through each version: where is each such "
             "line, and how many times does it run?"),
-    "sync_points", {SyncCounter: "grader.syncs.SyncCounter"}, earlier=("grader.syncs.SyncCounter",))
+    "sync_points", {SyncCounter: "grader.syncs.SyncCounter", **shortcuts.ELSEWHERE}, earlier=("grader.syncs.SyncCounter",))
 
 
 # --- the fixed training loop ----------------------------------------------------------------
@@ -732,7 +735,9 @@ def _judge_train_fixed(observation: dict) -> None:
 check_train_fixed = guard(Check("train_fixed", _observe_train_fixed, _judge_train_fixed), "train_fixed",
                           {train_resident: "grader.checks.lesson02.train_resident",
                            train_pinned: "grader.checks.lesson02.train_pinned",
-                           train_read_once: "grader.checks.lesson02.train_read_once"})
+                           train_read_once: "grader.checks.lesson02.train_read_once",
+                           # a copy test ran the buggy loop in a thread, where the counter (thread-local) saw nothing
+                           **shortcuts.ELSEWHERE})
 
 
 def _observe_fixed_on(train_fixed: Callable, n_batches: int, batch: int, features: int, data_seed: int,

@@ -259,6 +259,31 @@ def time_op(fn, sync, warmup, repeats):
             r"timed calls that were still getting faster",
         ),
         (
+            "a constant extra warm-up: measure's body and 10 more untimed calls (round 3's copy test)",
+            _TIME_OP_HEAD + """
+    for _ in range(warmup + 10): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
+        ),
+        (
+            "a warm-up as long as the page's simulated GPU takes to come up to speed",
+            _TIME_OP_HEAD + """
+    from grader.checks import lesson01
+    for _ in range(max(warmup, len(lesson01._RAMP) + 1)): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""",
+            r"timed calls that were still getting faster",
+        ),
+        (
             "a longer fixed warm-up: twice the one given",
             _TIME_OP_HEAD + """
     for _ in range(2 * warmup): fn()

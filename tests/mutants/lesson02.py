@@ -212,6 +212,6 @@ PREDICTION_MUTANTS = {
         ("masked_select only queues", _quiz(p=False), r"who allocates it, and what must they know first"),
         ("unique only queues", _quiz(q=False), r"who allocates it, and what must they know first"),
         ("pinned copy waits", _quiz(n=True), r"pinned host memory with non_blocking=True"),
-        ("three lines wrong", _quiz(g=True, l=False, q=False), r"3 lines disagree"),
+        ("three lines wrong", _quiz(g=True, l=False, q=False), r"disagrees with the counter on some lines"),
     ],
 }
