@@ -469,6 +469,35 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "        return triton_kernels.flash_attention(q, k, v, block, block)[0]\n",
          r"calls grader\.triton_kernels\.flash_attention"),
         ("flash_traffic_check", "from grader.checks import lesson08\nlesson08.flash_bytes\n", "gone"),
+        # a copy test measured with the course's kernels in the cell before the function, where no watch runs: the
+        # guards' earlier= counts those launches (and the wrappers) from any cell before the check passed
+        ("fusion_bytes_check", "import torch\nfrom grader import triton_counter, triton_kernels\n"
+         "_k = triton_kernels.kernels()\n_x, _b, _y = torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4)\n"
+         "_add = triton_counter.launch(_k['bias_add_kernel'], (1,), _x, _b, _y, 8, 4, BLOCK=8)  # measured first\n\n"
+         "def fusion_bytes(rows, cols, dtype_bytes):\n    n = rows * cols\n"
+         "    return (4 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes\n",
+         r"a cell of this kernel called the course's bias_add_kernel .*before your fusion_bytes was checked"),
+        ("fusion_bytes_check", "import torch\nfrom grader import triton_kernels\n"
+         "_z, _first, _second = triton_kernels.unfused_bias_gelu(torch.zeros(2, 4), torch.zeros(4))  # measured first\n\n"
+         "def fusion_bytes(rows, cols, dtype_bytes):\n    n = rows * cols\n"
+         "    return (4 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes\n",
+         r"called grader\.triton_kernels\.unfused_bias_gelu before your fusion_bytes was checked"),
+        ("tile_traffic_check", "import math\nimport torch\nfrom grader import triton_counter, triton_kernels\n"
+         "_a = torch.ones(16, 16)\n_n = triton_counter.launch(triton_kernels.kernels()['matmul_kernel'], (1, 1), _a, _a, "
+         "torch.ones(16, 16), 16, 16, 16, 16, 1, 16, 1, 16, 1, BM=16, BN=16, BK=16).bytes  # measured first\n\n"
+         "def tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
+         "    return dtype_bytes * (M * K * math.ceil(N / BN) + K * N * math.ceil(M / BM) + M * N)\n",
+         r"called the course's matmul_kernel .*before your tile_traffic was checked"),
+        ("flash_traffic_check", "import math\nimport torch\nfrom grader import triton_kernels\n"
+         "_q = torch.ones(16, 16)\n_o, _counts = triton_kernels.flash_attention(_q, _q, _q, 16, 16)  # measured first\n\n"
+         "def flash_traffic(s, d, block_m, block_n, dtype_bytes):\n"
+         "    return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_m)), dtype_bytes * s * d\n",
+         r"called grader\.triton_kernels\.flash_attention before your flash_traffic was checked"),
+        ("attention_blocked_check", "import torch\nfrom grader import triton_counter, triton_kernels\n"
+         "_q = torch.ones(16, 16)\n_o = torch.zeros(16, 16)\n"
+         "triton_counter.launch(triton_kernels.kernels()['flash_attention_kernel'], (1,), _q, _q, _q, _o, 16, 0.25, D=16, "
+         "BLOCK_M=16, BLOCK_N=16)  # run first\n\ndef attention_blocked(q, k, v, block):\n    return None\n",
+         r"called the course's flash_attention_kernel .*before your attention_blocked was checked"),
         ("attention_blocked_check", "from grader.checks import lesson08\n\ndef attention_blocked(q, k, v, block):\n"
          "    return lesson08.reference_attention(q, k, v)\n", r"calls grader\.checks\.lesson08\.reference_attention"),
     ],
