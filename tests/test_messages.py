@@ -406,6 +406,36 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],
     "07_data_parallel": [
+        # a copy test saved torch's bucketer in a cell before the check and called it through functools.partial or
+        # operator.call, which the profiler does not report: the C++ one is found in what the function reaches, the
+        # stand-in grader.distributed puts in torch's attributes runs code a guard sees, and a cell's call counts
+        ("bucket_plan_check", "import functools\nimport torch\nfrom grader import distributed as _d\n"
+         "_RAW = _d._DDP_BUCKETER  # the C++ bucketer, as saved before grader was imported\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap, _raw=_RAW):\n"
+         "    order = list(reversed(forward_order))\n    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    res = functools.partial(_raw)(ts, [first_cap, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    return [[order[j] for j in b] for b in res[0]]\n", r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
+        ("bucket_plan_check", "import operator\nimport torch\nfrom grader import distributed as _d\n"
+         "_RAW = _d._DDP_BUCKETER  # the C++ bucketer, as saved before grader was imported\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    res = operator.call(_RAW, ts, [first_cap, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    return [[order[j] for j in b] for b in res[0]]\n", r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
+        ("bucket_plan_check", "import operator\nimport torch\nimport torch.distributed as dist\n"
+         "_SAVED = dist._compute_bucket_assignment_by_size  # saved in a cell before the check\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    res = operator.call(_SAVED, ts, [first_cap, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    return [[order[j] for j in b] for b in res[0]]\n", r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
+        ("bucket_plan_check", "import torch\nimport torch.distributed as dist\nfrom grader.checks import lesson07\n"
+         "_TABLE = {}\nfor sizes, forward, cap, first in lesson07._BUCKET_CASES:  # answered in a cell, before the check\n"
+         "    order = list(reversed(forward))\n"
+         "    ts = [torch.empty(sizes[i], dtype=torch.uint8) for i in order]\n"
+         "    got = dist._compute_bucket_assignment_by_size(ts, [first, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    _TABLE[repr((sizes, forward, cap, first))] = [[order[j] for j in b] for b in got[0]]\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    return _TABLE[repr((param_bytes, forward_order, cap, first_cap))]\n",
+         r"called torch\.distributed\._compute_bucket_assignment_by_size .*before your bucket_plan was checked"),
         ("bucket_plan_check", "import functools\nimport torch\nimport torch.distributed as dist\n\n"
          "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
          "    order = list(reversed(forward_order))\n"
