@@ -72,6 +72,44 @@ LOG_TAIL_LINES = 15
 STACK_WAIT_SECONDS = 0.3  # at a timeout, how long the late ranks get to write where they are
 
 
+# DDP's own bucketer (a C++ function) answers lesson 07's bucket_plan. A copy test saved it in a cell and called it
+# through functools.partial or operator.call, which the profiler a check watches with does not report. So from the
+# moment this module is imported (the lesson's second cell, and every lesson07 check) torch's attributes hold a Python
+# stand-in that counts calls from outside the package (course_only): any wrapper of it runs its code, which a guard
+# sees, and a call from a cell before bucket_plan's check counts for its earlier=. DDP itself calls the attribute,
+# so it runs through the stand-in unchanged.
+BUCKETER_NAME = "torch.distributed._compute_bucket_assignment_by_size (DDP's own bucketer)"
+
+
+def _install_bucketer_stand_in() -> tuple[Any, Any]:
+    """(the C++ bucketer, its stand-in), the stand-in put in torch's two attributes; (None, None) without one."""
+    try:
+        import torch.distributed as dist
+        from torch._C import _distributed_c10d as c10d
+    except ImportError:  # a torch built without distributed support has no bucketer
+        return None, None
+    found = getattr(dist, "_compute_bucket_assignment_by_size", None)
+    if found is None:
+        return None, None
+    if getattr(found, "course_only", None) == BUCKETER_NAME:  # this module imported again: its stand-in stays
+        from grader import shortcuts
+
+        return shortcuts._INNER[found].__closure__[0].cell_contents, found
+    original = found
+
+    @course_only(BUCKETER_NAME)
+    def _compute_bucket_assignment_by_size(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    for module in (dist, c10d):
+        if getattr(module, "_compute_bucket_assignment_by_size", None) is original:
+            module._compute_bucket_assignment_by_size = _compute_bucket_assignment_by_size
+    return original, _compute_bucket_assignment_by_size
+
+
+_DDP_BUCKETER, _DDP_STAND_IN = _install_bucketer_stand_in()
+
+
 _THREADS_HINT = (" (or, with threads > 1, a rank's first multi-threaded torch op: GNU OpenMP hangs in a process "
                  "forked from one that had already run multi-threaded ops; use threads=1)")
 

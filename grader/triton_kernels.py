@@ -13,6 +13,8 @@ import math
 import triton
 import triton.language as tl
 
+from grader.shortcuts import course_only
+
 
 @triton.jit
 def bias_add_kernel(x_ptr, bias_ptr, y_ptr, n, cols, BLOCK: tl.constexpr):
@@ -84,6 +86,7 @@ def source(name: str) -> str:
     return textwrap.dedent(inspect.getsource(kernels()[name].fn))
 
 
+@course_only("grader.triton_kernels.unfused_bias_gelu")
 def unfused_bias_gelu(x, bias, block: int = 1024):
     """x + bias, then GELU, as two kernels under the counter: (z, counts of the add, counts of the GELU)."""
     import torch
@@ -98,6 +101,7 @@ def unfused_bias_gelu(x, bias, block: int = 1024):
     return z, first, second
 
 
+@course_only("grader.triton_kernels.matmul")
 def matmul(a, b, bm: int, bn: int, bk: int):
     """a @ b with the course's tiled kernel under the counter: (c, counts)."""
     import torch
@@ -111,6 +115,7 @@ def matmul(a, b, bm: int, bn: int, bk: int):
     return c, counts
 
 
+@course_only("grader.triton_kernels.flash_attention")
 def flash_attention(q, k, v, block_m: int, block_n: int):
     """softmax(q kᵀ/√d) v for (s, d) inputs with the course's FlashAttention kernel under the counter: (o, counts)."""
     import torch

@@ -224,3 +224,45 @@ def test_every_exercise_cell_imports_what_its_definitions_need():
             needed |= {n.id for r in roots if r is not None for n in ast.walk(r) if isinstance(n, ast.Name)}
         needed -= {"int", "float", "tuple", "list", "dict", "str", "bool", "object"}
         assert needed <= imported, f"{meta['grade_id']} uses {sorted(needed - imported)} without importing it"
+
+
+def test_a_copy_of_a_course_kernel_launched_before_the_check_counts(tmp_path, monkeypatch):
+    """Copy test, round 3: measuring with the course's kernels under the counter in a cell before the byte check passed
+    fusion_bytes. A launch of a course kernel from a cell counts for the guard's earlier=, and so does a launch of a
+    copy of its printed code (renamed variables and all: same bytecode)."""
+    import importlib
+    import sys
+
+    import pytest
+
+    pytest.importorskip("triton")
+    from grader import shortcuts, triton_counter
+    from grader.checks import lesson08
+    from grader.notebook import CheckFailed
+
+    (tmp_path / "copied_gelu.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def my_gelu(a_ptr, b_ptr, count, BLOCK: tl.constexpr):  # the printed gelu_kernel, renamed\n"
+        "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = o < count\n"
+        "    v = tl.load(a_ptr + o, mask=m)\n"
+        "    tl.store(b_ptr + o, 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476)), mask=m)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    copied = importlib.import_module("copied_gelu")
+    try:
+        shortcuts._fresh_kernel()
+        cell = compile("triton_counter.launch(my_gelu, (1,), torch.zeros(8), torch.zeros(8), 8, BLOCK=8)\n", "<cell>",
+                       "exec")
+        exec(cell, {"triton_counter": triton_counter, "torch": torch, "my_gelu": copied.my_gelu})
+        assert triton_counter.launched_label("gelu_kernel") in shortcuts._EVER
+
+        def fusion_bytes(rows, cols, dtype_bytes):
+            n = rows * cols
+            return (4 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes
+
+        with pytest.raises(CheckFailed, match="called the course's gelu_kernel .*before your fusion_bytes"):
+            lesson08.check_fusion_bytes(fusion_bytes)
+        shortcuts._fresh_kernel()
+        lesson08.check_fusion_bytes(fusion_bytes)  # a fresh kernel: the same function passes
+    finally:
+        sys.modules.pop("copied_gelu", None)
+        shortcuts._fresh_kernel()

@@ -438,6 +438,36 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],
     "07_data_parallel": [
+        # a copy test saved torch's bucketer in a cell before the check and called it through functools.partial or
+        # operator.call, which the profiler does not report: the C++ one is found in what the function reaches, the
+        # stand-in grader.distributed puts in torch's attributes runs code a guard sees, and a cell's call counts
+        ("bucket_plan_check", "import functools\nimport torch\nfrom grader import distributed as _d\n"
+         "_RAW = _d._DDP_BUCKETER  # the C++ bucketer, as saved before grader was imported\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap, _raw=_RAW):\n"
+         "    order = list(reversed(forward_order))\n    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    res = functools.partial(_raw)(ts, [first_cap, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    return [[order[j] for j in b] for b in res[0]]\n", r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
+        ("bucket_plan_check", "import operator\nimport torch\nfrom grader import distributed as _d\n"
+         "_RAW = _d._DDP_BUCKETER  # the C++ bucketer, as saved before grader was imported\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    res = operator.call(_RAW, ts, [first_cap, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    return [[order[j] for j in b] for b in res[0]]\n", r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
+        ("bucket_plan_check", "import operator\nimport torch\nimport torch.distributed as dist\n"
+         "_SAVED = dist._compute_bucket_assignment_by_size  # saved in a cell before the check\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    order = list(reversed(forward_order))\n    ts = [torch.empty(param_bytes[i], dtype=torch.uint8) for i in order]\n"
+         "    res = operator.call(_SAVED, ts, [first_cap, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    return [[order[j] for j in b] for b in res[0]]\n", r"calls torch\.distributed\._compute_bucket_assignment_by_size"),
+        ("bucket_plan_check", "import torch\nimport torch.distributed as dist\nfrom grader.checks import lesson07\n"
+         "_TABLE = {}\nfor sizes, forward, cap, first in lesson07._BUCKET_CASES:  # answered in a cell, before the check\n"
+         "    order = list(reversed(forward))\n"
+         "    ts = [torch.empty(sizes[i], dtype=torch.uint8) for i in order]\n"
+         "    got = dist._compute_bucket_assignment_by_size(ts, [first, cap], [False] * len(ts), list(range(len(ts)))) if ts else ([],)\n"
+         "    _TABLE[repr((sizes, forward, cap, first))] = [[order[j] for j in b] for b in got[0]]\n\n"
+         "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
+         "    return _TABLE[repr((param_bytes, forward_order, cap, first_cap))]\n",
+         r"called torch\.distributed\._compute_bucket_assignment_by_size .*before your bucket_plan was checked"),
         ("bucket_plan_check", "import functools\nimport torch\nimport torch.distributed as dist\n\n"
          "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
          "    order = list(reversed(forward_order))\n"
@@ -501,6 +531,35 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "        return triton_kernels.flash_attention(q, k, v, block, block)[0]\n",
          r"calls grader\.triton_kernels\.flash_attention"),
         ("flash_traffic_check", "from grader.checks import lesson08\nlesson08.flash_bytes\n", "gone"),
+        # a copy test measured with the course's kernels in the cell before the function, where no watch runs: the
+        # guards' earlier= counts those launches (and the wrappers) from any cell before the check passed
+        ("fusion_bytes_check", "import torch\nfrom grader import triton_counter, triton_kernels\n"
+         "_k = triton_kernels.kernels()\n_x, _b, _y = torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4)\n"
+         "_add = triton_counter.launch(_k['bias_add_kernel'], (1,), _x, _b, _y, 8, 4, BLOCK=8)  # measured first\n\n"
+         "def fusion_bytes(rows, cols, dtype_bytes):\n    n = rows * cols\n"
+         "    return (4 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes\n",
+         r"a cell of this kernel called the course's bias_add_kernel .*before your fusion_bytes was checked"),
+        ("fusion_bytes_check", "import torch\nfrom grader import triton_kernels\n"
+         "_z, _first, _second = triton_kernels.unfused_bias_gelu(torch.zeros(2, 4), torch.zeros(4))  # measured first\n\n"
+         "def fusion_bytes(rows, cols, dtype_bytes):\n    n = rows * cols\n"
+         "    return (4 * n + cols) * dtype_bytes, (2 * n + cols) * dtype_bytes\n",
+         r"called grader\.triton_kernels\.unfused_bias_gelu before your fusion_bytes was checked"),
+        ("tile_traffic_check", "import math\nimport torch\nfrom grader import triton_counter, triton_kernels\n"
+         "_a = torch.ones(16, 16)\n_n = triton_counter.launch(triton_kernels.kernels()['matmul_kernel'], (1, 1), _a, _a, "
+         "torch.ones(16, 16), 16, 16, 16, 16, 1, 16, 1, 16, 1, BM=16, BN=16, BK=16).bytes  # measured first\n\n"
+         "def tile_traffic(M, N, K, BM, BN, BK, dtype_bytes):\n"
+         "    return dtype_bytes * (M * K * math.ceil(N / BN) + K * N * math.ceil(M / BM) + M * N)\n",
+         r"called the course's matmul_kernel .*before your tile_traffic was checked"),
+        ("flash_traffic_check", "import math\nimport torch\nfrom grader import triton_kernels\n"
+         "_q = torch.ones(16, 16)\n_o, _counts = triton_kernels.flash_attention(_q, _q, _q, 16, 16)  # measured first\n\n"
+         "def flash_traffic(s, d, block_m, block_n, dtype_bytes):\n"
+         "    return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_m)), dtype_bytes * s * d\n",
+         r"called grader\.triton_kernels\.flash_attention before your flash_traffic was checked"),
+        ("attention_blocked_check", "import torch\nfrom grader import triton_counter, triton_kernels\n"
+         "_q = torch.ones(16, 16)\n_o = torch.zeros(16, 16)\n"
+         "triton_counter.launch(triton_kernels.kernels()['flash_attention_kernel'], (1,), _q, _q, _q, _o, 16, 0.25, D=16, "
+         "BLOCK_M=16, BLOCK_N=16)  # run first\n\ndef attention_blocked(q, k, v, block):\n    return None\n",
+         r"called the course's flash_attention_kernel .*before your attention_blocked was checked"),
         ("attention_blocked_check", "from grader.checks import lesson08\n\ndef attention_blocked(q, k, v, block):\n"
          "    return lesson08.reference_attention(q, k, v)\n", r"calls grader\.checks\.lesson08\.reference_attention"),
     ],

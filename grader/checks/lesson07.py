@@ -10,10 +10,12 @@ gradients in its own process and compares what each rank ended with against thei
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import random
 import threading
 import time
+import types
 from typing import Any, Callable
 
 import torch
@@ -309,37 +311,80 @@ def _hints_bucket_plan(fn: Replay) -> None:
 
 # bucket_plan's answers are not here: it is judged by digests made from the instructor's judge
 # (solutions/judges/lesson07.py), as bytes_per_rank and bubble_fraction are.
-# DDP's own bucketer answers bucket_plan (a copy test passed with it). It is a C++ function: the guard sees a direct
-# call of it by identity, and while the check runs the module attribute is a Python stand-in, so a partial or any other
-# wrapper made from the attribute is seen too. A torch built without distributed support has none.
-_DDP_BUCKETER = getattr(torch.distributed, "_compute_bucket_assignment_by_size", None)
+# DDP's own bucketer answers bucket_plan (a copy test passed with it). From grader.distributed's import on, torch's
+# attributes hold a Python stand-in (course_only) of the C++ function: a guard sees its code run however it is called
+# (directly, through functools.partial or operator.call: a copy test hid the C++ one from the profiler that way), and
+# a call from a cell before the check passed counts (earlier=). The C++ function saved before the stand-in was put in
+# place is looked for among what the learner's function can reach (its defaults, closure and the globals it names).
+# A torch built without distributed support has none.
+_DDP_BUCKETER, _DDP_STAND_IN = _distributed._DDP_BUCKETER, _distributed._DDP_STAND_IN
+_BUCKETER_NAME = _distributed.BUCKETER_NAME
 
 
-def _ddp_bucketer(*args: Any, **kwargs: Any) -> Any:
-    """Stands in for torch.distributed._compute_bucket_assignment_by_size while bucket_plan's check runs."""
-    return _DDP_BUCKETER(*args, **kwargs)
+def _reaches(value: Any, target: Any, depth: int = 4, seen: set | None = None) -> bool:
+    """Whether `value` is `target` or holds it: in a functools.partial, a bound method, a container, a function's
+    defaults or closure, or the globals its code names (a few levels deep)."""
+    seen = set() if seen is None else seen
+    if value is target:
+        return True
+    if depth <= 0 or id(value) in seen:
+        return False
+    seen.add(id(value))
+    inner: list = []
+    if isinstance(value, functools.partial):
+        inner = [value.func, *value.args, *value.keywords.values()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        inner = list(value)[:64]
+    elif isinstance(value, dict):
+        inner = list(value.values())[:64]
+    elif getattr(value, "__self__", None) is not None and getattr(value, "__func__", None) is not None:
+        inner = [value.__func__, value.__self__]
+    elif isinstance(value, types.FunctionType):
+        code = value.__code__
+        names = set(code.co_names)
+        for const in code.co_consts:  # functions defined inside it
+            if isinstance(const, types.CodeType):
+                names.update(const.co_names)
+        if "_DDP_BUCKETER" in names:  # the course's own reference to the C++ bucketer, read when it runs
+            return True
+        inner = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values(),
+                 *(c.cell_contents for c in (value.__closure__ or ()) if _filled(c)),
+                 *(value.__globals__[n] for n in names if n in value.__globals__)]
+    return any(_reaches(v, target, depth - 1, seen) for v in inner)
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _observe_bucket_plan(fn: Callable) -> dict:
-    if _DDP_BUCKETER is None:
-        return record(fn, "bucket_plan", _BUCKET_CASES)
-    torch.distributed._compute_bucket_assignment_by_size = _ddp_bucketer
-    try:
-        return record(fn, "bucket_plan", _BUCKET_CASES)
-    finally:
-        torch.distributed._compute_bucket_assignment_by_size = _DDP_BUCKETER
+    if _DDP_BUCKETER is not None and _reaches(fn, _DDP_BUCKETER):
+        return {"holds the bucketer": True}
+    return record(fn, "bucket_plan", _BUCKET_CASES)
 
 
-_BUCKETER_NAME = "torch.distributed._compute_bucket_assignment_by_size (DDP's own bucketer)"
-check_bucket_plan = guard(Keyed(
+class _BucketKeyed(Keyed):
+    """Keyed, except that a bucket_plan holding DDP's C++ bucketer (saved before the stand-in) is named first."""
+
+    def _judge(self, observation: Any, **kwargs: Any) -> None:
+        if isinstance(observation, dict) and observation.get("holds the bucketer"):
+            fail(shortcuts.message("bucket_plan", _BUCKETER_NAME))
+        super()._judge(observation, **kwargs)
+
+
+check_bucket_plan = guard(_BucketKeyed(
     "07_data_parallel", "bucket_plan", "bucket_plan", _BUCKET_CASES, observe=_observe_bucket_plan,
     public=_public_bucket_plan,
     hints=_hints_bucket_plan,
     unknown="bucket_plan does not make DDP's buckets, nor a mistake the course knows. Go back to section 5 (when a "
             "gradient is ready, when a bucket may go out) and walk one of the check's cases by hand, "
             "bucket_plan([300, 3, 300, 3, 300, 3], [2, 3, 4, 5, 0, 1], 300, 300) say, before your code does."),
-    "bucket_plan", {**({_DDP_BUCKETER: _BUCKETER_NAME, _ddp_bucketer: _BUCKETER_NAME} if _DDP_BUCKETER is not None
-                       else {}), **shortcuts.ELSEWHERE})
+    "bucket_plan", {**({_DDP_BUCKETER: _BUCKETER_NAME, _DDP_STAND_IN: _BUCKETER_NAME} if _DDP_BUCKETER is not None
+                       else {}), **shortcuts.ELSEWHERE}, earlier=(_BUCKETER_NAME,) if _DDP_BUCKETER is not None else ())
 
 
 # --- average_gradients -----------------------------------------------------------------------------

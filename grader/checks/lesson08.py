@@ -224,8 +224,14 @@ def _instruments(*names: str) -> dict:
     return {**found, **shortcuts.ELSEWHERE}  # a copy test measured in a thread of its own, where no watch follows
 
 
+def _earlier(wrapper: str, *kernels: str) -> tuple[str, ...]:
+    """The course_only names a cell measures `what` with before its check: the course's wrapper, and the course's
+    kernels (or copies of their code) launched under the counter (grader.triton_counter.launched_label)."""
+    return (f"grader.triton_kernels.{wrapper}", *(triton_counter.launched_label(k) for k in kernels))
+
+
 def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callable[[Replay], None],
-                 unknown: str) -> Any:
+                 unknown: str, earlier: tuple[str, ...]) -> Any:
     """The keyed check of the byte count `what`, one number or a `pair`: its public half says what it `returns` on
     every case; numbers are keyed as floats (an int and a float of the same bytes are one answer). A function that
     measures with the course's kernels instead of counting is noticed."""
@@ -245,7 +251,7 @@ def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callab
         return recording
 
     return guard(Keyed(LESSON, what, what, cases, floats=True, public=public, hints=hints, unknown=unknown,
-                       observe=observe), what, _instruments())
+                       observe=observe), what, _instruments(), earlier=earlier)
 
 
 def _hints_fusion_bytes(fn: Replay) -> None:
@@ -262,7 +268,8 @@ check_fusion_bytes = _bytes_check(
     unknown="fusion_bytes is not the bytes the two kernels and the fused one move, nor a mistake the course knows. "
             "Go kernel by kernel: which tensors does each read, which does it write, and how many elements each (a "
             "value used by many rows comes from memory once); in the fused kernel the intermediate never leaves the "
-            "chip.")
+            "chip.",
+    earlier=_earlier("unfused_bias_gelu", "bias_add_kernel", "gelu_kernel"))
 
 # (rows, cols, BLOCK, strided): strided x is the first `cols` columns of a (rows, 2·cols + 3) tensor
 _GELU_CASES = [(4, 100, 128, False), (3, 7, 16, True), (2, 1000, 256, True), (5, 64, 128, True)]
@@ -474,9 +481,11 @@ softmax_on.__doc__ = "Hidden test: softmax_kernel on a strided rows × cols inpu
 
 # --- exercise 4: tile traffic and the best tiles under an on-chip budget -----------------------------
 
-# (M, N, K, BM, BN, BK, dtype_bytes); the last is a 16384³ matmul, far past what the interpreter can run: counted
+# (M, N, K, BM, BN, BK, dtype_bytes); the last is a ~16384³ matmul, far past what the interpreter can run: counted.
+# Ragged (M, N, K multiples of no block): one program measured times the grid is not its traffic (a copy test measured
+# an evenly tiled 16384³ that way)
 _TILE_CASES = [(256, 256, 256, 64, 64, 32, 2), (256, 256, 256, 64, 64, 64, 2), (1000, 300, 130, 128, 64, 32, 4),
-               (64, 64, 64, 64, 64, 64, 4), (512, 128, 1024, 32, 128, 16, 2), (16384, 16384, 16384, 128, 128, 64, 2)]
+               (64, 64, 64, 64, 64, 64, 4), (512, 128, 1024, 32, 128, 16, 2), (16385, 16383, 16389, 128, 128, 64, 2)]
 
 
 def _hints_tile_traffic(fn: Replay) -> None:
@@ -490,7 +499,8 @@ check_tile_traffic = _bytes_check(
     "tile_traffic", _TILE_CASES, "a number of bytes", False, _hints_tile_traffic,
     unknown="tile_traffic is not the bytes the programs request, nor a mistake the course knows. Each program "
             "computes one tile of C: which rows of A and columns of B does it need, how many programs are there "
-            "(tiles at the edge of C included), and what does each write, and when?")
+            "(tiles at the edge of C included), and what does each write, and when?",
+    earlier=_earlier("matmul", "matmul_kernel"))
 
 _SIZES = (16, 32, 64, 128, 256)
 _REGS = 65536 * 4  # bytes: the register file of an A100's or H100's SM (data/sm.csv)
@@ -772,7 +782,8 @@ def _judge_lse(text: str, lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -
 
 check_attention_blocked = guard(Check("attention_blocked", _observe_attention, _judge_attention), "attention_blocked",
                                 {reference_attention: "grader.checks.lesson08.reference_attention",
-                                 **_instruments("flash_attention_kernel")})
+                                 **_instruments("flash_attention_kernel")},
+                                earlier=_earlier("flash_attention", "flash_attention_kernel"))
 
 
 def _observe_attention_on(fn: Callable, s: int, d: int, block: int, seed: int) -> dict:
@@ -793,9 +804,10 @@ attention_on.__doc__ = "Hidden test: attention_blocked on random (s, d) inputs w
 
 # --- exercise 6: FlashAttention's traffic ---------------------------------------------------------------
 
-# (s, d, block_m, block_n, dtype_bytes); the last, s = 65536, is far past what the interpreter can run: counted
+# (s, d, block_m, block_n, dtype_bytes); the last, s ≈ 64k, is far past what the interpreter can run: counted. s is a
+# multiple of neither block (a copy test measured an evenly tiled s = 65536 as one program times the grid)
 _FLASH_CASES = [(1024, 64, 128, 64, 2), (4096, 128, 64, 128, 2), (100, 16, 32, 16, 4), (256, 32, 256, 32, 4),
-                (65536, 128, 128, 64, 2)]
+                (65541, 128, 128, 64, 2)]
 
 
 def _hints_flash_traffic(fn: Replay) -> None:
@@ -810,7 +822,8 @@ check_flash_traffic = _bytes_check(
     "flash_traffic", _FLASH_CASES, "(load_bytes, store_bytes)", True, _hints_flash_traffic,
     unknown="flash_traffic is not what the course's attention kernel requests, nor a mistake the course knows. Read "
             "the kernel: which tensor each tl.load reads, inside which loop, and how many programs run it; and what "
-            "its tl.store writes, and how often.")
+            "its tl.store writes, and how often.",
+    earlier=_earlier("flash_attention", "flash_attention_kernel"))
 
 __all__ = ["check_add", "check_fusion_bytes", "check_bias_gelu", "bias_gelu_on", "check_softmax", "softmax_on", "check_tile_traffic",
            "check_best_tiles", "check_tile_prediction", "check_attention_blocked", "attention_on", "check_flash_traffic", "expect", "Raised"]

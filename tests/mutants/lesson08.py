@@ -224,6 +224,11 @@ def fusion_bytes(rows, cols, dtype_bytes):
 """, r"not the whole row's"),
     ],
     "tile_traffic_check": [
+        ("one program measured, times the grid, on the case too big to run (a copy test)", _TILE + """
+    if M * N * K > 10 ** 12:  # every tile taken as full
+        return dtype_bytes * math.ceil(M / BM) * math.ceil(N / BN) * ((BM + BN) * math.ceil(K / BK) * BK + BM * BN)
+    return dtype_bytes * (M * K * math.ceil(N / BN) + K * N * math.ceil(M / BM) + M * N)
+""", r"tile_traffic\(16385, 16383, 16389, 128, 128, 64, 2\) is off for this shape"),
         ("A and B read once", _TILE + """
     return dtype_bytes * (M * K + K * N + M * N)
 """, r"each matrix once"),
@@ -348,6 +353,13 @@ def fusion_bytes(rows, cols, dtype_bytes):
 """, r"lse is not a logarithm|lse holds inf or NaN"),
     ],
     "flash_traffic_check": [
+        ("one program measured, times the grid, on the case too big to run (a copy test)", _FLASH + """
+    if s > 50000:  # every program and every key block taken as full
+        programs = math.ceil(s / block_m)
+        return (dtype_bytes * programs * (block_m * d + 2 * math.ceil(s / block_n) * block_n * d),
+                dtype_bytes * programs * block_m * d)
+    return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_m)), dtype_bytes * s * d
+""", r"flash_traffic\(65541, 128, 128, 64, 2\) is off for this shape"),
         ("the s × s matrix stored", _FLASH + """
     return dtype_bytes * (s * d + 2 * s * d * math.ceil(s / block_m)), dtype_bytes * (s * d + s * s)
 """, r"count the s × s score matrix"),
