@@ -186,6 +186,21 @@ def test_the_check_itself_and_the_class_grader_ask_the_model_without_a_reveal(re
     assert reply["score"] == CHECK.points and not predictions.entry(lesson01.LESSON, CHECK.name)["revealed"]
 
 
+def test_a_course_only_call_inside_another_counts_once_under_the_outer_name(record):
+    """Lesson 02's reveal cell shows probe_rows() (course_only, watched by SYNC_ANSWERS), which enters a SyncCounter
+    (course_only, in sync_points' guard): the cell asked for probe_rows, not for the counter on a loop."""
+    from grader.checks import lesson02
+
+    shortcuts._fresh_kernel()
+    exec(compile("from grader.checks import lesson02\nlesson02.probe_rows()\n", "<cell>", "exec"), {})
+    assert "grader.checks.lesson02.probe_rows" in shortcuts.used()
+    assert "grader.syncs.SyncCounter" not in shortcuts.used()
+    exec(compile("from grader.syncs import SyncCounter\nwith SyncCounter('cuda'):\n    pass\n", "<cell>", "exec"), {})
+    assert "grader.syncs.SyncCounter" in shortcuts.used()
+    shortcuts._fresh_kernel()
+    assert lesson02.probe_rows.course_only
+
+
 def test_a_thread_started_through_a_partial_is_seen():
     """A copy test started its thread with functools.partial(_thread.start_new_thread): the profiler reports no
     call of a C function made through a partial, so the course puts a Python function in front of it."""
