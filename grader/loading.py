@@ -17,6 +17,8 @@ from typing import Callable
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
+from grader.shortcuts import course_only
+
 
 class SlowDataset(Dataset):
     """`n` items; each `__getitem__` sleeps `item_seconds` (a disk or network read: waiting, not computing).
@@ -102,6 +104,9 @@ def timed_epoch(loader: DataLoader, compute: Callable[[torch.Tensor], object], s
     return {"wait_s": waits, "compute_s": computes, "compute_intervals": intervals, "start": 0.0, "end": end}
 
 
+# Lesson 05's IDLE_GUESS reveal cell profiles the loop fed by this loader: a copy test ran that cell's body before
+# guessing. It is course_only and watched by IDLE_GUESS: called from a cell before the first guess, it is a reveal.
+@course_only("grader.loading.with_workers")
 def with_workers(loader: DataLoader, num_workers: int) -> DataLoader:
     """A loader like `loader` (same data set, batch size, order, pinning, prefetch, start method) with `num_workers` workers."""
     extra = {}

@@ -14,7 +14,7 @@ from torch.profiler import record_function
 
 from conftest import ROOT, read_notebook
 from grader import loading, profiling, shortcuts, specs
-from grader.checks import lesson05
+from grader.checks import _keys, lesson05
 from grader.notebook import CheckFailed
 from notebook_cells import namespace
 
@@ -485,14 +485,15 @@ def test_the_mfu_checks_models_leave_no_count_of_biases_or_layernorm_to_judge():
     assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 512)
 
 
-def test_fixed_loaders_worker_counts_are_the_check_cases_only():
-    """A copy test pasted the package's general worker count (workers_needed) into fixed_loader; the package keeps the
-    counts of its own three cases, which these recompute (k workers deliver k batches per batch-read time)."""
-    import math
-
+def test_fixed_loaders_worker_counts_are_not_in_the_package():
+    """A copy test pasted the package's general worker count (workers_needed) into fixed_loader, and in round 3 read
+    the answer off the shipped counts of the check's three cases (_NEEDED = (4, 11, 1)): the counts live in the
+    instructor's judge, and the check judges the workers by keys."""
     assert not hasattr(lesson05, "workers_needed")
-    assert lesson05._NEEDED == tuple(max(1, math.ceil(round(b * i / s, 9))) for i, b, s in lesson05._RATIOS)
-    assert lesson05._FROM_ONE_ITEM == tuple(math.ceil(i / s) for i, _, s in lesson05._RATIOS)
+    assert not hasattr(lesson05, "_NEEDED") and not hasattr(lesson05, "_FROM_ONE_ITEM")
+    assert isinstance(lesson05.check_fixed_loader, _keys.Keyed)
+    judges = _instructor_judges()
+    assert judges._NEEDED == (4, 11, 1) and judges._FROM_ONE_ITEM == (1, 2, 1)
 
 
 @pytest.mark.parametrize("name", list(lesson05._MFU_MODELS))
@@ -522,3 +523,14 @@ def test_the_textbook_6n_is_wrong_where_part_of_the_model_is_frozen():
     assert six_n["gpt"] == right["gpt"] and six_n["long_context"] == right["long_context"]
     assert all(six_n[n] > right[n] for n in ("mlp", "mlp_bottom_frozen", "mlp_middle_frozen", "gpt_table_frozen",
                                              "gpt_top_tuned"))
+
+
+def test_no_cell_source_states_idle_guess_answer():
+    """A copy test read IDLE_GUESS's answer off the source of later cells (the reveal cell's printed sentences, the
+    summary table's label) before guessing: the reading now comes from a watched course_only function."""
+    nb = read_notebook(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb")
+    for cell in nb.cells:
+        for said in ("theirs to shrink", "not the loader's", "only the loader's idle time", "make batches arrive sooner"):
+            assert said not in cell.source, (said, cell.source[:200])
+    assert lesson05.idle_split_reading.course_only in lesson05.check_idle_guess.watched
+    assert "grader.loading.with_workers" in lesson05.check_idle_guess.watched

@@ -420,6 +420,18 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "        model(x).sum().backward()\n"
          "    flops = sum(e.flops for e in prof.key_averages() if e.key == 'aten::mm')\n"
          "    return flops / step_seconds / peaks[dtype]\n", r"calls torch\.profiler\.profile"),
+        ("mfu_check", "import multiprocessing as mp\nimport torch\nfrom torch.utils.flop_counter import FlopCounterMode\n\n"
+         "def _count(model, conn, batch, seq_len):\n"
+         "    x = torch.randint(0, model.shape.vocab_size, (batch, seq_len)) if hasattr(model, 'tokens') else "
+         "torch.randn(batch, seq_len, model[0].in_features)\n"
+         "    with FlopCounterMode(display=False) as count:\n"
+         "        model(x).sum().backward()\n"
+         "    conn.send(count.get_total_flops())\n\n"
+         "def mfu(model, batch, seq_len, step_seconds, peaks, dtype):  # a copy test: the counter in a forked process\n"
+         "    here, there = mp.get_context('fork').Pipe()\n"
+         "    p = mp.get_context('fork').Process(target=_count, args=(model, there, batch, seq_len))\n"
+         "    p.start()\n    flops = here.recv()\n    p.join()\n"
+         "    return flops / step_seconds / peaks[dtype]\n", r"a process of its own"),
     ],
     "06_mixed_precision": [
         ("amp_step_check", "from grader.checks import lesson06\nlesson06.reference_amp_step\n", "gone"),

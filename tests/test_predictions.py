@@ -424,3 +424,28 @@ def test_the_cluster_allreduce_before_the_guess_is_a_reveal(record, capsys, cell
     assert check({"16 GPUs ms": 6.4, "why": "copied from the reveal cell's calls"}) == 0.0
     assert predictions.entry(lesson07.LESSON, check.name).get("revealed")
     assert "counts as asking for the answer" in capsys.readouterr().out
+
+
+def test_the_kernel_counter_before_mfu_guess_is_a_reveal(record, capsys):
+    """A copy test ran profiling.device_ops and torch's FLOP counter on the small step before committing MFU_GUESS
+    and had the launch-bound model's exact figure, unrecorded: device_ops is the model's kernel counter, watched."""
+    from grader.checks import lesson05
+
+    exec(compile("from grader import profiling\nimport torch\nx = torch.ones(3)\nprofiling.device_ops(lambda: x * 2)\n",
+                 "<cell>", "exec"), {})
+    check = lesson05.check_mfu_guess
+    assert check({"mfu": 4.5e-5, "why": "counted with the course's kernel counter"}) == 0.0
+    assert predictions.entry(lesson05.LESSON, check.name).get("revealed")
+    assert "called grader.profiling.device_ops before your first guess" in capsys.readouterr().out
+
+
+def test_the_two_worker_loader_before_idle_guess_is_a_reveal(record, capsys):
+    """A copy test ran IDLE_GUESS's reveal cell's body (the loop profiled with loading.with_workers) before guessing."""
+    from grader.checks import lesson05
+
+    exec(compile("from grader import loading\nloading.with_workers(loading.slow_loader(loading.SlowDataset(4), 2), 0)\n",
+                 "<cell>", "exec"), {})
+    check = lesson05.check_idle_guess
+    assert check({"shrinks": "waiting", "why": "measured it first"}) == 0.0
+    assert predictions.entry(lesson05.LESSON, check.name).get("revealed")
+    assert "called grader.loading.with_workers before your first guess" in capsys.readouterr().out

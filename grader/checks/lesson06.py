@@ -551,6 +551,7 @@ _VERDICT_CASES = {  # the runs verdict is tried on (inputs only: what each shoul
     "reference ends on a noisy step": (_REF[:-1] + [_REF[-1] * 1.3], _REF, 0.9, 0.05),
     "5.2 % above": (_REF, [v * 1.052 for v in _REF], 0.9, 0.05),
     "4.8 % below": (_REF, [v * 0.952 for v in _REF], 0.9, 0.05),
+    "30 % below": (_REF, [v * 0.7 for v in _REF], 0.9, 0.05),  # ends far from the reference, on the low side
     "big losses agree": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
     "flat, both curves × 1e6": ([v * 1e6 for v in _REF], [1.0] * 40, 0.9, 0.05),
     "rising, both curves × 1e6": ([v * 1e6 for v in _REF], [1.05**i for i in range(40)], 0.9, 0.05),

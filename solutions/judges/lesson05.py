@@ -18,7 +18,7 @@ from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson05 import (_ADAM, _B_CLIP, _B_EMPTY, _B_NESTED, _B_OUTSIDE, _B_OVERLAP, _B_SIMPLE, _B_SORTED,
                                     _B_SPAN, _B_UNSORTED,
                                     _BUSY_CASES, _D, _DIAGNOSE_NAMES, _GEMM, _IDLE, _SOFTMAX, _TOP_CASES, ANSWERS,
-                                    _MFU_MODELS, MFU_MODEL_WORDS, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
+                                    _MFU_MODELS, MFU_MODEL_WORDS, _RATIOS, _loader_texts, _SMALL_TOKENS, CPU_ROWS, CUDA_ROWS, _as_pair,
                                     _idle_call, _public_mfu, _small_transformer, describe)
 
 # --- diagnose ----------------------------------------------------------------------------------------
@@ -402,5 +402,34 @@ def _mfu(observation: dict) -> None:
          "model, and what the rate is compared with.")
 
 
-JUDGES = {"diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause,
+# --- fixed_loader ------------------------------------------------------------------------------------
+
+# The fewest workers that keep up, for each of lesson05._RATIOS (k workers deliver k batches per batch-read time), and
+# what sizing them from one item's read time gives. Here, not in the package: a copy test read the answer off a
+# shipped (4, 11, 1) beside the cases, and "ceil" off it at once.
+_NEEDED = tuple(max(1, math.ceil(round(b * i / s, 9))) for i, b, s in _RATIOS)
+_FROM_ONE_ITEM = tuple(math.ceil(i / s) for i, _, s in _RATIOS)
+
+
+def _fixed_loader(observation: dict) -> None:
+    """fixed_loader: enough workers that a batch is ready each time the loop asks (from the fewest that keep up to two
+    more), judged after the public settings."""
+    chosen = [int(k) for k in observation["ratios"]]
+    if chosen == list(_FROM_ONE_ITEM) and chosen != list(_NEEDED):
+        fail(f"fixed_loader chose {_loader_texts(chosen)}. You sized the workers from one item's read time: what does "
+             "the training loop wait for when it asks for the next step's data?")
+    for (item_s, batch, step_s), k, need in zip(_RATIOS, chosen, _NEEDED):
+        if k < need:
+            fail(f"fixed_loader chose {k} worker(s) for {batch} items of {item_s * 1e3:g} ms a batch and a step of "
+                 f"{step_s * 1e3:g} ms: too few, so the batches arrive slower than the loop takes them and the loop "
+                 "still waits, if only now and then. Each worker reads one whole batch at a time: how many batches "
+                 "must be on their way at once for one to be ready each time the loop asks for the next?")
+        if k > need + 2:
+            fail(f"fixed_loader chose {k} workers for {batch} items of {item_s * 1e3:g} ms a batch and a step of "
+                 f"{step_s * 1e3:g} ms: more than keep up with the loop, by more than a couple. Each extra worker is "
+                 "one more process holding a copy of the data set and its prefetched batches; choose the number from "
+                 "how long a batch takes to read against how long a step takes.")
+
+
+JUDGES = {"fixed_loader": _fixed_loader, "diagnose": _diagnose, "busy_fraction": _busy_fraction, "top_ops": _top_ops, "idle_by_cause": _idle_by_cause,
           "mfu": _mfu}

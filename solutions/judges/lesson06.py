@@ -451,6 +451,11 @@ def _verdict(verdict: Callable) -> None:
     if answers["5.2 % above"] != "stalled" or answers["4.8 % below"] != "agrees":
         fail("near the tolerance verdict misjudged the run 5.2 % above the reference or the one 4.8 % below it "
              "(rtol 5 %).")
+    if answers["30 % below"] == "agrees":
+        fail("verdict called the run that ended 30 % below the reference 'agrees': it did not end where the reference "
+             "ended (exercise 4's three words).")
+    if answers["30 % below"] != "stalled":
+        fail("verdict misjudged the run that ended 30 % below the reference: it never blew up and never got worse.")
     if answers["agrees"] != "agrees" or answers["big losses agree"] != "agrees":
         fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along: it ends where the "
              "reference ends, well within the tolerance.")

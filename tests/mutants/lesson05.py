@@ -275,11 +275,11 @@ def idle_by_cause(compute, loading, start, end):
 """, r"num_workers=0"),
         ("two workers whatever the ratio", _LOADER_HEAD + f"""
     return DataLoader(dataset, batch_size=batch_size, num_workers=2, {_FIXED})
-""", r"too few\. Each worker reads one whole batch"),
+""", r"too few, so the batches arrive slower.*Each worker reads one whole batch"),
         ("workers rounded down", _LOADER_HEAD + f"""
     k = max(1, math.floor(batch_size * dataset.item_seconds / step_seconds))
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
-""", r"rounded down\?"),
+""", r"too few, so the batches arrive slower than the loop takes them"),
         ("one item's read time, not a batch's", _LOADER_HEAD + f"""
     k = math.ceil(dataset.item_seconds / step_seconds)
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, {_FIXED})
@@ -300,7 +300,7 @@ def idle_by_cause(compute, loading, start, end):
         ("workers restarted every epoch", _LOADER_HEAD + """
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, pin_memory=device.type == "cuda",
                       multiprocessing_context="fork")
-""", r"persistent_workers=True"),
+""", r"persistent_workers=False"),
         ("never pins, even for CUDA", _LOADER_HEAD + """
     return DataLoader(dataset, batch_size=batch_size, num_workers=k, persistent_workers=True,
                       multiprocessing_context="fork")

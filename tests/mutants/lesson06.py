@@ -456,6 +456,18 @@ def smooth(losses, beta, steps=None):
 """,
             r"every comparison with NaN is False",
         ),
+        (  # a copy test: a run ending far below its reference "agreed" and no case told
+            "one-sided tolerance: a run far below the reference agrees",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if s[-1] > s[0] * (1 + rtol):
+        return "diverged"
+    return "agrees" if s[-1] <= r[-1] * (1 + rtol) else "stalled"
+""",
+            r"ended 30 % below the reference 'agrees'",
+        ),
         (
             "absolute instead of relative tolerance",
             _VERDICT_HEAD + """
