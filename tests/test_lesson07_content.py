@@ -525,3 +525,26 @@ def test_the_textbook_bubble_holds_for_equal_stages_and_fails_for_unequal_ones()
     assert not all(equal) and any(equal)
     with pytest.raises(CheckFailed, match="gives what stages of equal time would"):
         lesson07.check_bubble_fraction(lambda t, m: (len(t) - 1) / (m + len(t) - 1))
+
+
+def test_the_fit_check_runs_on_data_no_table_in_the_package_knows():
+    """Copy test, round 3: _FITS and synthetic_timings regenerate the check's data, and a fit that returned the
+    parameters of the data it recognised passed. The check also fits noise-free data drawn when it runs."""
+    from grader.notebook import CheckFailed
+
+    def lookup(nbytes, seconds, world):
+        for w, lat, bw, seed in lesson07._FITS:
+            if w == world and lesson07.synthetic_timings(w, lat, bw, seed)[1] == list(seconds):
+                return lat, bw
+        return 1e-4, 1e9
+
+    with pytest.raises(CheckFailed, match="made just now"):
+        lesson07.check_fit_latency_bandwidth(lookup)
+
+
+def test_the_ring_model_table_is_the_ring():
+    """The package keeps the ring's terms only for the rank counts its models use; they are the instructor's ring."""
+    judge = _judges()
+    for world in lesson07._RING_TERMS:
+        for case in ((1e9, world, 0.0, 5e10), (3e6, world, 2e-5, 1e10)):
+            assert lesson07._ring_model(*case) == pytest.approx(judge._ring(*case), rel=1e-12)

@@ -384,7 +384,7 @@ def test_what_counts_as_asking_for_the_model(record, capsys, how):
     check = lesson07.check_allreduce_prediction
     guess = {"16 GPUs ms": 3.0, "why": "a ring in each node, then the rails"}
     cell = {"band": "check.band(guess, {})", "private band": "lesson07._allreduce_band(guess, {})",
-            "after the guess": "check(guess); lesson07._ring(1e9, 16, 0.0, 5e10)", "inside the check": "check(guess)"}
+            "after the guess": "check(guess); lesson07._ring_model(1e9, 16, 0.0, 5e10)", "inside the check": "check(guess)"}
     exec(compile(cell[how], "<cell>", "exec"), {"check": check, "guess": guess, "lesson07": lesson07})
     check(guess)
     found = predictions.entry(lesson07.LESSON, check.name)

@@ -35,14 +35,19 @@ from grader.shortcuts import course_only
 # --- allreduce_seconds -----------------------------------------------------------------------------
 
 
+# The ring's cost is what allreduce_seconds asks for: its judge and answer are the instructor's
+# (solutions/judges/lesson07.py; a copy test pasted the body of the ring function this module used to hold). The
+# course's own models (the fits' synthetic data, ALLREDUCE_PREDICTION) need it only for the rank counts they use: a
+# table of each ring's latencies and share of the message per rank, not the rule for every count of ranks.
+_RING_TERMS = {2: (2, 1.0), 4: (6, 1.5), 8: (14, 1.75), 16: (30, 1.875)}
+
+
 @course_only()
-def _ring(nbytes: float, world: int, latency: float, bandwidth: float) -> float:
-    """The course's ring model: the judge of allreduce_seconds, the synthetic data of the fit, ALLREDUCE_PREDICTION's
-    model (guarded and watched: a learner's code that calls it is noticed)."""
-    if world == 1:
-        return 0.0
-    steps = 2 * (world - 1)
-    return steps * latency + steps / world * nbytes / bandwidth
+def _ring_model(nbytes: float, world: int, latency: float, bandwidth: float) -> float:
+    """A ring all-reduce's seconds for the rank counts the course's models use (guarded and watched: it prices
+    ALLREDUCE_PREDICTION's answer)."""
+    steps, share = _RING_TERMS[world]
+    return steps * latency + share * nbytes / bandwidth
 
 
 _AR_CASES = [
@@ -56,48 +61,31 @@ _AR_CASES = [
 ]
 
 
-def _judge_allreduce_seconds(fn: Callable) -> None:
-    """allreduce_seconds against the course's ring model, on the check's cases."""
-    got = {case: call(fn, *case) for case in _AR_CASES}
-    for case, value in got.items():
+def _public_allreduce_seconds(fn: Replay) -> None:
+    """What can be said of allreduce_seconds without its answer: a number of seconds on every case."""
+    for case in _AR_CASES:
+        value = call(fn, *case)
         if not is_number(value):
             fail(f"allreduce_seconds{case} returned {value!r} ({type(value).__name__}); return a number of seconds.")
-    one = float(got[(5e6, 1, 1e-4, 1e9)])
+
+
+def _hints_allreduce_seconds(fn: Replay) -> None:
+    """An unknown answer that charges one rank, or that does not grow with the message."""
+    one = float(call(fn, 5e6, 1, 1e-4, 1e9))
     if one != 0.0:
         fail(f"allreduce_seconds(5e6, world=1, ...) returned {one!r}: with one rank there is nobody to exchange "
-             "gradients with, so the all-reduce costs nothing: return 0.")
-    n, b, lat, bw = 8e6, 4, 5e-6, 1e10
-    value = float(got[(n, b, lat, bw)])
-    candidates = {
-        "every rank sent its whole message to every other rank. In a ring each rank passes one chunk of the message "
-        "per step, to its neighbour: count the chunks it sends":
-            (b - 1) * lat + (b - 1) * n / bw,
-        "each step moved the whole message. A step moves one chunk, and the message is cut into as many chunks as "
-        "there are ranks":
-            2 * (b - 1) * lat + 2 * (b - 1) * n / bw,
-        "only one latency: every step of the ring waits one latency; count the steps of both phases":
-            lat + 2 * (b - 1) / b * n / bw,
-        "one step too many in each phase: count how many steps it takes a ring of n ranks to pass every chunk round "
-        "once":
-            2 * b * lat + 2 * b / b * n / bw,
-        "bandwidth multiplied instead of divided (bytes ÷ bytes-per-second is seconds)":
-            2 * (b - 1) * lat + 2 * (b - 1) / b * n * bw,
-    }
-    want = _ring(n, b, lat, bw)
-    if not close(value, want, 1e-6):
-        for mistake, wrong in candidates.items():
-            if close(value, wrong, 1e-6):
-                fail(f"allreduce_seconds(8e6 bytes, 4 ranks, 5 µs, 10 GB/s): {mistake}.")
-        fail("allreduce_seconds(8e6 bytes, 4 ranks, latency 5e-6 s, bandwidth 1e10 B/s) is off. Count the steps of "
-             "the ring's two phases (each waits one latency) and the bytes one rank sends in them (section 2).")
-    for case, value in got.items():
-        if not close(float(value), _ring(*case), 1e-6):
-            fail(f"allreduce_seconds{case} is off here, though right for 4 ranks: does it use every argument as given "
-                 "(and no bytes at all, or no latency, where one of them is 0)?")
+             "gradients with, so the all-reduce costs nothing.")
+    if not float(call(fn, 8e6, 4, 5e-6, 1e10)) > float(call(fn, 0.0, 4, 5e-6, 1e10)):
+        fail("allreduce_seconds(8e6, 4, 5e-6, 1e10) is no more than for a message of 0 bytes: the bytes take time too.")
 
 
-check_allreduce_seconds = guard(recorded("allreduce_seconds", "allreduce_seconds", _AR_CASES, _judge_allreduce_seconds),
-                                "allreduce_seconds", {_ring: "grader.checks.lesson07._ring"})
+check_allreduce_seconds = guard(Keyed(
+    "07_data_parallel", "allreduce_seconds", "allreduce_seconds", _AR_CASES, floats=True,
+    public=_public_allreduce_seconds, hints=_hints_allreduce_seconds,
+    unknown="allreduce_seconds is not the ring's time, nor a mistake the course knows. Count the steps of the ring's "
+            "two phases (each waits one latency) and the bytes one rank sends in them (section 2), and check it on "
+            "every case: one rank, no bytes, no latency."),
+    "allreduce_seconds", {_ring_model: "grader.checks.lesson07._ring_model"})
 
 
 # --- fit_latency_bandwidth -------------------------------------------------------------------------
@@ -108,7 +96,7 @@ def synthetic_timings(world: int, latency: float, bandwidth: float, seed: int | 
     """Message sizes 256 B .. 256 MiB and ring-model times with log-normal noise of `sigma` (None: no noise)."""
     rng = random.Random(seed)
     nbytes = [2**k for k in range(8, 29)]
-    seconds = [_ring(x, world, latency, bandwidth) * (1.0 if seed is None else math.exp(rng.gauss(0.0, sigma)))
+    seconds = [_ring_model(x, world, latency, bandwidth) * (1.0 if seed is None else math.exp(rng.gauss(0.0, sigma)))
                for x in nbytes]
     return nbytes, seconds
 
@@ -227,11 +215,48 @@ def _fit_summary(observation: Any) -> list:
 # The fit's answers (a weighted least-squares line) are not here: its known mistakes are told apart by digests made
 # from the instructor's judge (solutions/judges/lesson07.py). sig=4: a right fit computed in another order
 # (np.polyfit, torch.linalg.lstsq, the normal equations) agrees to more figures than that.
-check_fit_latency_bandwidth = _FitKeyed(
+_fit_keyed = _FitKeyed(
     "07_data_parallel", "fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, sig=4, summary=_fit_summary,
     public=_public_fit, unknown="fit_latency_bandwidth did not recover the latency and bandwidth its data were made "
     "with: fit the straight line that your ring model is for a fixed number of ranks, each point counted by its "
     "relative error, and work back from its intercept and slope to the latency and bandwidth.")
+
+
+
+
+def _fresh_fit() -> tuple:
+    """(world, latency, bandwidth): drawn afresh each time the check runs (os.urandom), for noise-free data."""
+    draw = random.SystemRandom()
+    return (draw.choice((2, 4, 8)), 10 ** draw.uniform(math.log10(15e-6), math.log10(300e-6)),
+            10 ** draw.uniform(math.log10(1e9), math.log10(5e10)))
+
+
+def _observe_fit(fn: Callable) -> dict:
+    """The keyed cases, then noise-free data made with a latency and bandwidth drawn just now: the cases' own latencies
+    and bandwidths are in this module, and a copy test returned them for data it recognised; no fit knows these."""
+    world, latency, bandwidth = _fresh_fit()
+    fresh = record(fn, "fit_latency_bandwidth", [_fit_case(world, latency, bandwidth, None)])
+    return {"observed": _fit_keyed.observe(fn), "fresh": {"truth": [world, latency, bandwidth], "recording": fresh}}
+
+
+def _judge_fit(observation: Any) -> None:
+    if not isinstance(observation, dict) or not isinstance(observation.get("fresh"), dict):
+        fail("the check could not read what your fit_latency_bandwidth returned")
+    _fit_keyed.judge(observation.get("observed"))
+    truth, recording = observation["fresh"].get("truth"), observation["fresh"].get("recording")
+    if not (isinstance(truth, list) and len(truth) == 3):
+        fail("the check could not read what your fit_latency_bandwidth returned")
+    world, latency, bandwidth = int(truth[0]), float(truth[1]), float(truth[2])
+    label = f"(..., world={world}) on noise-free data made just now"
+    try:
+        got = Replay(recording)(*_fit_case(world, latency, bandwidth, None))
+    except Raised as exc:
+        fail(f"fit_latency_bandwidth{label}: {exc}")
+    _judge_fit_one(got, world, latency, bandwidth, False, label)
+
+
+check_fit_latency_bandwidth = Check("fit_latency_bandwidth", _observe_fit, _judge_fit)
+check_fit_latency_bandwidth.inner = _fit_keyed  # scripts/build_keys.py finds the keyed check under it
 
 
 def _observe_fit_on(fn: Callable, world: int, latency: float, bandwidth: float, seed: int) -> dict:
@@ -759,13 +784,14 @@ def _allreduce_model() -> dict:
     chip = specs.chip(PREDICTED_CHIP)
     links = distributed.cluster_links(chip.nvlink_gbs, PREDICTED_GPUS, chip=chip.name)
     g, m, nv, nic = links["gpus_per_node"], links["nodes"], links["nvlink"], links["nic"]
-    return {"model": distributed.cluster_allreduce_seconds(PREDICTED_BYTES, links, _ring),
-            "one NIC": _ring(PREDICTED_BYTES, PREDICTED_GPUS, 0.0, nic),
-            "NVLink only": _ring(PREDICTED_BYTES, g, 0.0, nv),
-            "rails only": _ring(PREDICTED_BYTES / g, m, 0.0, nic),
-            "all NVLink": _ring(PREDICTED_BYTES, PREDICTED_GPUS, 0.0, nv),
-            "both ways": _ring(PREDICTED_BYTES, g, 0.0, 2 * nv) + _ring(PREDICTED_BYTES / g, m, 0.0, nic),
-            "whole message on the rails": _ring(PREDICTED_BYTES, g, 0.0, nv) + _ring(PREDICTED_BYTES, m, 0.0, nic)}
+    ring = _ring_model
+    return {"model": distributed.cluster_allreduce_seconds(PREDICTED_BYTES, links, ring),
+            "one NIC": ring(PREDICTED_BYTES, PREDICTED_GPUS, 0.0, nic),
+            "NVLink only": ring(PREDICTED_BYTES, g, 0.0, nv),
+            "rails only": ring(PREDICTED_BYTES / g, m, 0.0, nic),
+            "all NVLink": ring(PREDICTED_BYTES, PREDICTED_GPUS, 0.0, nv),
+            "both ways": ring(PREDICTED_BYTES, g, 0.0, 2 * nv) + ring(PREDICTED_BYTES / g, m, 0.0, nic),
+            "whole message on the rails": ring(PREDICTED_BYTES, g, 0.0, nv) + ring(PREDICTED_BYTES, m, 0.0, nic)}
 
 
 _ALLREDUCE_MISTAKES = {
@@ -809,7 +835,7 @@ check_allreduce_prediction = Prediction(
     mistakes=lambda answer, context: (lambda s: f"it prices {s}" if s else None)(_allreduce_said(answer["16 GPUs ms"])),
     # every course function that prices an all-reduce over a cluster gives this answer: called before the first guess,
     # each counts as asking for it (a copy test ran the reveal cell's calls of the two distributed ones first)
-    watch=(_allreduce_model, _allreduce_said, _ring, _distributed.cluster_allreduce_seconds, _distributed.cluster_links,
+    watch=(_allreduce_model, _allreduce_said, _ring_model, _distributed.cluster_allreduce_seconds, _distributed.cluster_links,
            _widgets.data_parallel_explorer))
 
 ZERO_MODEL, ZERO_WORLD = "LLaMA-13B", 8

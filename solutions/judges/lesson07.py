@@ -1,4 +1,4 @@
-"""The instructor's judges of lesson 07's keyed checks (fit_latency_bandwidth, bucket_plan, bytes_per_rank,
+"""The instructor's judges of lesson 07's keyed checks (allreduce_seconds, fit_latency_bandwidth, bucket_plan, bytes_per_rank,
 bubble_fraction): they hold the answers, so they are never packaged nor released.
 
 scripts/build_keys.py runs each on the reference solution and on every mutant (tests/mutants/lesson07.py) and keeps
@@ -12,8 +12,59 @@ from __future__ import annotations
 from typing import Callable
 
 from grader.checks._common import Replay, call, close, fail, is_number
-from grader.checks.lesson07 import (_BUBBLE_CASES, _BUCKET_CASES, _FITS, _MEM_CASES, _PSI, STAGES, _as_buckets,
+from grader.checks.lesson07 import (_AR_CASES, _BUBBLE_CASES, _BUCKET_CASES, _FITS, _MEM_CASES, _PSI, STAGES, _as_buckets,
                                     _fit_cases, _judge_fit_one)
+
+# --- allreduce_seconds ------------------------------------------------------------------------------
+
+
+def _ring(nbytes: float, world: int, latency: float, bandwidth: float) -> float:
+    """The ring all-reduce: 2(n − 1) steps, each one latency and one chunk of nbytes / n; nothing for one rank."""
+    if world == 1:
+        return 0.0
+    steps = 2 * (world - 1)
+    return steps * latency + steps / world * nbytes / bandwidth
+
+
+def _judge_allreduce_seconds(fn: Callable) -> None:
+    """allreduce_seconds against the ring model, on the check's cases."""
+    got = {case: call(fn, *case) for case in _AR_CASES}
+    for case, value in got.items():
+        if not is_number(value):
+            fail(f"allreduce_seconds{case} returned {value!r} ({type(value).__name__}); return a number of seconds.")
+    one = float(got[(5e6, 1, 1e-4, 1e9)])
+    if one != 0.0:
+        fail(f"allreduce_seconds(5e6, world=1, ...) returned {one!r}: with one rank there is nobody to exchange "
+             "gradients with, so the all-reduce costs nothing: return 0.")
+    n, b, lat, bw = 8e6, 4, 5e-6, 1e10
+    value = float(got[(n, b, lat, bw)])
+    candidates = {
+        "every rank sent its whole message to every other rank. In a ring each rank passes one chunk of the message "
+        "per step, to its neighbour: count the chunks it sends":
+            (b - 1) * lat + (b - 1) * n / bw,
+        "each step moved the whole message. A step moves one chunk, and the message is cut into as many chunks as "
+        "there are ranks":
+            2 * (b - 1) * lat + 2 * (b - 1) * n / bw,
+        "only one latency: every step of the ring waits one latency; count the steps of both phases":
+            lat + 2 * (b - 1) / b * n / bw,
+        "one step too many in each phase: count how many steps it takes a ring of n ranks to pass every chunk round "
+        "once":
+            2 * b * lat + 2 * b / b * n / bw,
+        "bandwidth multiplied instead of divided (bytes ÷ bytes-per-second is seconds)":
+            2 * (b - 1) * lat + 2 * (b - 1) / b * n * bw,
+    }
+    want = _ring(n, b, lat, bw)
+    if not close(value, want, 1e-6):
+        for mistake, wrong in candidates.items():
+            if close(value, wrong, 1e-6):
+                fail(f"allreduce_seconds(8e6 bytes, 4 ranks, 5 µs, 10 GB/s): {mistake}.")
+        fail("allreduce_seconds(8e6 bytes, 4 ranks, latency 5e-6 s, bandwidth 1e10 B/s) is off. Count the steps of "
+             "the ring's two phases (each waits one latency) and the bytes one rank sends in them (section 2).")
+    for case, value in got.items():
+        if not close(float(value), _ring(*case), 1e-6):
+            fail(f"allreduce_seconds{case} is off here, though right for 4 ranks: does it use every argument as given "
+                 "(and no bytes at all, or no latency, where one of them is 0)?")
+
 
 # --- fit_latency_bandwidth -------------------------------------------------------------------------
 
@@ -274,4 +325,4 @@ def _bubble_fraction(fn: Callable) -> None:
          if len(stages) == 1 else ", though right elsewhere: walk this schedule on a time axis") + ".")
 
 
-JUDGES = {"fit_latency_bandwidth": _judge_fit, "bucket_plan": _judge_bucket_plan, "bytes_per_rank": _bytes_per_rank, "bubble_fraction": _bubble_fraction}
+JUDGES = {"allreduce_seconds": _judge_allreduce_seconds, "fit_latency_bandwidth": _judge_fit, "bucket_plan": _judge_bucket_plan, "bytes_per_rank": _bytes_per_rank, "bubble_fraction": _bubble_fraction}
