@@ -25,7 +25,7 @@ import torch
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, record, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.checks._keys import Keyed, outcomes
-from grader.floats import FORMATS, Format
+from grader.floats import FORMATS, Format, fp8_fields
 from grader.floats import kind_of as floats_kind_of
 from grader.floats import value_of as floats_value_of
 from grader.notebook import CheckFailed, NotDone
@@ -427,6 +427,8 @@ _FORMAT_SHORTCUTS = {**{prop.fget: f"grader.floats.Format.{name}" for name, prop
                      floats_value_of: "grader.floats.value_of", floats_kind_of: "grader.floats.kind_of"}
 check_predict_vanishing = guard(check_predict_vanishing, "predict_vanishing",
                                 {**_FORMAT_SHORTCUTS, _zero_share: "the course's model of ZERO_SHARE"})
+# decode of a made-up format: a copy test searched every field for the one whose floats.value_of is nearest x
+check_decode = guard(check_decode, "decode", {**_FORMAT_SHORTCUTS, fp8_fields: "grader.floats.fp8_fields"})
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -792,6 +794,12 @@ def _hints_loss_scaler(observation: dict) -> None:
 _TORCH_SCALER_OPS = {torch._amp_update_scale_: "torch._amp_update_scale_ (GradScaler's own scale update)",
                      torch._amp_foreach_non_finite_check_and_unscale_:
                          "torch._amp_foreach_non_finite_check_and_unscale_ (GradScaler's own unscale)"}
+# The same ops through torch.ops.aten (a copy test called torch.ops.aten._amp_update_scale_): its packet and each
+# overload call a C function of their own, which is what the profiler reports.
+for _name in ("_amp_update_scale_", "_amp_foreach_non_finite_check_and_unscale_"):
+    _packet = getattr(torch.ops.aten, _name)
+    for _op in [_packet] + [getattr(_packet, o) for o in _packet.overloads()]:
+        _TORCH_SCALER_OPS[_op._op] = f"torch.ops.aten.{_name} (GradScaler's own)"
 
 check_loss_scaler = guard(Keyed(
     LESSON, "LossScaler", observe=_observe_loss_scaler, summary=_windows_summary, public=_public_loss_scaler,
