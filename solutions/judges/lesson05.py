@@ -200,12 +200,12 @@ def _top_ops(top_ops: Callable) -> None:
     labels = [name for name in cuda if name in ("ProfilerStep*", "forward")]
     if labels:
         fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with the label(s) {labels}. On a CUDA profile each "
-             "label has a row on the device too (device_type 'CUDA'), whose time is the labelled span, idle gaps "
+             "label has a row on the device side too, whose time is the labelled span, idle gaps "
              "included: it is still not an operator.")
     kernels = [name for name in cuda if name in (_GEMM, _SOFTMAX, _ADAM) or name.startswith("vectorized")]
     if kernels:
-        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: it names kernels ({kernels[0][:40]}...), rows with "
-             "device_type 'CUDA'. A kernel is the device's side of the operator that launched it, with the same "
+        fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}: it names kernels ({kernels[0][:40]}...). "
+             "A kernel is the device's side of the operator that launched it, with the same "
              "device time: listing both counts one matmul twice and pushes another operator off the list.")
     if "cudaLaunchKernel" in cuda:
         fail(f"top_ops(a CUDA profile's rows, 4) returned {cuda}, with cudaLaunchKernel: the host's call into the CUDA "

@@ -539,8 +539,8 @@ def _smallest_kept(fn: Callable) -> None:
         for shift in (1, -1):
             if close(value, smallest_kept_reference(e, m, bias_shift=shift), 1e-9) or close(
                     value, smallest_kept_reference(e, m, subnormals=False, bias_shift=shift), 1e-9):
-                fail(f"smallest_kept ({name}) is a factor 2 off: check the bias, and which bits a subnormal's "
-                     "mantissa has.")
+                fail(f"smallest_kept ({name}) miscounts the bias or a subnormal's exponent: check how the bias is "
+                     "defined, and which bits a subnormal's mantissa has.")
         fail(f"smallest_kept ({name}) is not the smallest positive number {name} keeps (section 5).")
     if not close(float(got[(6, 9, False)]), smallest_kept_reference(6, 9), 1e-9):
         fail("smallest_kept is right for the formats a table lists, not for 6 exponent and 9 mantissa bits. Work from "

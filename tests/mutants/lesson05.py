@@ -206,7 +206,7 @@ def top_ops(rows, n):
     ops = [r for r in rows if not (r["is_label"] and r["device_type"] == "CPU") and r["device_type"] == "CPU"
            or r["device_type"] == "CUDA" and r["is_label"]]
     return [r["name"] for r in sorted(ops, key=lambda r: r["self_us"], reverse=True)[:n]]
-""", r"each label has a row on the device too"),
+""", r"each label has a row on the device side too"),
         ("the kernels listed instead of their operators", """
 def top_ops(rows, n):
     ops = [r for r in rows if not r["is_label"] and (r["device_type"] == "CUDA" or

@@ -492,7 +492,7 @@ def smooth(losses, beta, steps=None):
             "bias 2^(e-1), off by one",
             "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return 2.0 ** (1 - 2 ** (exponent_bits - 1) - mantissa_bits)",
-            r"factor 2 off",
+            r"miscounts the bias or a subnormal's exponent",
         ),
         (
             "a table of the course's formats",
@@ -505,7 +505,7 @@ def smooth(losses, beta, steps=None):
             "mantissa counted with its hidden bit",
             "def smallest_kept(exponent_bits, mantissa_bits, flush_to_zero=False):\n"
             "    return 2.0 ** (2 - 2 ** (exponent_bits - 1) - (mantissa_bits + 1))",
-            r"factor 2 off",
+            r"miscounts the bias or a subnormal's exponent",
         ),
         (  # the textbook (IEEE) formula, right without flushing, applied where the arithmetic flushes
             "flush_to_zero ignored",
