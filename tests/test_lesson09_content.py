@@ -192,13 +192,33 @@ def test_partial_credit_on_both_predictions():
     assert points == 1.0 and "more than the batch" in said  # wrong in principle: no band, whatever the distance
 
 
-def test_without_a_recorded_bandwidth_only_the_h100_part_is_judged():
+def test_without_a_recorded_bandwidth_the_run_part_earns_nothing():
+    """A record made by hand before the measuring cell: the H100 part is judged, the run's part earns nothing (a copy
+    test committed before section 1 measured and had only the datasheet half judged, at full credit)."""
     h100 = specs.chip("H100").bandwidth / (_models()["LLaMA-7B"]["n_params"] * 2)
     first = {"H100, 7B in bf16": h100, "here, batch 1": 1e6, "why": "bytes over bandwidth"}
     predictions._MEMORY.clear()
     predictions.commit(LESSON, "TOKENS_PER_SECOND_PREDICTION", first, first["why"])
     points, said = lesson09.check_tokens_per_second._score(first, predictions.read())
-    assert points == 2.0 and "was not judged" in said
+    assert points == 1.0 + 1.0 * (1.0 + 0.0) / 2 and "could not be judged" in said
+    batch = {"tokens/s at batch 16 over batch 1": 16.0, "why": "the memory-bound ideal"}
+    predictions.commit(LESSON, "BATCH_PREDICTION", batch, batch["why"])
+    points, said = lesson09.check_batch_prediction._score(batch, predictions.read())
+    assert points == 1.0 and "cannot be judged" in said  # 16, the old fallback model, earns no band
+
+
+def test_the_predictions_take_no_first_guess_before_the_run_measured():
+    from grader.notebook import CheckFailed
+
+    predictions._MEMORY.clear()
+    for check, guess in ((lesson09.check_tokens_per_second, {"H100, 7B in bf16": 250.0, "here, batch 1": 20.0}),
+                         (lesson09.check_batch_prediction, {"tokens/s at batch 16 over batch 1": 16.0})):
+        with pytest.raises(CheckFailed, match="measuring cell has not run"):
+            check({**guess, "why": "before measuring"})
+        assert not predictions.entry(LESSON, check.name)
+    predictions.note_measured(LESSON, **MEASURED)
+    lesson09.check_batch_prediction({"tokens/s at batch 16 over batch 1": 8.0, "why": "after measuring"})
+    assert predictions.entry(LESSON, "BATCH_PREDICTION")["first"]
 
 
 def test_the_page_withholds_the_formulas():
@@ -249,7 +269,7 @@ def test_both_graders_agree_on_lesson09_partial_credit_included(tmp_path):
     got = by(ours)
     assert all(v == r.max_score for r in ours if r.student == "alice" for v in [r.score]), ours
     assert all(r.score == 0 for r in ours if r.student == "bob")
-    assert got["dave", "BATCH_PREDICTION_check"] == 1.0  # the commitment, and 40x is more than 2x off the model's 16
+    assert got["dave", "BATCH_PREDICTION_check"] == 1.0  # the commitment; 40x is more than the batch allows: no band
     assert got["dave", "kv_cache_bytes_check"] == 2.0 and not math.isnan(got["dave", "TOKENS_PER_SECOND_PREDICTION_check"])
 
 

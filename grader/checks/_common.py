@@ -284,11 +284,13 @@ class Prediction(Check):
     """
 
     def __init__(self, lesson: str, name: str, keys: dict, points: float, band: Callable, mistakes: Callable | None = None,
-                 model: Callable | None = None, share: float = 0.5, watch: tuple[Callable, ...] = ()):
+                 model: Callable | None = None, share: float = 0.5, watch: tuple[Callable, ...] = (),
+                 needs: tuple[str, ...] = ()):
         from grader.shortcuts import course_only
 
         super().__init__(name, self._observe, self._judge)
         self.lesson, self.name, self.points, self.share = lesson, name, float(points), share
+        self.needs = tuple(needs)  # what this run must have measured (note_measured) before a first guess is taken
         self.keys = {**keys, "why": "reason"}
 
         def counted(fn: Callable | None, role: str) -> Callable | None:
@@ -409,11 +411,27 @@ class Prediction(Check):
         observation = _plain.roundtrip(self.observe(answer))
         value = self.valid(observation)
         if not predictions.grading():
+            self._needs_measured()
             self._asked_first()
             predictions.commit(self.lesson, self.name, value, value["why"])
         points, feedback = self._score(observation, predictions._load())
         print(feedback)
         return points
+
+    def _needs_measured(self) -> None:
+        """A prediction scored against this run's measurements takes no first guess before they are recorded (a copy
+        test committed before the measuring cell ran, and was scored against the model's fallback)."""
+        from grader import predictions
+
+        found = predictions.entry(self.lesson, self.name)
+        if not self.needs or (found and found.get("first")):
+            return
+        context = predictions.context(self.lesson)
+        missing = [k for k in self.needs if not (is_number(context.get(k)) and context.get(k) > 0)]
+        if missing:
+            fail(f"{self.name} is judged against what this run measures, and the lesson's measuring cell has not run "
+                 f"in this notebook yet (nothing recorded for {', '.join(missing)}). Run the cells above in order, "
+                 "then this one: your guess is not recorded yet.")
 
     def _asked_first(self) -> None:
         """Before a first guess is recorded: the model called from a cell of this kernel counts as the reveal."""

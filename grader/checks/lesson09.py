@@ -41,6 +41,8 @@ def _near(value: float, target: float, within: float = 0.15) -> bool:
 # --- TOKENS_PER_SECOND_PREDICTION ------------------------------------------------------------------
 
 _H100_KEY, _HERE_KEY = "H100, 7B in bf16", "here, batch 1"
+# What section 1's first cell measures (predictions.note_measured): both predictions take a first guess only after it
+_MEASURED_FIRST = ("bandwidth", "weight_bytes", "n_params", "matmul_rate_1", "matmul_rate_16")
 
 
 def _seven_b() -> int:
@@ -115,9 +117,9 @@ def _tps_band(first: dict, context: dict) -> tuple[float, str]:
         about = _tps_mistake(key, first[key], target, width, flop_bound)
         if about:
             said.append(about)
-    if _HERE_KEY not in targets:
-        said.append(f"'{_HERE_KEY}' was not judged: no bandwidth of this run was recorded before your guess "
-                    "(run the cell that measures it first)")
+    if _HERE_KEY not in targets:  # the check takes no first guess before the measuring cell (needs=); a record made
+        fractions.append(0.0)     # by hand without it earns nothing for this part
+        said.append(f"'{_HERE_KEY}' could not be judged: no bandwidth of this run was recorded before your guess")
     fraction = sum(fractions) / len(fractions)
     return fraction, ("your first guess: " + "; ".join(said)) if said else "your first guess is the ceiling the bytes set"
 
@@ -136,7 +138,8 @@ def _tps_said(context: dict) -> str:
 
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
-                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said, watch=(_tps_mistake, _tps_targets, _ceiling))
+                                     points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said,
+                                     watch=(_tps_mistake, _tps_targets, _ceiling), needs=_MEASURED_FIRST)
 
 
 # --- decode_step_seconds ----------------------------------------------------------------------------
@@ -178,7 +181,7 @@ def _batch_model(context: dict) -> float:
     """The model BATCH_PREDICTION is scored against, fed with this run's measurements."""
     bw, weights, n, rate = (context.get(k) for k in ("bandwidth", "weight_bytes", "n_params", "matmul_rate_16"))
     if not all(is_number(v) and v > 0 for v in (bw, weights, n, rate)):
-        return 16.0  # nothing measured before the guess: the memory-bound ideal
+        return None  # nothing measured before the guess (a record made by hand: the check takes none then)
     rate_1 = context.get("matmul_rate_1")
     t1 = max(weights / bw, 2 * n / rate_1) if is_number(rate_1) and rate_1 > 0 else weights / bw
     t16 = max(weights / bw, 2 * n * 16 / rate)
@@ -201,7 +204,10 @@ def _batch_band(first: dict, context: dict) -> tuple[float, str]:
     from grader.predictions import band
 
     value = first[_BATCH_KEY]
-    fraction = band(value, _batch_model(context), tight=0.5, loose=2.0)
+    model = _batch_model(context)
+    if model is None:
+        return 0.0, "your first guess was recorded before this run measured its rates: it cannot be judged"
+    fraction = band(value, model, tight=0.5, loose=2.0)
     about = _batch_mistake(value)
     if about:  # wrong in principle: no band credit, however near the number happens to be
         return 0.0, f"your first guess: {about}"
@@ -213,12 +219,15 @@ def _batch_band(first: dict, context: dict) -> tuple[float, str]:
 
 @course_only()
 def _batch_said(context: dict) -> str:
-    return f"the model fed with this run's rates gives about {_batch_model(context):.2g}x (at most 16x)"
+    model = _batch_model(context)
+    if model is None:
+        return "the model needs this run's rates: run section 1's first cell"
+    return f"the model fed with this run's rates gives about {model:.2g}x (at most 16x)"
 
 
 check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "number"}, points=2, band=_batch_band,
                                     mistakes=lambda answer, context: _batch_mistake(answer[_BATCH_KEY]),
-                                    model=_batch_said, watch=(_batch_mistake, _batch_model,))
+                                    model=_batch_said, watch=(_batch_mistake, _batch_model,), needs=_MEASURED_FIRST)
 
 
 # --- knee_batch -----------------------------------------------------------------------------------

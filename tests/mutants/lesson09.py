@@ -4,6 +4,11 @@ LESSON = "09_serving"
 
 _H100_BW, _H100_BF16, _N7 = 3.35e12, 989.5e12, 6.738e9
 
+# What section 1's first cell notes for the predictions (predictions.note_measured), on a made-up machine (test data,
+# not a measurement): the predictions take no first guess before it. Here 10 tokens/s at batch 1 either way, and 8x
+# for batch 16 (the arithmetic at batch 16 takes twice the reading).
+MEASURED = {"bandwidth": 10e9, "weight_bytes": 1e9, "n_params": 2.5e8, "matmul_rate_1": 5e9, "matmul_rate_16": 40e9}
+
 _STEP = """
 def decode_step_seconds(n_params, bytes_per_param, batch, kv_bytes, bandwidth, peak_flops):
     memory = {memory}
