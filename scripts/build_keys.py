@@ -23,7 +23,9 @@ import importlib.util
 import io
 import json
 import math
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,6 +169,10 @@ def text(content: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from conftest import lesson_ids
+    from grader import predictions
+
+    # the mutants' predictions are recorded somewhere of their own, never as predictions.json where this is run
+    os.environ[predictions.ENV_PATH] = str(Path(tempfile.mkdtemp(prefix="build-keys-")) / predictions.FILE_NAME)
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed files; write nothing")

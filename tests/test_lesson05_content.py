@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import multiprocessing
 import shutil
+import sys
 
 import pytest
 import torch
@@ -67,9 +69,15 @@ def test_ranges_nest_under_the_step(small_profile):
     assert spans == sorted(spans, key=lambda r: (r["start_us"], r["depth"]))
 
 
-def test_profiling_writes_nothing_to_stderr(capfd):
-    profiling.profile_steps(lambda: torch.ones(3) + 1, steps=1)
-    assert capfd.readouterr().err == ""
+def test_profiling_writes_nothing_to_stderr():
+    """In a fresh process, as a notebook's kernel is: kineto reads its log level once, when a process first profiles
+    (a test process that profiled before, without the course's quiet(), prints its start and stop lines)."""
+    import subprocess
+
+    code = "import torch\nfrom grader import profiling\nprofiling.profile_steps(lambda: torch.ones(3) + 1, steps=1)\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
 def test_parse_smi_reads_numbers_blanks_and_clock_event_reasons():

@@ -239,7 +239,7 @@ def _observe_fit(fn: Callable) -> dict:
     return {"observed": _fit_keyed.observe(fn), "fresh": {"truth": [world, latency, bandwidth], "recording": fresh}}
 
 
-def _judge_fit(observation: Any) -> None:
+def _judge_fit_and_fresh(observation: Any) -> None:
     if not isinstance(observation, dict) or not isinstance(observation.get("fresh"), dict):
         fail("the check could not read what your fit_latency_bandwidth returned")
     _fit_keyed.judge(observation.get("observed"))
@@ -255,7 +255,7 @@ def _judge_fit(observation: Any) -> None:
     _judge_fit_one(got, world, latency, bandwidth, False, label)
 
 
-check_fit_latency_bandwidth = Check("fit_latency_bandwidth", _observe_fit, _judge_fit)
+check_fit_latency_bandwidth = Check("fit_latency_bandwidth", _observe_fit, _judge_fit_and_fresh)
 check_fit_latency_bandwidth.inner = _fit_keyed  # scripts/build_keys.py finds the keyed check under it
 
 
