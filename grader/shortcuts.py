@@ -95,9 +95,20 @@ def entries(*methods: Callable, check: str = "self") -> None:
     _ENTRIES.update({m.__code__: check for m in methods})
 
 
+_ANY_FUNCTION: set[int] = set()  # ids of course checks that run whatever function they are handed (expect)
+
+
+def runs_what_it_is_handed(*checks: Any) -> None:
+    """Mark checks that call any function given them (the hidden tests' expect): a model handed to one from a cell is
+    the cell asking (a copy test used lesson09.expect as a silent oracle on a prediction's band)."""
+    _ANY_FUNCTION.update(id(c) for c in checks)
+
+
 def _a_course_check(obj: Any) -> bool:
     """True when `obj` is one of the course's own checks: an attribute of a module of grader.checks (a Prediction a
     learner builds around a course band would otherwise score guesses unrecorded)."""
+    if id(obj) in _ANY_FUNCTION:
+        return False
     if id(obj) in _CHECKS:
         return True
     for name, module in list(sys.modules.items()):
@@ -106,6 +117,13 @@ def _a_course_check(obj: Any) -> bool:
             _CHECKS.add(id(obj))
             return True
     return False
+
+
+def _being_imported(frame: Any) -> bool:
+    """Whether `frame`, the top level of a course module, runs because that module is being imported (its spec is
+    initializing). A file name is not enough: a copy test compiled its call of a model under importlib's name."""
+    module = sys.modules.get(frame.f_globals.get("__name__", ""))
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _asked_by_a_check(frame: Any, wrapper: Callable) -> bool:
@@ -124,10 +142,10 @@ def _asked_by_a_check(frame: Any, wrapper: Callable) -> bool:
         elif code in _WRAPPERS:
             return True  # inside another course_only function (lesson 02's probe_rows enters a SyncCounter): the
             # outer call was counted, under its own name, if a cell made it
-        elif code.co_filename.startswith("<frozen importlib"):
-            return True  # a course module computing a table as it is imported
         elif not module_code(frame, (_PACKAGE,)):
             return False
+        elif code.co_name == "<module>" and _being_imported(frame):
+            return True  # a course module computing a table as it is imported
         frame = frame.f_back
     return False
 
@@ -171,6 +189,9 @@ def used(*names: str) -> list[str]:
 
 def message(name: str, called: str) -> str:
     """What a check says when the learner's `name` calls the course's `called`."""
+    if called.endswith(_UNWATCHED):
+        return (f"your {name} calls {called.removesuffix(_UNWATCHED).strip()}, which turns off the check's watch of "
+                f"what your code calls: the check cannot vouch for what it does then. Write {name} without it.")
     return (f"your {name} calls {called}, the course's own code that this check compares with: write {name} "
             "yourself, from the principle the text gives.")
 
@@ -204,7 +225,7 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
 
     def __init__(self, targets: dict):
         self.labels, self.builtins = {}, {}
-        for target, label in targets.items():
+        for target, label in {**_UNWATCHING, **targets}.items():
             codes, builtins = _marks(target)
             self.labels.update({code: label for code in codes})
             self.builtins.update({id(f): (f, label) for f in builtins})  # the object kept: its id stays its own
@@ -214,7 +235,9 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
         label = None
         if event == "call":
             label = self.labels.get(frame.f_code)
-        elif event == "c_call" and self.builtins:
+            if label is not None and frame.f_back is not None and frame.f_back.f_code in _OWN:
+                label = None  # a watching starting or ending (threading.setprofile)
+        elif event == "c_call" and self.builtins and frame.f_code not in _OWN:
             for _ in range(8):  # a functools.partial of a C function is reported as the partial: look inside it
                 found = self.builtins.get(id(arg))
                 label = found[1] if found is not None and found[0] is arg else None
@@ -240,6 +263,12 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
         if _ACTIVE and _ACTIVE[-1] is self:
             _ACTIVE.pop()
         return False
+
+
+_OWN = {watching.__enter__.__code__, watching.__exit__.__code__}  # where the watch itself sets the profile function
+_UNWATCHED = "(it turns off the check's watch)"
+# Every watching notes a learner's code switching the watch off (a copy test called sys.setprofile(None) in decode)
+_UNWATCHING = {sys.setprofile: f"sys.setprofile {_UNWATCHED}", threading.setprofile: f"threading.setprofile {_UNWATCHED}"}
 
 
 # Work started elsewhere, where a check's watch (a profile function, a torch dispatch mode) does not follow it: guards

@@ -162,7 +162,8 @@ _MADE_UP = {"01_crossover": {"measured": {}, "entries": {"CROSSOVER_PREDICTION":
     "revealed": None, "shown": None, "answers": 1, "last": {"n": 100.0, "why": "probe"}}}}}
 
 
-@pytest.mark.parametrize("how", ["judge", "_score", "quiet", "own prediction"])
+@pytest.mark.parametrize("how", ["judge", "_score", "quiet", "own prediction", "importlib's name", "the course's file",
+                                 "expect"])
 def test_course_helpers_that_call_the_model_for_a_cell_are_reveals(record, capsys, how):
     """Round-3 copy tests scored guesses against made-up records through the class grader's public judge and
     Prediction._score, called a model through serving.quiet (course code that calls what it is handed), and built a
@@ -172,7 +173,16 @@ def test_course_helpers_that_call_the_model_for_a_cell_are_reveals(record, capsy
             "quiet": "from grader import serving\nserving.quiet(lesson01._crossover_n)(*lesson01._crossover_inputs())",
             "own prediction": "from grader.checks._common import Prediction\n"
                               "mine = Prediction('01_crossover', 'MINE', {'n': 'number'}, 1, band=check.band)\n"
-                              "mine({'n': 100.0, 'why': 'probe'})"}
+                              "mine({'n': 100.0, 'why': 'probe'})",
+            # round 4: a call compiled under importlib's file name passed for a course module's import, and one under
+            # the course's own file, run in its module's globals, passes for course code
+            "importlib's name": "exec(compile('lesson01._crossover_n(*lesson01._crossover_inputs())', "
+                                "'<frozen importlib._bootstrap>', 'exec'), {'lesson01': lesson01})",
+            "the course's file": "exec(compile('_crossover_n(*_crossover_inputs())', lesson01.__file__, 'exec'), "
+                                 "vars(lesson01))",
+            # round 4: the hidden tests' check as a silent oracle (it raises when the model is not what is asked)
+            "expect": "try:\n    lesson01.expect(lesson01._crossover_n, args=lesson01._crossover_inputs(), want=1.0, "
+                      "why='probe')\nexcept Exception:\n    pass"}
     exec(compile(cell[how], "<cell>", "exec"), {"check": CHECK, "lesson01": lesson01, "made_up": _MADE_UP})
     assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
     assert predictions.entry(lesson01.LESSON, CHECK.name)["revealed"]
