@@ -446,8 +446,8 @@ def test_diagnose_treats_hardware_slowdowns_as_faults_and_flashes_as_noise():
     """The first edition's diagnose read only the thermal reasons: hw_slowdown and hw_power_brake_slowdown holding the
     clock down all through a trace passed as tiny kernels; nvidia-smi says hw_slowdown may flash on a clock change."""
     ns = namespace(LESSON)
-    assert ns["diagnose"](lesson05._D["hw_slow"]) == ns["diagnose"](lesson05._D["brake"]) == "slowed"
-    assert ns["diagnose"](lesson05._D["flash"]) == "busy"
+    assert ns["diagnose"](lesson05._D["reading 11"]) == ns["diagnose"](lesson05._D["reading 12"]) == "slowed"
+    assert ns["diagnose"](lesson05._D["reading 13"]) == "busy"
     old = lesson05.reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9})
     thermal_only = {"hw_thermal_slowdown", "sw_thermal_slowdown"} & set(old["reasons"])
     assert not thermal_only and old["power_w"] / old["power_limit_w"] < 0.5  # the old rules: 'tiny-or-memory-bound'

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
+from grader import gpu as _gpu
 from grader import loading, profiling, shortcuts
 from grader.checks._common import (Check, Prediction, Replay, call, close, expect, fail, guard, is_number, recorded,
                                   require_callable, same)
@@ -27,7 +28,10 @@ __all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "
 
 LESSON = "05_reading_the_machine"  # the lesson's name in the predictions record (grader.predictions)
 ANSWERS = ("near-oom", "waiting", "slowed", "tiny-kernels", "busy")
-_SHORTCUTS: dict = {}  # the course's own code that would answer an exercise: {function: its name} (guard)
+# the course's own code that would answer an exercise: {function: its name} (guard). A copy test handed a made-up
+# profile to the recording's summary, whose busy share is the union busy_fraction asks for.
+_SHORTCUTS: dict = {_gpu.profile_figures: "grader.gpu.profile_figures (the recording's busy share, a union of intervals)",
+                    profiling.loop_ranges: "grader.profiling.loop_ranges"}
 
 # --- diagnose -------------------------------------------------------------------------------------------------
 
@@ -46,21 +50,21 @@ def reading(util_pct: float = 99.0, power_w: float = 500.0, power_limit_w: float
 
 # Each case is far from any line a sensible reading would draw: the check judges what is read, and in which order,
 # never where a line is drawn. An H100 (700 W, 80 GB) unless said otherwise.
-_D = {
-    "at_cap": reading(99.0, 695.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 78_500.0, 52_000.0),
-    "oom_idle": reading(20.0, 120.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.6}, 79_800.0, 77_500.0),
-    "oom_busy": reading(99.0, 690.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 79_900.0, 78_000.0),
-    "waiting_full": reading(12.0, 90.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.8}, 79_000.0, 30_000.0),
-    "tiny": reading(100.0, 140.0, 700.0),
-    "t4_cap": reading(100.0, 68.0, 70.0, 1410.0, 1590.0, {"sw_power_cap": 1.0}, 15_000.0, 9_000.0, 15_360.0),  # a T4
-    "same_watts_big": reading(100.0, 68.0, 700.0),  # the T4's watts on a 700 W card
-    "same_share_big": reading(100.0, 680.0, 700.0),  # the T4's share of its limit on the 700 W card
-    "hot": reading(99.0, 300.0, 700.0, 990.0, 1980.0, {"hw_thermal_slowdown": 1.0}),
-    "hot_sw": reading(98.0, 600.0, 700.0, 1500.0, 1980.0, {"sw_thermal_slowdown": 1.0}),
-    "hw_slow": reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9}),
-    "brake": reading(99.0, 260.0, 700.0, 900.0, 1980.0, {"hw_slowdown": 0.95, "hw_power_brake_slowdown": 0.95}),
-    "flash": reading(99.0, 610.0, 700.0, 1980.0, 1980.0, {"hw_slowdown": 0.03}),  # one sample in 30
-    "mid": reading(96.0, 520.0, 700.0),
+_D = {  # neutral labels: a copy test read descriptive names of these readings as their answers
+    "reading 1": reading(99.0, 695.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 78_500.0, 52_000.0),
+    "reading 2": reading(20.0, 120.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.6}, 79_800.0, 77_500.0),
+    "reading 3": reading(99.0, 690.0, 700.0, 1755.0, 1980.0, {"sw_power_cap": 1.0}, 79_900.0, 78_000.0),
+    "reading 4": reading(12.0, 90.0, 700.0, 1980.0, 1980.0, {"gpu_idle": 0.8}, 79_000.0, 30_000.0),
+    "reading 5": reading(100.0, 140.0, 700.0),
+    "reading 6": reading(100.0, 68.0, 70.0, 1410.0, 1590.0, {"sw_power_cap": 1.0}, 15_000.0, 9_000.0, 15_360.0),  # a T4
+    "reading 7": reading(100.0, 68.0, 700.0),  # the T4's watts on a 700 W card
+    "reading 8": reading(100.0, 680.0, 700.0),  # the T4's share of its limit on the 700 W card
+    "reading 9": reading(99.0, 300.0, 700.0, 990.0, 1980.0, {"hw_thermal_slowdown": 1.0}),
+    "reading 10": reading(98.0, 600.0, 700.0, 1500.0, 1980.0, {"sw_thermal_slowdown": 1.0}),
+    "reading 11": reading(99.0, 230.0, 700.0, 800.0, 1980.0, {"hw_slowdown": 0.9}),
+    "reading 12": reading(99.0, 260.0, 700.0, 900.0, 1980.0, {"hw_slowdown": 0.95, "hw_power_brake_slowdown": 0.95}),
+    "reading 13": reading(99.0, 610.0, 700.0, 1980.0, 1980.0, {"hw_slowdown": 0.03}),  # one sample in 30
+    "reading 14": reading(96.0, 520.0, 700.0),
 }
 _DIAGNOSE_NAMES = list(_D)
 _DIAGNOSE_CASES = [(_D[n],) for n in _DIAGNOSE_NAMES]

@@ -538,7 +538,7 @@ _FLAT = _curve(40, 1.0, 1.0, 0.3, 1e-6, 5)  # flat and noisy (±30 %), starting 
 _FLAT[0], _FLAT[-1] = 1e-6, 1.3e-6
 _RISING_REF = [1e-6 * 1.03**i for i in range(40)]  # a reference that itself rises
 _VERDICT_CASES = {  # the runs verdict is tried on (inputs only: what each should be called is in the keys)
-    "agrees": (_REF, [v * (1 + 0.01 * ((-1) ** i)) for i, v in enumerate(_REF)], 0.9, 0.05),
+    "1 % either side": (_REF, [v * (1 + 0.01 * ((-1) ** i)) for i, v in enumerate(_REF)], 0.9, 0.05),
     "flat": (_REF, [1e-6] * 40, 0.9, 0.05),
     "flat and noisy": (_REF, _FLAT, 0.9, 0.05),
     "nan at the end": (_REF, _REF[:-1] + [math.nan], 0.9, 0.05),
@@ -552,7 +552,7 @@ _VERDICT_CASES = {  # the runs verdict is tried on (inputs only: what each shoul
     "5.2 % above": (_REF, [v * 1.052 for v in _REF], 0.9, 0.05),
     "4.8 % below": (_REF, [v * 0.952 for v in _REF], 0.9, 0.05),
     "30 % below": (_REF, [v * 0.7 for v in _REF], 0.9, 0.05),  # ends far from the reference, on the low side
-    "big losses agree": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
+    "big losses, 2 % above": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
     "flat, both curves × 1e6": ([v * 1e6 for v in _REF], [1.0] * 40, 0.9, 0.05),
     "rising, both curves × 1e6": ([v * 1e6 for v in _REF], [1.05**i for i in range(40)], 0.9, 0.05),
 }

@@ -36,15 +36,19 @@ _DIAGNOSE_WANT = {  # name of the package's reading (lesson05._D): the answer, w
 }
 
 
+# What each of the package's readings is (lesson05._D labels them neutrally, in this order: the names say the answer)
+_READING = dict(zip(_DIAGNOSE_WANT, (_D[label] for label in _DIAGNOSE_NAMES), strict=True))
+
+
 def _diagnose(diagnose: Callable) -> None:
     """diagnose: what ends the run, then what wastes it; torch's peak, utilisation, lasting slowdowns, power share."""
-    got = {n: call(diagnose, _D[n]) for n in _DIAGNOSE_NAMES}
+    got = {n: call(diagnose, _READING[n]) for n in _DIAGNOSE_WANT}
     for n, answer in got.items():
         if answer not in ANSWERS:
-            fail(f"diagnose({describe(_D[n])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
+            fail(f"diagnose({describe(_READING[n])}) returned {answer!r}; return exactly one of {list(ANSWERS)}.")
 
     def was(n: str) -> str:
-        return f"diagnose({describe(_D[n])}) returned {got[n]!r}"
+        return f"diagnose({describe(_READING[n])}) returned {got[n]!r}"
 
     def off(want: str, *names: str) -> str | None:
         """The first of `names` whose answer is not `want`, or None."""
@@ -101,7 +105,7 @@ def _diagnose(diagnose: Callable) -> None:
         fail(f"diagnose gave {got['t4_cap']!r} for 68 W on a 70 W card, {got['same_watts_big']!r} for 68 W on a 700 W "
              f"card and {got['same_share_big']!r} for 680 W on a 700 W card: you compared absolute watts. What a watt "
              "means depends on the card.")
-    for n in _DIAGNOSE_NAMES:
+    for n in _DIAGNOSE_WANT:
         if got[n] != _DIAGNOSE_WANT[n]:
             fail(f"{was(n)}. Go back over what each number of section 1 measures, which of them can mislead, and "
                  "what comes first when several apply.")

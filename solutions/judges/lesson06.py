@@ -456,7 +456,7 @@ def _verdict(verdict: Callable) -> None:
              "ended (exercise 4's three words).")
     if answers["30 % below"] != "stalled":
         fail("verdict misjudged the run that ended 30 % below the reference: it never blew up and never got worse.")
-    if answers["agrees"] != "agrees" or answers["big losses agree"] != "agrees":
+    if answers["1 % either side"] != "agrees" or answers["big losses, 2 % above"] != "agrees":
         fail("verdict did not say 'agrees' for a run within 1–2 % of the reference all along: it ends where the "
              "reference ends, well within the tolerance.")
     if answers["rising"] != "diverged":
