@@ -82,6 +82,8 @@ def probe_bytes_per_parameter(precision: str, optimizer: str, width: int = 64) -
         return _probe(precision, optimizer, width)
 
 
+# course_only too: a copy test built training_bytes' table from it in a cell before the check (earlier=)
+@course_only("grader.memory._probe")
 def _probe(precision: str, optimizer: str, width: int) -> dict[str, float]:
     master = nn.Linear(width, width, bias=False)
     if precision == "fp32":

@@ -332,6 +332,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    t.start()\n    t.join()\n    return box[0]\n", r"a thread of its own"),
     ],
     "03_float_formats": [
+        # round 4: the watch switched off inside the learner's function, then a shortcut it would have named
+        ("decode_check", "import sys, threading\nfrom grader import floats\n\n"
+         "def decode(x, fmt):\n    sys.setprofile(None)\n    threading.setprofile(None)\n"
+         "    floats.Format('x', 5, 2, None).bias\n    return (0, 0, 0)\n", r"calls sys\.setprofile, which turns off"),
         ("decode_check", "from grader import floats\nimport torch\n\n"
          "def decode(x, fmt):\n    if isinstance(fmt, str):\n        return (0, 0, 0)\n    e, m = fmt\n"
          "    f = floats.Format('x', e, m, None)\n"
@@ -379,6 +383,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("ZERO_SHARE_check", "from grader.checks import lesson03\nlesson03.zero_share\n", "gone"),
     ],
     "04_memory": [
+        # round 4: a table built from the course's probe in a cell of its own, before the check
+        ("training_bytes_check", "from grader import memory\n_table = {(p, o): memory._probe(p, o, 8) for p in ('fp32',) "
+         "for o in ('sgd',)}\n\ndef training_bytes(n_params, precision, optimizer):\n    return 16 * n_params\n",
+         r"called grader\.memory\._probe before your training_bytes was checked"),
         ("training_bytes_check",
          "from grader import memory\n_table = {(p, o): memory.probe_bytes_per_parameter(p, o)\n"
          "          for p in memory.PRECISIONS for o in memory.OPTIMIZERS}\n"
@@ -415,6 +423,11 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("quantize_int8_check", "from grader import serving\nserving.int8_tensor\n", "gone"),
     ],
     "05_reading_the_machine": [
+        # round 4: a made-up profile handed to the recording's summary gave the union
+        ("busy_fraction_check", "from types import SimpleNamespace as NS\nfrom grader import gpu\n\n"
+         "def busy_fraction(intervals, start, end):\n"
+         "    try:\n        return gpu.profile_figures(NS(), 1)['device_busy_fraction']\n"
+         "    except Exception:\n        return 0.5\n", r"calls grader\.gpu\.profile_figures"),
         ("fixed_loader_check", "from grader.checks import lesson05\nlesson05.workers_needed\n", "gone"),
         ("busy_fraction_check", "from grader.checks import lesson05\nlesson05._busy_reference\n", "gone"),
         ("top_ops_check", "from grader.checks import lesson05\nlesson05._top_reference\n", "gone"),

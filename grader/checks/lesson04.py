@@ -261,7 +261,7 @@ check_training_bytes = guard(
     "training_bytes", {memory.training_terms: "grader.memory.training_terms",
                        memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
                        memory._probe: "grader.memory._probe"},
-    earlier=("grader.memory.probe_bytes_per_parameter", "grader.memory.training_terms"))
+    earlier=("grader.memory.probe_bytes_per_parameter", "grader.memory.training_terms", "grader.memory._probe"))
 
 
 # --- predict, then measure: what a Linear/ReLU stack saves ---------------------------------------
