@@ -332,6 +332,11 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    t.start()\n    t.join()\n    return box[0]\n", r"a thread of its own"),
     ],
     "03_float_formats": [
+        ("round_to_check", "from grader import floats\n\ndef round_to(x, fmt, ties='even'):\n"
+         "    floats.value_of(0, 15, 0, floats.Format('x', 5, 10, None))\n    return x.float().clone()\n",
+         r"calls grader\.floats\."),
+        ("choose_loss_scale_check", "from grader import floats\n\ndef choose_loss_scale(grads, dtype):\n"
+         "    floats.value_of(0, 15, 0, floats.Format('x', 5, 10, None))\n    return 1.0\n", r"calls grader\.floats\."),
         # round 4: the watch switched off inside the learner's function, then a shortcut it would have named
         ("decode_check", "import sys, threading\nfrom grader import floats\n\n"
          "def decode(x, fmt):\n    sys.setprofile(None)\n    threading.setprofile(None)\n"

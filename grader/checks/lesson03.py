@@ -429,6 +429,7 @@ check_predict_vanishing = guard(check_predict_vanishing, "predict_vanishing",
                                 {**_FORMAT_SHORTCUTS, _zero_share: "the course's model of ZERO_SHARE"})
 # decode of a made-up format: a copy test searched every field for the one whose floats.value_of is nearest x
 check_decode = guard(check_decode, "decode", {**_FORMAT_SHORTCUTS, fp8_fields: "grader.floats.fp8_fields"})
+check_round_to = guard(check_round_to, "round_to", _FORMAT_SHORTCUTS)  # copy test r4: value_of searched, as for decode
 
 
 # --- loss scale -----------------------------------------------------------------------------
@@ -502,6 +503,7 @@ check_choose_loss_scale = Keyed(
     unknown="choose_loss_scale is not the scale these gradients call for, nor a mistake the course knows. Go back "
             "to section 5's weighing of what each choice costs, and to what a cast does at the top of a format's "
             "range (exercise 1's third number).")
+check_choose_loss_scale = guard(check_choose_loss_scale, "choose_loss_scale", _FORMAT_SHORTCUTS)  # copy test r4 too
 
 
 # --- stall point ----------------------------------------------------------------------------
