@@ -309,6 +309,15 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "'why': 'x'}\n", "gone"),
     ],
     "02_transfers": [
+        # round 4: a copy of the model trained by the buggy loop elsewhere, the model handed called once a step
+        ("train_fixed_check", "import copy\nfrom grader.checks import lesson02\n\n"
+         "def train_fixed(model, batches, device, steps):\n"
+         "    twin = copy.deepcopy(model)\n    for m in twin.modules():\n"
+         "        m._forward_hooks.clear(); m._forward_pre_hooks.clear()\n"
+         "    losses = lesson02.train_buggy(twin, batches, 'cpu', steps)\n"
+         "    xs = [x.to(device) for x, _ in batches]\n    model.to(device)\n"
+         "    for step in range(steps):\n        model(xs[step % len(xs)])\n"
+         "    return losses\n", r"the model it was handed is not the model those steps train"),
         ("SYNC_ANSWERS_check",
          "from grader.checks import lesson02\nSYNC_ANSWERS = {l: lesson02.snippet_waits(l) for l in lesson02.SYNC_SNIPPETS}\n",
          r"called .*grader\.checks\.lesson02\.snippet_waits"),

@@ -593,7 +593,23 @@ def _run_loop(train_fixed: Callable, steps: int, batches, model: torch.nn.Module
     if isinstance(got, torch.Tensor):
         got = got.detach()
     return {"steps": steps, "got": got, "events": events, "forwards": len(marks),
-            "graphs_alive": alive[-1] if alive else 0}
+            "graphs_alive": alive[-1] if alive else 0, "weights": _fingerprint(model)}
+
+
+def _fingerprint(model: torch.nn.Module) -> list[float]:
+    """The model's weights as a few numbers (each parameter's sum and sum of squares), read after the loop."""
+    with torch.no_grad():
+        return [float(v) for p in model.parameters() for v in (p.detach().double().sum(), p.detach().double().square().sum())]
+
+
+@functools.lru_cache(maxsize=None)
+def _buggy_weights(steps: int) -> tuple:
+    """The fingerprint of the model the buggy loop trains for `steps` steps on the check's data (CPU)."""
+    model = make_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train_buggy(model, make_batches(), "cpu", steps)
+    return tuple(_fingerprint(model))
 
 
 def _observe_train_fixed(train_fixed: Callable) -> dict:
@@ -730,6 +746,13 @@ def _judge_train_fixed(observation: dict) -> None:
                 f"your losses differ from the buggy loop's from step {step} on: train_fixed does the same "
                 "training (same model, optimizer, batches and order)."
             )
+    weights = long.get("weights")  # copy test r4: a copy of the model trained elsewhere, the model given never trained
+    if not (isinstance(weights, list) and len(weights) == len(_buggy_weights(steps))
+            and all(is_number(w) and (close(float(w), t, rel=1e-3) or abs(float(w) - t) < 1e-6)
+                    for w, t in zip(weights, _buggy_weights(steps)))):
+        fail(f"train_fixed(steps={steps}) returned the buggy loop's losses, but the model it was handed is not the "
+             "model those steps train: the check reads that model's weights after your loop. Train the model you "
+             "are given, on the device you are given.")
 
 
 check_train_fixed = guard(Check("train_fixed", _observe_train_fixed, _judge_train_fixed), "train_fixed",
