@@ -283,6 +283,12 @@ _THREADED_TIMER = ("import threading\nimport time\n\ndef time_op(fn, sync, warmu
                    "    t = threading.Thread(target=timed)\n    t.start()\n    t.join()\n    return box[0]\n")
 SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, what the check must say)
     "01_crossover": [
+        # round 4: measure's way with a fixed 100 extra warm-up calls, longer than any case's ramp
+        ("time_op_check", "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
+         "    for _ in range(warmup + 100):\n        fn()\n    sync()\n    samples = []\n"
+         "    for _ in range(repeats):\n        t = time.perf_counter()\n        fn()\n        sync()\n"
+         "        samples.append(time.perf_counter() - t)\n    return statistics.median(samples)\n",
+         r"went on warming after the calls had stopped getting faster"),
         ("time_op_check", _MEASURE, r"calls grader\.timing\.measure.*yourself"),
         ("time_op_check", _MEASURE_BOUND, r"calls grader\.timing\.measure"),
         ("time_op_check", _MEASURE_UNWRAPPED, r"calls grader\.timing\.measure"),

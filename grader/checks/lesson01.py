@@ -236,6 +236,8 @@ _TIMER_BASE = {(3, 5): 0.001, (1, 8): 0.0025}  # seconds of a typical call: each
 _TIMER_RAMP = {(3, 5): _RAMP, (1, 8): _long_ramp(24)}
 
 
+_SPARE_CALLS = 8  # calls a timer may spend, past the device's ramp, seeing that it has stopped getting faster
+
 _COURSE_TIMERS = ("grader.timing.measure", "grader.timing.benchmark_median", "grader.timing.unsynchronized")
 
 
@@ -326,6 +328,13 @@ def _judge_time_op(observation: dict) -> None:
             )
     if len(observation) != len(_TIMER_CASES):
         fail("the check could not read what time_op did (a recording of the wrong length)")
+    for (warmup, repeats), seen in zip(_TIMER_CASES, observation):
+        # copy test r4: a fixed 100 extra warm-up calls passed every case. A timer that notices the device is warm
+        # stops warming a few calls after the durations stop falling; each call past that is time the user waits.
+        if seen["calls"] > warmup + len(_TIMER_RAMP[warmup, repeats]) + repeats + _SPARE_CALLS:
+            fail(f"time_op(warmup={warmup}, repeats={repeats}) called fn {seen['calls']} times on a device that was "
+                 "warm long before: it went on warming after the calls had stopped getting faster. Each extra call "
+                 "is time the user waits; what tells your timer it can stop?")
 
 
 check_time_op = Check("time_op", _observe_time_op, _judge_time_op)
