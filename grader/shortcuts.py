@@ -252,12 +252,16 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
     def __enter__(self) -> list[str]:
         self.before = sys.getprofile()
         self.before_threads = threading.getprofile()
-        sys.setprofile(self._profile)
-        threading.setprofile(self._profile)  # a thread the learner's code starts is watched too (a copy test hid in one)
+        self.installed = self._profile  # one bound method, to compare by identity at the end
+        sys.setprofile(self.installed)
+        threading.setprofile(self.installed)  # a thread the learner's code starts is watched too (a copy test hid in one)
         _ACTIVE.append(self)
         return self.hits
 
     def __exit__(self, *exc) -> bool:
+        label = _UNWATCHING[sys.setprofile]
+        if sys.getprofile() is not self.installed and label not in self.hits:
+            self.hits.append(label)  # switched off in a way no event showed (copy test r5: map(sys.setprofile, [None]))
         sys.setprofile(self.before)
         threading.setprofile(self.before_threads)
         if _ACTIVE and _ACTIVE[-1] is self:

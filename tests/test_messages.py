@@ -347,6 +347,9 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    t.start()\n    t.join()\n    return box[0]\n", r"a thread of its own"),
     ],
     "03_float_formats": [
+        # round 5: the same through map, a C function calling a C function (no event)
+        ("decode_check", "import sys\n\ndef decode(x, fmt):\n    list(map(sys.setprofile, [None]))\n    return (0, 0, 0)\n",
+         r"calls sys\.setprofile, which turns off"),
         ("round_to_check", "from grader import floats\n\ndef round_to(x, fmt, ties='even'):\n"
          "    floats.value_of(0, 15, 0, floats.Format('x', 5, 10, None))\n    return x.float().clone()\n",
          r"calls grader\.floats\."),
