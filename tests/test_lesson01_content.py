@@ -6,6 +6,7 @@ import ast
 import json
 import math
 import statistics
+import sys
 from typing import Optional, Sequence
 
 import pytest
@@ -21,17 +22,10 @@ from grader.pipeline.judging import plan_cell
 LESSON = "01_crossover"
 
 
-def _instructor_judges():
-    """solutions/judges/lesson01.py, which holds the course's models (never packaged)."""
-    import importlib.util
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
 
-    spec = importlib.util.spec_from_file_location("_lesson01_judges", ROOT / "solutions" / "judges" / "lesson01.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-JUDGES = _instructor_judges()
+JUDGES = build_keys.instructor_judges(LESSON)  # solutions/judges/lesson01.py: the course's models, never packaged
 SOLUTION = ROOT / "solutions" / LESSON / f"{LESSON}.ipynb"
 STUDENT = ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"
 

@@ -411,21 +411,11 @@ def test_gradscaler_defaults_and_rule_are_torchs():
     assert trace == [(True, 4.0), (True, 8.0), (False, 4.0), (True, 4.0)]
 
 
-def _judges03():
-    """solutions/judges/lesson03.py, which holds the answers of the keyed checks (never packaged)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_judges03", ROOT / "solutions" / "judges" / "lesson03.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_loss_scaler_with_accumulation_is_gradscaler_once_a_window():
     """Wave 2: LossScaler takes accumulation_steps. The instructor's answer writes GradScaler's rule out (the course's
     driver is watched by SCALER_FORECAST); here it is held equal to GradScaler itself, and with windows to GradScaler
     driven once per optimizer step on whether any micro-batch of the window overflowed (torch's accumulation recipe)."""
-    judges = _judges03()
+    judges = JUDGES
     for settings, flags in lesson03._SCALER_CASES:
         assert judges.gradscaler_rule(flags, **settings) == lesson03.gradscaler_trace(flags, **settings)
         assert judges.window_trace({**settings, "accumulation_steps": 1}, flags) == lesson03.gradscaler_trace(flags, **settings)

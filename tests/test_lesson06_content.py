@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
@@ -13,6 +14,10 @@ from grader.checks import _plain, lesson06
 from grader.notebook import CheckFailed, NotDone
 
 LESSON = "06_mixed_precision"
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_keys  # noqa: E402
+
+JUDGES = build_keys.instructor_judges(LESSON)
 
 
 def _step(dtype, scaler):
@@ -234,13 +239,8 @@ def test_the_policy_sentence_is_built_from_what_autocast_did():
 
 
 def _instructor_judges():
-    """solutions/judges/lesson06.py, which holds the answers of the keyed checks (never packaged)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_judges06", ROOT / "solutions" / "judges" / "lesson06.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """solutions/judges/lesson06.py, which holds the answers of the keyed checks (never packaged), loaded once."""
+    return JUDGES
 
 
 def test_smallest_kept_is_the_smallest_subnormal_torch_keeps():
