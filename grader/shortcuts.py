@@ -293,14 +293,13 @@ def _fork():
 
 # Every way in to a new thread or process goes through these from now on (threading binds its own name at import).
 _thread.start_new_thread = _thread.start_new = threading._start_new_thread = _start_new_thread
-if hasattr(os, "fork"):
-    os.fork = _fork
 
 _THREAD = "a thread of its own (the check watches the thread it runs your code in)"
 _PROCESS = "a process of its own (the check watches its own process)"
 ELSEWHERE = {threading.Thread.start: _THREAD, _start_new_thread: _THREAD, _RAW_START: _THREAD,
              multiprocessing.process.BaseProcess.start: _PROCESS, _fork: _PROCESS, subprocess.Popen.__init__: _PROCESS}
 if _RAW_FORK is not None:
+    os.fork = _fork
     ELSEWHERE[_RAW_FORK] = _PROCESS
 
 

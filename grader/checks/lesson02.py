@@ -484,17 +484,19 @@ WAYS_OUT = {  # shown after train_fixed is checked (the lesson's section 4)
 
 
 @functools.lru_cache(maxsize=None)
-def _buggy_losses(n_batches: int, batch: int, features: int, data_seed: int, model_seed: int, steps: int) -> tuple:
+def _buggy_run(n_batches: int, batch: int, features: int, data_seed: int, model_seed: int, steps: int) -> tuple:
+    """The buggy loop on the CPU: (its losses, the fingerprint of the model it trained)."""
+    model = make_model(features, model_seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tuple(train_buggy(make_model(features, model_seed), make_batches(n_batches, batch, features, data_seed),
-                                 "cpu", steps))
+        losses = train_buggy(model, make_batches(n_batches, batch, features, data_seed), "cpu", steps)
+    return tuple(losses), tuple(_fingerprint(model))
 
 
 def buggy_losses(n_batches: int = N_BATCHES, batch: int = BATCH, features: int = FEATURES, data_seed: int = 0,
                  model_seed: int = 1, steps: int = 16) -> list[float]:
     """The buggy loop's losses on the CPU for these data and model seeds: what train_fixed must return."""
-    return list(_buggy_losses(n_batches, batch, features, data_seed, model_seed, steps))
+    return list(_buggy_run(n_batches, batch, features, data_seed, model_seed, steps)[0])
 
 
 @functools.lru_cache(maxsize=None)
@@ -602,14 +604,9 @@ def _fingerprint(model: torch.nn.Module) -> list[float]:
         return [float(v) for p in model.parameters() for v in (p.detach().double().sum(), p.detach().double().square().sum())]
 
 
-@functools.lru_cache(maxsize=None)
 def _buggy_weights(steps: int) -> tuple:
     """The fingerprint of the model the buggy loop trains for `steps` steps on the check's data (CPU)."""
-    model = make_model()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        train_buggy(model, make_batches(), "cpu", steps)
-    return tuple(_fingerprint(model))
+    return _buggy_run(N_BATCHES, BATCH, FEATURES, 0, 1, steps)[1]
 
 
 def _observe_train_fixed(train_fixed: Callable) -> dict:
