@@ -10,13 +10,15 @@ not a crashed interpreter). The judges compare against torch and name the usual 
 The pure functions (fusion_bytes, tile_traffic, best_tiles, flash_traffic) are recorded and judged by
 digests (grader.checks._keys): their answers and the judges that hold them are the instructor's
 (solutions/judges/lesson08.py); only the on-chip budget TILE_PREDICTION's model needs stays here.
-attention_blocked runs in torch under a TorchFunctionMode that notes the largest tensor it creates, so the
-judge can tell an online softmax from one that builds the s x s scores.
+attention_blocked runs in torch under a TorchDispatchMode that notes the largest tensor it creates, so the
+judge can tell an online softmax from one that builds the s x s scores; tracemalloc notes the peak of what is
+allocated outside torch (numpy arrays, Python lists), so the scores cannot hide in numpy either.
 """
 
 from __future__ import annotations
 
 import math
+import tracemalloc
 from typing import Any, Callable
 
 import torch
@@ -626,7 +628,11 @@ check_tile_prediction = Prediction(LESSON, "TILE_PREDICTION", {"tile": _TILE_WOR
 
 # (label, s, d, block, kind): kind picks the scores: random; very negative; high in the first block, then falling
 _ATTN_CASES = [("random scores", 64, 16, 16, "random"), ("random scores, a ragged last block", 50, 8, 16, "random"),
-               ("very negative scores", 48, 8, 16, "negative"), ("scores falling block by block", 48, 8, 16, "falling")]
+               ("very negative scores", 48, 8, 16, "negative"), ("scores falling block by block", 48, 8, 16, "falling"),
+               ("a long sequence", 2048, 8, 128, "random")]
+# Python's own allocations while a learner's function runs (torch's wrappers, a first call's imports) can reach a
+# few hundred KB: memory made outside torch is judged only where the s x s scores in float32 are past this.
+_OUTSIDE_FLOOR = 4 * 2**20
 
 
 def attention_inputs(s: int, d: int, kind: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -694,12 +700,23 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
     for label, s, d, block, kind in cases or _ATTN_CASES:
         q, k, v = attention_inputs(s, d, kind)
         mode = _Largest()
-        with mode:
-            got = call(fn, q, k, v, block, label=f"attention_blocked(q, k, v, block={block}) on {label}")
+        tracing = tracemalloc.is_tracing()  # a learner's cell may trace already: then only its peak is reset
+        if not tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        try:
+            with mode:
+                got = call(fn, q, k, v, block, label=f"attention_blocked(q, k, v, block={block}) on {label}")
+        finally:
+            # switched off inside the function: what it allocated outside torch is unknown, so taken as unbounded
+            outside = tracemalloc.get_traced_memory()[1] - before if tracemalloc.is_tracing() else None
+            if not tracing:
+                tracemalloc.stop()
         pair = isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
         shown = f"one tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else quote(got)
         runs.append({"out": got[0] if pair else shown, "lse": got[1] if pair else None,
-                     "largest": mode.largest, "ops": mode.ops})
+                     "largest": mode.largest, "ops": mode.ops, "outside": outside})
     return {"runs": runs}
 
 
@@ -730,6 +747,15 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
             if run.get("largest", 0) >= s * s and s > block:
                 fail(f"{text}: right, but a tensor of {run['largest']} elements was made: the {s}×{s} scores. The "
                      f"point of the online softmax is to need only a {s}×{block} block of scores at a time.")
+            if s * s * 4 >= _OUTSIDE_FLOOR and s > block:
+                outside = run.get("outside")
+                if outside is None:
+                    fail(f"{text}: right, but tracemalloc was stopped while your function ran, so the check cannot "
+                         f"tell whether the {s}×{s} scores were made outside torch. Leave it running.")
+                if outside >= s * s * 4:
+                    fail(f"{text}: right, but {outside / 2**20:.0f} MiB were allocated outside torch while it ran "
+                         f"(numpy arrays or Python lists): room for the {s}×{s} scores. The online softmax needs only "
+                         f"a {s}×{block} block of scores at a time, in torch or anywhere else.")
             _judge_lse(text, lse.reshape(s).double(), q, k)
             continue
         if not torch.isfinite(got).all():
