@@ -192,8 +192,11 @@ def message(name: str, called: str) -> str:
     if called.endswith(_UNWATCHED):
         return (f"your {name} calls {called.removesuffix(_UNWATCHED).strip()}, which turns off the check's watch of "
                 f"what your code calls: the check cannot vouch for what it does then. Write {name} without it.")
-    return (f"your {name} calls {called}, the course's own code that this check compares with: write {name} "
-            "yourself, from the principle the text gives.")
+    if called.startswith(("grader.", "the course's")):
+        return (f"your {name} calls {called}, the course's own code that this check compares with: write {name} "
+                "yourself, from the principle the text gives.")
+    return (f"your {name} calls {called}, which does the exercise for you: write {name} yourself, from the "
+            "principle the text gives.")
 
 
 # --- watching a learner's code while a check runs it -------------------------------------------------

@@ -444,6 +444,18 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("max_batch_to_serve_check", "from grader import serving\nserving.weights_bytes\n", "gone"),
         ("quantize_int8_check", "from grader import serving\nserving.int8_rows\n", "gone"),
         ("quantize_int8_check", "from grader import serving\nserving.int8_tensor\n", "gone"),
+        # copy test r5: torch's own per-channel observer and quantizer passed
+        ("quantize_int8_check", "import warnings\nimport torch\nfrom torch.ao.quantization.observer import "
+         "PerChannelMinMaxObserver\n\ndef quantize_int8(weight):\n"
+         "    obs = PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_symmetric, "
+         "quant_min=-127, quant_max=127)\n    obs(weight)\n    scale, zero = obs.calculate_qparams()\n"
+         "    with warnings.catch_warnings():\n        warnings.simplefilter('ignore')\n"
+         "        q = torch.quantize_per_channel(weight, scale, zero, 0, torch.qint8).int_repr()\n"
+         "    return q, scale.float()\n", r"calls torch\.ao\.quantization's observers"),
+        ("quantize_int8_check", "import torch\n\ndef quantize_int8(weight):\n"
+         "    scale = (weight.abs().amax(1) / 127).clamp_min(1e-12).float()\n"
+         "    q = torch.ops.aten.quantize_per_channel(weight, scale.double(), torch.zeros(len(scale), dtype=torch.long), "
+         "0, torch.qint8)\n    return q.int_repr(), scale\n", r"calls torch\.ops\.aten\.quantize_per_channel"),
     ],
     "05_reading_the_machine": [
         # round 4: a made-up profile handed to the recording's summary gave the union

@@ -460,4 +460,20 @@ def _judge_quantize(observation: dict) -> None:
              "as fine as its largest weight allows).")
 
 
-check_quantize_int8 = Check("quantize_int8", _observe_quantize, _judge_quantize)
+# torch's own quantizers answer the exercise (a copy test passed with PerChannelMinMaxObserver and
+# torch.quantize_per_channel): every observer computes its scales in _calculate_qparams, and the quantize functions
+# are C functions the profiler reports by identity, each op's packet and overloads through torch.ops.aten as well.
+_TORCH_QUANTIZERS = {
+    torch.ao.quantization.observer.UniformQuantizationObserverBase._calculate_qparams:
+        "torch.ao.quantization's observers (their _calculate_qparams)",
+    torch.ao.quantization.quantize_dynamic: "torch.ao.quantization.quantize_dynamic",
+}
+for _name in ("quantize_per_channel", "quantize_per_tensor", "fake_quantize_per_channel_affine",
+              "fake_quantize_per_tensor_affine"):
+    _TORCH_QUANTIZERS[getattr(torch, _name)] = f"torch.{_name}"
+    _packet = getattr(torch.ops.aten, _name)
+    for _op in [_packet] + [getattr(_packet, o) for o in _packet.overloads()]:
+        _TORCH_QUANTIZERS[_op._op] = f"torch.ops.aten.{_name}"
+
+check_quantize_int8 = guard(Check("quantize_int8", _observe_quantize, _judge_quantize), "quantize_int8",
+                            _TORCH_QUANTIZERS)
