@@ -126,11 +126,14 @@ def _answers(answers: Any, name: str, keys: list, example: str) -> dict:
     return {k: answers[k] for k in keys}
 
 
-_BY_HAND = [-2.5, 1e-5, 65520.0]  # fp16, worked out on paper
+# Worked out on paper in a 12-bit format no library has (fp16's 5 exponent bits, 6 mantissa bits): a cast a
+# learner could run (fp16's own, which the page also walks through later) would answer it without the reasoning.
+_BY_HAND_WIDTHS = (5, 6)
+_BY_HAND = [-2.5, 2e-5, 65280.0]
 
 
 def _public_fields_by_hand(answers: Any) -> None:
-    """FIELDS_BY_HAND without its answer: three ints per number, each within fp16's field widths."""
+    """FIELDS_BY_HAND without its answer: three ints per number, each within the (5, 6) format's field widths."""
     got_all = _answers(answers, "FIELDS_BY_HAND", _BY_HAND, "{-2.5: (sign, exponent, mantissa), ...}")
     for x in _BY_HAND:
         got = got_all[x]
@@ -142,11 +145,14 @@ def _public_fields_by_hand(answers: Any) -> None:
                  "(section 1 says how the power of two is stored, and what a number too small for any normal "
                  "exponent is stored as).")
         if mantissa >= 1024:
-            fail(f"FIELDS_BY_HAND[{x!r}] has a mantissa wider than the 10 bits fp16 stores: which bit is never "
+            fail(f"FIELDS_BY_HAND[{x!r}] has a mantissa wider than the 10 bits even fp16 stores: which bit is never "
                  "stored?")
-        if not (0 <= exponent < 32 and 0 <= mantissa < 1024 and sign in (0, 1)):
-            fail(f"FIELDS_BY_HAND[{x!r}] is {tuple(got)}: fp16 fields are 1 sign bit (0 or 1), 5 exponent bits (0 to "
-                 "31) and 10 mantissa bits (0 to 1023).")
+        if mantissa >= 64:
+            fail(f"FIELDS_BY_HAND[{x!r}] has a mantissa wider than the format's 6 bits (fp16 has 10; this format "
+                 "keeps 6, so the bits after them are rounded away).")
+        if not (0 <= exponent < 32 and 0 <= mantissa < 64 and sign in (0, 1)):
+            fail(f"FIELDS_BY_HAND[{x!r}] is {tuple(got)}: the format's fields are 1 sign bit (0 or 1), 5 exponent "
+                 "bits (0 to 31) and 6 mantissa bits (0 to 63).")
 
 
 def _summary_fields_by_hand(answers: Any) -> list:
@@ -158,20 +164,21 @@ def _hints_fields_by_hand(answers: Any) -> None:
     sign, exponent, _ = answers[-2.5]
     if sign != 1:
         fail("FIELDS_BY_HAND[-2.5] has sign 0: which sign bit does a negative number carry?")
-    if answers[1e-5][1] != 0:
-        fail("FIELDS_BY_HAND[1e-5] has a nonzero exponent field, but 1e-5 lies below fp16's smallest normal number "
-             "(section 1's table): how does fp16 store a number that small?")
-    if answers[65520.0][1] < 30:
-        fail("FIELDS_BY_HAND[65520.0] has an exponent field far below the top of fp16's range, where 65,520 lies.")
+    if answers[2e-5][1] != 0:
+        fail("FIELDS_BY_HAND[2e-5] has a nonzero exponent field, but 2e-5 lies below the format's smallest normal "
+             "number (its exponent is fp16's: section 1's table): how is a number that small stored?")
+    if answers[65280.0][1] < 30:
+        fail("FIELDS_BY_HAND[65280.0] has an exponent field far below the top of the format's range, where 65,280 "
+             "lies.")
 
 
 check_fields_by_hand = Keyed(
     LESSON, "FIELDS_BY_HAND", observe=_prediction("FIELDS_BY_HAND"), summary=_summary_fields_by_hand,
     public=_public_fields_by_hand, hints=_hints_fields_by_hand,
-    unknown="FIELDS_BY_HAND holds fields that are not what fp16 stores for one of the numbers, nor a mistake the "
-            "course knows. For each: the power of two first, then the 10 bits after the leading 1, then what a "
-            "cast does to the bits that do not fit (section 1 says what an all-zero or all-ones exponent field "
-            "means).")
+    unknown="FIELDS_BY_HAND holds fields that are not what the (5, 6) format stores for one of the numbers, nor a "
+            "mistake the course knows. For each: the power of two first, then the 6 bits after the leading 1, then "
+            "what a cast does to the bits that do not fit (section 1 says what an all-zero or all-ones exponent "
+            "field means).")
 
 
 # --- round_to -------------------------------------------------------------------------------
@@ -249,7 +256,9 @@ check_round_to = Keyed(
             "asks for.")
 
 
-_ROUNDED = ["1 + 2**-8 in bf16", "1 + 3 * 2**-11 in tf32", "2049 in fp16", "65519 in fp16"]  # four casts, by hand
+# four casts by hand, into exercise 1's (5, 6) format: no library casts to it (the page later shows fp16's own)
+_ROUNDED = ["1 + 2**-7 in (5, 6)", "1 + 3 * 2**-7 in (5, 6)", "129 in (5, 6)", "65100 in (5, 6)"]
+_ROUNDED_VALUES = (1 + 2.0**-7, 1 + 3 * 2.0**-7, 129.0, 65100.0)
 
 
 def _public_rounded_by_hand(answers: Any) -> None:
@@ -266,7 +275,7 @@ def _summary_rounded_by_hand(answers: Any) -> list:
 
 def _hints_rounded_by_hand(answers: Any) -> None:
     """An unknown answer: a value the format cannot hold is named, without the one it should be."""
-    for label, x in zip(_ROUNDED, (1 + 2.0**-8, 1 + 3 * 2.0**-11, 2049.0, 65519.0)):
+    for label, x in zip(_ROUNDED, _ROUNDED_VALUES):
         if float(answers[label]) == x:
             fail(f"ROUNDED_BY_HAND[{label!r}] is the value itself, but the format cannot hold it: which two of its "
                  "numbers is it between, and which does a cast keep?")

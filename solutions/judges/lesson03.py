@@ -23,8 +23,8 @@ import warnings
 from fractions import Fraction
 
 from grader.checks._common import call, close, fail, is_number
-from grader.checks.lesson03 import (_BY_HAND, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
-                                    _SCALE_CASES, _STALL_RUN, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
+from grader.checks.lesson03 import (_BY_HAND, _BY_HAND_WIDTHS, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
+                                    _SCALE_CASES, _STALL_RUN, _ROUNDED_VALUES, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
                                     _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler)
 from grader.floats import FORMATS, Format, value_of
 
@@ -156,26 +156,28 @@ def _judge_decode(decode: Callable[[float, str], tuple[int, int, int]]) -> None:
 
 
 def _judge_fields_by_hand(answers: dict) -> None:
-    """FIELDS_BY_HAND: the fp16 fields of -2.5, 1e-5 and 65520, worked out by hand."""
+    """FIELDS_BY_HAND: the fields of -2.5, 2e-5 and 65280 in the (5, 6) format, worked out by hand."""
+    e_bits, m_bits = _BY_HAND_WIDTHS
     for x in _BY_HAND:
         got = tuple(int(v) for v in answers[x])
-        want = _split(_reference_bits(x, "fp16"), 5, 10)
+        want = _encode(x, e_bits, m_bits)
         if got == want:
             continue
         sign, exponent, mantissa = got
-        if x == 65520.0 and got == (0, 30, 1023):
-            fail("FIELDS_BY_HAND[65520.0] is fp16's largest finite number: a cast does not stop at the largest "
-                 "number. How far apart are fp16's numbers up there, where does 65,520 fall between its neighbours, "
-                 "and which way does a cast send a tie?")
-        if x == 1e-5 and exponent == 0 and abs(mantissa - 2 * 167.77) < 1.5:
-            fail(f"FIELDS_BY_HAND[1e-5] reads an all-zero exponent field as 2 to the power 0 minus the bias. Section 1: "
+        steps = x / 2.0 ** (2 - 2 ** (e_bits - 1) - m_bits)  # 2e-5 in units of the subnormals' spacing
+        if x == 65280.0 and got == (0, 2**e_bits - 2, 2**m_bits - 1):
+            fail("FIELDS_BY_HAND[65280.0] is the format's largest finite number: a cast does not stop at the largest "
+                 "number. How far apart are the format's numbers up there, where does 65,280 fall between its "
+                 "neighbours, and which way does a cast send a tie?")
+        if x == 2e-5 and exponent == 0 and abs(mantissa - 2 * steps) < 1.5:
+            fail("FIELDS_BY_HAND[2e-5] reads an all-zero exponent field as 2 to the power 0 minus the bias. Section 1: "
                  "which power of two does an all-zero exponent field stand for?")
-        if x == 1e-5 and exponent == 0 and abs(mantissa - 167.77) < 1.5:
-            fail("FIELDS_BY_HAND[1e-5] drops the bits that do not fit: a cast keeps the nearest number, not the one "
+        if x == 2e-5 and exponent == 0 and mantissa == math.floor(steps):
+            fail("FIELDS_BY_HAND[2e-5] drops the bits that do not fit: a cast keeps the nearest number, not the one "
                  "below.")
-        if x == 1e-5 and exponent != 0:
-            fail("FIELDS_BY_HAND[1e-5] is stored as a normal number, but 1e-5 is below fp16's smallest normal number "
-                 "(section 1's table): how does fp16 store a number that small?")
+        if x == 2e-5 and exponent != 0:
+            fail("FIELDS_BY_HAND[2e-5] is stored as a normal number, but 2e-5 is below the format's smallest normal "
+                 "number (its exponent is fp16's: section 1's table): how is a number that small stored?")
         if x == -2.5 and sign == 0:
             fail("FIELDS_BY_HAND[-2.5] has sign 0: which sign bit does a negative number carry?")
         if x == -2.5 and exponent == 1:
@@ -183,42 +185,39 @@ def _judge_fields_by_hand(answers: dict) -> None:
                  "added to it before it is stored.")
         if x == -2.5 and mantissa in (1, 25, 5):
             fail("FIELDS_BY_HAND[-2.5] has a mantissa read as decimal digits: the mantissa field holds the binary "
-                 "fraction after the leading 1, read as a 10-bit integer.")
-        fail(f"FIELDS_BY_HAND[{x!r}] is not what fp16 stores for {x!r}. Find the power of two first, then the 10 "
-             "bits after the leading 1 (section 1 says what an all-zero or all-ones exponent field means).")
-
-
-def _tf32_nearest(x: float) -> float:
-    return float(_nearest(torch.tensor([x]), 13, "even")[0])
+                 "fraction after the leading 1, read as a 6-bit integer.")
+        fail(f"FIELDS_BY_HAND[{x!r}] is not what the (5, 6) format stores for {x!r}. Find the power of two first, "
+             "then the 6 bits after the leading 1 (section 1 says what an all-zero or all-ones exponent field means).")
 
 
 def _judge_rounded_by_hand(answers: dict) -> None:
-    """ROUNDED_BY_HAND: four casts worked out before any is run."""
-    cases = {"1 + 2**-8 in bf16": (1 + 2.0**-8, "bf16"), "1 + 3 * 2**-11 in tf32": (1 + 3 * 2.0**-11, "tf32"),
-             "2049 in fp16": (2049.0, "fp16"), "65519 in fp16": (65519.0, "fp16")}
-    for label in _ROUNDED:
-        x, fmt = cases[label]
+    """ROUNDED_BY_HAND: four casts into the (5, 6) format, worked out before any is run."""
+    e_bits, m_bits = _BY_HAND_WIDTHS
+    fmt = Format("made up", e_bits, m_bits, None)
+    top = 65100.0
+    for label, x in zip(_ROUNDED, _ROUNDED_VALUES):
         got = float(answers[label])
-        want = _tf32_nearest(x) if fmt == "tf32" else float(torch.tensor([x]).to(FORMATS[fmt].dtype).float())
+        sign, exponent, mantissa = _encode(x, e_bits, m_bits)
+        want = math.inf if exponent == 2**e_bits - 1 else value_of(sign, exponent, mantissa, fmt)
         if got == want:
             continue
-        if got == x and label != "65519 in fp16":
-            fail(f"ROUNDED_BY_HAND[{label!r}] is the value itself, but {fmt} cannot hold it: which two of its numbers "
-                 "is it between, and which does a cast keep?")
-        if label == "65519 in fp16":
+        if got == x and x != top:
+            fail(f"ROUNDED_BY_HAND[{label!r}] is the value itself, but the format cannot hold it: which two of its "
+                 "numbers is it between, and which does a cast keep?")
+        if x == top:
             if math.isinf(got):
-                fail("ROUNDED_BY_HAND['65519 in fp16'] is inf, but a cast does not overflow as soon as a value passes "
-                     "the largest number: it keeps the nearest. How far past fp16's largest number is 65,519, against "
-                     "the gap between numbers there?")
-            fail(f"ROUNDED_BY_HAND['65519 in fp16'] is {got!r}, which fp16 does not hold: how far apart are fp16's "
+                fail(f"ROUNDED_BY_HAND[{label!r}] is inf, but a cast does not overflow as soon as a value passes the "
+                     "largest number: it keeps the nearest. How far past the format's largest number is 65,100, "
+                     "against the gap between numbers there?")
+            fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}, which the format does not hold: how far apart are its "
                  "numbers near its largest?")
         if got > want and (x - want) == (got - x):
-            fail(f"ROUNDED_BY_HAND[{label!r}]: {x!r} is exactly halfway between two {fmt} numbers, and you sent the tie "
-                 "up (away from zero). Section 2: which way does a cast send a tie, and why?")
+            fail(f"ROUNDED_BY_HAND[{label!r}]: {x!r} is exactly halfway between two of the format's numbers, and you "
+                 "sent the tie up (away from zero). Section 2: which way does a cast send a tie, and why?")
         if got < x < want:
             fail(f"ROUNDED_BY_HAND[{label!r}] drops the bits that do not fit (truncation), but {x!r} is exactly halfway "
                  "between two numbers: section 2 says where a tie goes.")
-        fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}, not the {fmt} number a cast keeps for {x!r}.")
+        fail(f"ROUNDED_BY_HAND[{label!r}] is {got!r}, not the number a cast into the (5, 6) format keeps for {x!r}.")
 
 
 def _truncated(x: torch.Tensor, drop_bits: int) -> torch.Tensor:

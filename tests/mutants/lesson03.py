@@ -67,24 +67,34 @@ def round_to(x, fmt, ties="even"):
 MUTANTS = {
     "decode_check": [
         (
-            "by hand: 65520 stored as fp16's largest number instead of inf",
-            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, 0, 168), 65520.0: (0, 30, 1023)}",
+            "by hand: 65280 stored as the format's largest number instead of inf",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 16), 2e-5: (0, 0, 21), 65280.0: (0, 30, 63)}",
             r"a cast does not stop at the largest",
         ),
         (
             "by hand: a zero exponent field read as 2^(0 - bias)",
-            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, 0, 336), 65520.0: (0, 31, 0)}",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 16), 2e-5: (0, 0, 42), 65280.0: (0, 31, 0)}",
             r"all-zero exponent field stand for",
         ),
         (
+            "by hand: the subnormal truncated",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 16), 2e-5: (0, 0, 20), 65280.0: (0, 31, 0)}",
+            r"keeps the nearest number, not the one below",
+        ),
+        (
             "by hand: the exponent without the bias",
-            "FIELDS_BY_HAND = {-2.5: (1, 1, 256), 1e-5: (0, 0, 168), 65520.0: (0, 31, 0)}",
+            "FIELDS_BY_HAND = {-2.5: (1, 1, 16), 2e-5: (0, 0, 21), 65280.0: (0, 31, 0)}",
             r"added to it before it is stored",
         ),
         (
-            "by hand: 1e-5 as a normal number with a negative exponent",
-            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 1e-5: (0, -2, 320), 65520.0: (0, 31, 0)}",
+            "by hand: 2e-5 as a normal number with a negative exponent",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 16), 2e-5: (0, -2, 20), 65280.0: (0, 31, 0)}",
             r"negative exponent field",
+        ),
+        (
+            "by hand: fp16's own fields (a cast torch can run) instead of the (5, 6) format's",
+            "FIELDS_BY_HAND = {-2.5: (1, 16, 256), 2e-5: (0, 0, 336), 65280.0: (0, 30, 1016)}",
+            r"wider than the format's 6 bits",
         ),
         (
             "bf16 read with fp16's field widths",
@@ -174,21 +184,27 @@ def decode(x, fmt):
     "round_to_check": [
         (
             "by hand: ties away from zero",
-            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1 + 2**-7, '1 + 3 * 2**-11 in tf32': 1 + 2**-9, "
-            "'2049 in fp16': 2050.0, '65519 in fp16': 65504.0}",
+            "ROUNDED_BY_HAND = {'1 + 2**-7 in (5, 6)': 1 + 2**-6, '1 + 3 * 2**-7 in (5, 6)': 1 + 2**-5, "
+            "'129 in (5, 6)': 130.0, '65100 in (5, 6)': 65024.0}",
             r"sent the tie up",
         ),
         (
-            "by hand: anything past fp16's largest number is inf",
-            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-11 in tf32': 1 + 2**-9, "
-            "'2049 in fp16': 2048.0, '65519 in fp16': float('inf')}",
-            r"[Hh]ow far past fp16.s largest number",
+            "by hand: anything past the format's largest number is inf",
+            "ROUNDED_BY_HAND = {'1 + 2**-7 in (5, 6)': 1.0, '1 + 3 * 2**-7 in (5, 6)': 1 + 2**-5, "
+            "'129 in (5, 6)': 128.0, '65100 in (5, 6)': float('inf')}",
+            r"[Hh]ow far past the format.s largest number",
         ),
         (
             "by hand: truncation",
-            "ROUNDED_BY_HAND = {'1 + 2**-8 in bf16': 1.0, '1 + 3 * 2**-11 in tf32': 1 + 2**-10, "
-            "'2049 in fp16': 2048.0, '65519 in fp16': 65504.0}",
+            "ROUNDED_BY_HAND = {'1 + 2**-7 in (5, 6)': 1.0, '1 + 3 * 2**-7 in (5, 6)': 1 + 2**-6, "
+            "'129 in (5, 6)': 128.0, '65100 in (5, 6)': 65024.0}",
             r"truncation",
+        ),
+        (
+            "by hand: fp16's casts (2049 to 2048 read off the page) instead of the (5, 6) format's",
+            "ROUNDED_BY_HAND = {'1 + 2**-7 in (5, 6)': 1 + 2**-7, '1 + 3 * 2**-7 in (5, 6)': 1 + 3 * 2**-7, "
+            "'129 in (5, 6)': 129.0, '65100 in (5, 6)': 65088.0}",
+            r"the value itself, but the format cannot hold it",
         ),
         (
             "rounding by truncation",
