@@ -124,6 +124,8 @@ _FIRST_GUESS = re.compile(r"\(first guess .*?, recorded [^)]*\)")  # a predictio
 
 def holds(message: str, form: str) -> bool:
     """True when `form` stands in `message` as a number of its own, and not where the message quotes the learner's."""
+    if form not in message:  # most forms: the substitutions below only take text out, so they cannot make one appear
+        return False
     message = _QUOTED.sub("…", _FIRST_GUESS.sub("(first guess …)", message))
     for hit in re.finditer(rf"(?<![\w.,^*]){re.escape(form)}(?![\d]|\.\d)", message):
         if not _THEIRS.search(message[:hit.start()]):
