@@ -66,6 +66,28 @@ def _needs(exc: BaseException) -> str:
     return name if name and name != "<module>" else "an exercise above"
 
 
+def needs(*exercises) -> None:
+    """Raise NotDone, so that `skip_if_not_done` skips the cell here, when one of `exercises` is still its stub.
+
+    For a show cell that runs an instrument (a counter, a probe, a widget) before it first calls the learner's
+    function: an unfinished exercise must skip the cell before the instrument runs, since running it before a
+    prediction's first guess is recorded counts as a reveal. A stub is a function that does nothing but
+    nbgrader's `raise NotImplementedError()`: it names nothing else and reads no argument or variable."""
+    import dis
+
+    for fn in exercises:
+        code = getattr(getattr(fn, "fn", fn), "__code__", None)  # a triton kernel keeps its function in .fn
+        if code is None or set(code.co_names) != {"NotImplementedError"}:
+            continue
+        if {i.opname for i in dis.get_instructions(code)} <= _STUB_OPS:
+            raise NotDone(getattr(fn, "__name__", "an exercise above"))
+
+
+# What `raise NotImplementedError()` compiles to, from Python 3.10 to 3.13: a body with anything else is written.
+_STUB_OPS = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "LOAD_GLOBAL", "PUSH_NULL", "PRECALL", "CALL", "CALL_FUNCTION",
+             "RAISE_VARARGS", "COPY_FREE_VARS", "MAKE_CELL"}
+
+
 class skip_if_not_done:  # noqa: N801  (used as `with skip_if_not_done():`, like a function)
     """Run a show cell's body; if it reaches an unfinished exercise, print one line instead of failing."""
 

@@ -54,7 +54,7 @@ def _outside_skip(tree: ast.AST) -> set[str]:
 def test_opening_says_where_run_all_stops_and_setup_imports_skip():
     first = " ".join(next(c.source for c in _cells() if c.cell_type == "markdown").split())
     assert "Run All stops at the first exercise you have not done yet, with one" in first
-    assert "from grader.notebook import skip_if_not_done" in _code()
+    assert "from grader.notebook import needs, skip_if_not_done" in _code()
 
 
 def test_every_show_cell_uses_the_learners_functions_only_under_skip():
@@ -262,8 +262,10 @@ def test_the_measured_layout_table_keeps_each_optimizers_name():
 
     cell = next(c.source for c in _cells() if "memory.probe_bytes_per_parameter(precision, optimizer)" in c.source)
     shown = []
+    from grader.notebook import needs, skip_if_not_done
+
     ns = {"memory": memory, "pd": pd, "display": shown.append, "training_bytes": lambda n, p, o: 0,
-          "skip_if_not_done": __import__("grader.notebook", fromlist=["skip_if_not_done"]).skip_if_not_done}
+          "skip_if_not_done": skip_if_not_done, "needs": needs}
     exec(compile(cell, "<cell>", "exec"), ns)
     table = shown[0]
     assert list(table.index.get_level_values("optimizer")) == list(memory.OPTIMIZERS) * len(memory.PRECISIONS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grader.checks._common import call, recorded
-from grader.notebook import CheckFailed, NotDone, skip_if_not_done
+from grader.notebook import CheckFailed, NotDone, needs, skip_if_not_done
 
 
 def _stub(n):
@@ -45,6 +45,27 @@ def test_skip_if_not_done_skips_with_one_line_and_later_cells_follow(capsys):
     with pytest.raises(ZeroDivisionError):  # a real error in a show cell still shows
         with skip_if_not_done():
             1 / 0
+
+
+def test_needs_skips_a_cell_at_a_stub_before_anything_after_it_runs(capsys):
+    """A show cell that runs an instrument before it calls the learner's function gates on the stub first (a copy test
+    ran ahead on a blank notebook and lesson 02's counter stamped SYNC_ANSWERS as revealed, showing nothing)."""
+    def train_fixed(model, batches, device, steps):
+        """A docstring and a comment are still a stub."""
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+    def written(model, batches, device, steps):
+        if steps < 0:
+            raise NotImplementedError("negative steps")
+        return []
+
+    ran = []
+    with skip_if_not_done():
+        needs(written, train_fixed)
+        ran.append(True)
+    assert not ran and "needs `train_fixed`" in capsys.readouterr().out
+    needs(written, type("Kernel", (), {"fn": written})())  # a written function, a triton kernel's .fn: no skip
 
 
 def test_a_long_check_message_wraps_at_spaces_to_fit_a_1024_px_window():

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
+from grader import predictions
 from grader.pipeline.kernels import notebook_client
 
 import lesson_outputs
@@ -101,6 +104,21 @@ def test_student_notebook_fails_only_at_checks_with_one_line(lesson):
         assert out.ename == "NotDone", f"{lesson} cell {i}: {out.ename}: {out.evalue}"
         assert len(out.traceback) == 1 and "grader/" not in out.traceback[0], f"{lesson} cell {i}: {out.traceback}"
         assert "not done yet" in out.traceback[0]
+    # A show cell that skips must skip before it runs an instrument a prediction is scored against: run ahead on a
+    # blank notebook, a copy test found lesson 02's loop tables stamping SYNC_ANSWERS as revealed, answer unseen.
+    record = Path(os.environ[predictions.ENV_PATH])
+    stamped = sorted(name for name, entry in _entries(json.loads(record.read_text()) if record.exists() else {})
+                     if entry.get("revealed"))
+    assert not stamped, f"{lesson}: a blank notebook run cell by cell recorded a reveal of {stamped}, showing nothing"
+
+
+def _entries(tree, name=""):
+    """(name, entry) for every prediction entry in a predictions.json tree (a dict holding a 'revealed' key)."""
+    if isinstance(tree, dict):
+        if "revealed" in tree:
+            yield name, tree
+        for key, value in tree.items():
+            yield from _entries(value, str(key))
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
