@@ -418,7 +418,7 @@ def smooth(losses, beta, steps=None):
     s, r = _smooth(run, beta), _smooth(reference, beta)
     return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
 """,
-            r"did it end\s+worse than it started",
+            r"judged on its smoothed curve, not on its raw first and last losses",
         ),
         (
             "the reference left unsmoothed",
