@@ -138,6 +138,18 @@ def _lesson09(executed):
     rows = [row for row in _table_rows(_cell(executed, "RESERVE = 4e9")) if len(row) >= 3]
     fits = {(r[0], r[1]): int(r[2]) for r in rows if r[1] in ("bf16", "int8", "int4") and r[2].isdigit()}
     assert fits.get(("1 × H100 SXM5 80GB", "bf16")) == 0 and 10 <= fits.get(("2 × H100 SXM5 80GB", "bf16"), 0) < 30, rows
+    # What it says of capacity against the knee is read off its own table (a copy test found "far below the knee"
+    # printed beside int4 and int8 rows past it).
+    card, table = None, {}  # the card's cell spans its three rows: the int8 and int4 rows start at the weights
+    for r in rows:
+        if r[0] not in ("bf16", "int8", "int4"):
+            card, r = r[0], r[1:]
+        if r[0] in ("bf16", "int8", "int4") and len(r) >= 3 and r[1].isdigit():
+            table[(card, r[0])] = (int(r[1]), float(r[2]))
+    said = "\n".join(_texts(_cell(executed, "RESERVE = 4e9")))
+    past = [k for k, (fit, knee) in table.items() if fit > knee]
+    assert len(table) == 12, table
+    assert ("Past the knee:" in said) == bool(past) and all(f"{c} in {w}" in said for c, w in past), (past, said)
     # torch's W8A8 is labelled as what it is, its warnings printed as text (stdout), never on stderr.
     int8 = "\n".join(_texts(_cell(executed, "int8_model, warned = serving.dynamic_int8(model)")))
     assert "quantize_dynamic warned:" in int8 and "DeprecationWarning" in int8 and "W8A8" in int8, int8
