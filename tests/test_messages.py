@@ -285,6 +285,11 @@ _THREADED_TIMER = ("import threading\nimport time\n\ndef time_op(fn, sync, warmu
                    "    t = threading.Thread(target=timed)\n    t.start()\n    t.join()\n    return box[0]\n")
 SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, what the check must say)
     "01_crossover": [
+        # copy test r6: torch's FLOP counter over a matmul of meta tensors
+        ("matmul_flops_check", "import torch\nfrom torch.utils.flop_counter import FlopCounterMode\n\n"
+         "def matmul_flops(n):\n    a = torch.empty(n, n, device='meta')\n"
+         "    with FlopCounterMode(display=False) as counter:\n        a @ a\n    return counter.get_total_flops()\n",
+         r"calls torch\.utils\.flop_counter\.FlopCounterMode"),
         # round 4: measure's way with a fixed 100 extra warm-up calls, longer than any case's ramp
         ("time_op_check", "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
          "    for _ in range(warmup + 100):\n        fn()\n    sync()\n    samples = []\n"
@@ -513,6 +518,12 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("low_precision_ops_check", "from grader.checks import lesson06\nlesson06.policy_word\n", "gone"),
     ],
     "07_data_parallel": [
+        # copy test r6: lesson 04's measured layouts give the bytes per parameter
+        ("bytes_per_rank_check", "from grader import memory\n\n"
+         "def bytes_per_rank(n_params, world, stage, layout='deepspeed'):\n"
+         "    terms = memory.training_terms('mixed' if layout == 'deepspeed' else 'fp32', 'adam')\n"
+         "    kept = sum(terms.values()) * n_params\n    return float(kept if stage == 'ddp' else kept / world)\n",
+         r"calls grader\.memory\.training_terms"),
         # a copy test saved torch's bucketer in a cell before the check and called it through functools.partial or
         # operator.call, which the profiler does not report: the C++ one is found in what the function reaches, the
         # stand-in grader.distributed puts in torch's attributes runs code a guard sees, and a cell's call counts

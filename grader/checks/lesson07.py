@@ -23,6 +23,7 @@ import torch.distributed
 from torch import nn
 
 from grader import distributed as _distributed
+from grader import memory as _memory
 from grader import widgets as _widgets
 from grader.checks._common import (Check, Prediction, Raised, Replay, call, close, fail, guard, is_number, record,
                                    recorded, require_callable)
@@ -720,13 +721,17 @@ def _hints_bytes_per_rank(fn: Replay) -> None:
              "per parameter, and in which dtype (section 6).")
 
 
-check_bytes_per_rank = Keyed(
+check_bytes_per_rank = guard(Keyed(
     "07_data_parallel", "bytes_per_rank", "bytes_per_rank", _MEM_CASES,
     floats=True, public=_public_bytes_per_rank,
     hints=_hints_bytes_per_rank,
     unknown="bytes_per_rank is not what the layout keeps per rank, nor a mistake the course knows. For each layout, "
             "list the tensors training keeps per parameter and what each costs in its dtype (section 6), then which "
-            "kinds each stage divides among the ranks.")
+            "kinds each stage divides among the ranks."),
+    # lesson 04's measured layouts answer the bytes per parameter (a copy test built bytes_per_rank on training_terms)
+    "bytes_per_rank", {_memory.training_terms: "grader.memory.training_terms",
+                       _memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
+                       _memory._probe: "grader.memory._probe"})
 
 
 # --- bubble_fraction -------------------------------------------------------------------------------
