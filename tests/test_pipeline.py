@@ -7,6 +7,7 @@ each blank release, carol each release with one typical mistake written in.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -102,6 +103,14 @@ def graded(tmp_path_factory):
 
 def _rows(graded, student: str, lesson: str):
     return [r for r in graded[1] if r.student == student and r.lesson == lesson]
+
+
+def test_the_graded_class_is_built_on_one_worker(request):
+    """Under xdist's loadgroup this module's tests share one worker, so `graded` is built once. pytest 9.2 with xdist
+    3.8 stopped honouring xdist_group without a word (pytest-xdist #1386): the class was graded on both workers, the
+    browser's and the infrastructure's module fixtures twice too, and CI took minutes longer."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and request.config.getoption("dist") == "loadgroup":
+        assert request.node.nodeid.endswith("@pipeline"), f"xdist_group is ignored: {request.node.nodeid}"
 
 
 def test_every_lesson_has_a_case():
