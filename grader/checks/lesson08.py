@@ -676,9 +676,17 @@ class _Largest(TorchDispatchMode):
     test hid the s x s scores of its attention_blocked from a TorchFunctionMode that way), and a fused library call
     is seen as the operations it runs here."""
 
-    def __init__(self):
+    def __init__(self, keys: tuple = (), rows: int = 0):
         super().__init__()
         self.largest, self.ops = 0, 0
+        # the storages of k and v (and of copies made of them): an operation that computes with more than `rows`
+        # of their rows at once took the keys whole, not a block at a time
+        self.rows = rows
+        self.tracked = {t.untyped_storage().data_ptr(): t.shape[-1] for t in keys if t.numel()}  # storage: row width
+        self.whole = None  # the first such operation's name
+
+    def _from_keys(self, t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.numel() > 0 and t.untyped_storage().data_ptr() in self.tracked
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -689,17 +697,33 @@ class _Largest(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.ops += 1
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+        for t in outs:
+            self.largest = max(self.largest, t.numel())
+        if self.tracked:
+            inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if self._from_keys(t)]
+            if inputs and not any(self._from_keys(t) for t in outs):  # a view of k or v computes nothing
+                width = self.tracked[inputs[0].untyped_storage().data_ptr()]
+                if func.overloadpacket.__name__ in _MOVES:  # a copy of them is them: follow it
+                    self.tracked.update({t.untyped_storage().data_ptr(): width for t in outs if t.numel()})
+                elif self.whole is None and any(t.numel() > self.rows * self.tracked[t.untyped_storage().data_ptr()]
+                                                for t in inputs):
+                    self.whole = func.overloadpacket.__name__
         return out
+
+
+# operations that only move or convert the values of k and v: their outputs are followed as k and v themselves
+_MOVES = {"_to_copy", "clone", "copy_", "contiguous", "_unsafe_view", "index", "index_select", "gather", "cat", "stack",
+          "constant_pad_nd", "lift_fresh", "detach", "alias", "split", "split_with_sizes", "chunk", "unbind", "narrow",
+          "slice", "select", "t", "transpose", "permute", "view", "reshape", "expand", "unsqueeze", "squeeze",
+          "as_strided", "empty_like", "zeros_like", "ones_like", "full_like", "new_empty", "new_zeros", "new_full"}
 
 
 def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
     runs = []
     for label, s, d, block, kind in cases or _ATTN_CASES:
         q, k, v = attention_inputs(s, d, kind)
-        mode = _Largest()
+        mode = _Largest((k, v), block)
         tracing = tracemalloc.is_tracing()  # a learner's cell may trace already: then only its peak is reset
         if not tracing:
             tracemalloc.start()
@@ -716,7 +740,7 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
         pair = isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
         shown = f"one tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else quote(got)
         runs.append({"out": got[0] if pair else shown, "lse": got[1] if pair else None,
-                     "largest": mode.largest, "ops": mode.ops, "outside": outside})
+                     "largest": mode.largest, "ops": mode.ops, "outside": outside, "whole": mode.whole})
     return {"runs": runs}
 
 
@@ -747,6 +771,10 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
             if run.get("largest", 0) >= s * s and s > block:
                 fail(f"{text}: right, but a tensor of {run['largest']} elements was made: the {s}×{s} scores. The "
                      f"point of the online softmax is to need only a {s}×{block} block of scores at a time.")
+            if run.get("whole") and s > block:
+                fail(f"{text}: right, but one operation ({run['whole']}) computed with more than {block} rows of k or "
+                     f"v at once: keys and values are taken {block} rows at a time, and each block is folded into "
+                     "what the rows have summed so far.")
             if s * s * 4 >= _OUTSIDE_FLOOR and s > block:
                 outside = run.get("outside")
                 if outside is None:

@@ -318,6 +318,9 @@ def fusion_bytes(rows, cols, dtype_bytes):
         scores = q @ k.T / math.sqrt(d)
         return torch.softmax(scores, dim=1) @ v, torch.logsumexp(scores, dim=1)
 """, r"the \d+×\d+ scores"),
+        ("one query row at a time, every key at once", _ATTN + """    rows = [torch.softmax(q[i] @ k.T / math.sqrt(d), dim=0) @ v for i in range(s)]
+    return torch.stack(rows), torch.stack([torch.logsumexp(q[i] @ k.T / math.sqrt(d), dim=0) for i in range(s)])
+""", r"computed with more than \d+ rows of k or v at once"),
         ("the s × s scores in numpy", _ATTN + """    import numpy as np
     sc = q.double().numpy() @ k.double().numpy().T / math.sqrt(d)
     top = sc.max(axis=1, keepdims=True)
