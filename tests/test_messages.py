@@ -433,6 +433,14 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "import torch\nfrom grader import memory\ndef predict_saved_bytes(batch, widths, activation='relu'):\n"
          "    return memory.saved_bytes(memory.mlp(widths, activation), torch.randn(batch, widths[0]))\n",
          r"calls grader\.memory\.(saved_bytes|mlp)"),
+        # copy test r6: torch's saved-tensor hooks on a stack at batch 1, times the batch
+        ("predict_saved_bytes_check",
+         "import torch\n\ndef predict_saved_bytes(batch, widths, activation='relu'):\n    kept = []\n"
+         "    layers = [torch.nn.Linear(a, b) for a, b in zip(widths, widths[1:])]\n"
+         "    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t.numel() * t.element_size()) or t,\n"
+         "                                                  lambda t: t):\n"
+         "        x = torch.randn(1, widths[0])\n        for layer in layers:\n            x = torch.relu(layer(x))\n"
+         "    return sum(kept) * batch\n", r"calls torch\.autograd\.graph\.saved_tensors_hooks"),
         ("activation_bytes_check",
          "from grader import memory\ndef activation_bytes(model, batch):\n    return memory.saved_bytes(model, batch)\n",
          r"calls grader\.memory\.saved_bytes"),
