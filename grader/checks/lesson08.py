@@ -629,7 +629,7 @@ check_tile_prediction = Prediction(LESSON, "TILE_PREDICTION", {"tile": _TILE_WOR
 # (label, s, d, block, kind): kind picks the scores: random; very negative; high in the first block, then falling
 _ATTN_CASES = [("random scores", 64, 16, 16, "random"), ("random scores, a ragged last block", 50, 8, 16, "random"),
                ("very negative scores", 48, 8, 16, "negative"), ("scores falling block by block", 48, 8, 16, "falling"),
-               ("a long sequence", 2048, 8, 128, "random")]
+               ("a long sequence", 1200, 8, 128, "random")]
 # Python's own allocations while a learner's function runs (torch's wrappers, a first call's imports) can reach a
 # few hundred KB: memory made outside torch is judged only where the s x s scores in float32 are past this.
 _OUTSIDE_FLOOR = 4 * 2**20
@@ -683,6 +683,8 @@ class _Largest(TorchDispatchMode):
         # of their rows at once took the keys whole, not a block at a time
         self.rows = rows
         self.tracked = {t.untyped_storage().data_ptr(): t.shape[-1] for t in keys if t.numel()}  # storage: row width
+        self.alive: list = []  # the copies followed, held until the run ends: a freed copy's memory, reused by another
+        # tensor (the next block's scores), would make that tensor look like k
         self.whole = None  # the first such operation's name
 
     def _from_keys(self, t: Any) -> bool:
@@ -702,10 +704,13 @@ class _Largest(TorchDispatchMode):
             self.largest = max(self.largest, t.numel())
         if self.tracked:
             inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if self._from_keys(t)]
-            if inputs and not any(self._from_keys(t) for t in outs):  # a view of k or v computes nothing
+            if inputs and func.overloadpacket.__name__ in _SHAPE_ONLY:  # reads k's shape, not its values
+                pass
+            elif inputs and not any(self._from_keys(t) for t in outs):  # a view of k or v computes nothing
                 width = self.tracked[inputs[0].untyped_storage().data_ptr()]
                 if func.overloadpacket.__name__ in _MOVES:  # a copy of them is them: follow it
                     self.tracked.update({t.untyped_storage().data_ptr(): width for t in outs if t.numel()})
+                    self.alive.extend(outs)
                 elif self.whole is None and any(t.numel() > self.rows * self.tracked[t.untyped_storage().data_ptr()]
                                                 for t in inputs):
                     self.whole = func.overloadpacket.__name__
@@ -716,7 +721,10 @@ class _Largest(TorchDispatchMode):
 _MOVES = {"_to_copy", "clone", "copy_", "contiguous", "_unsafe_view", "index", "index_select", "gather", "cat", "stack",
           "constant_pad_nd", "lift_fresh", "detach", "alias", "split", "split_with_sizes", "chunk", "unbind", "narrow",
           "slice", "select", "t", "transpose", "permute", "view", "reshape", "expand", "unsqueeze", "squeeze",
-          "as_strided", "empty_like", "zeros_like", "ones_like", "full_like", "new_empty", "new_zeros", "new_full"}
+          "as_strided"}
+# operations that read only the shape, dtype and device of k or v (an accumulator made like v)
+_SHAPE_ONLY = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "new_empty",
+               "new_zeros", "new_ones", "new_full", "empty_strided", "zero_", "fill_"}
 
 
 def _observe_attention(fn: Callable, cases: list | None = None) -> dict:

@@ -327,7 +327,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
     e = np.exp(sc - top)
     out = (e / e.sum(axis=1, keepdims=True)) @ v.double().numpy()
     return torch.from_numpy(out).float(), torch.from_numpy(top[:, 0] + np.log(e.sum(axis=1))).float()
-""", r"allocated outside torch.*2048×2048 scores"),
+""", r"allocated outside torch.*1200×1200 scores"),
         ("torch's scaled_dot_product_attention", _ATTN + """    out = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
     return out, torch.logsumexp(q @ k.T / math.sqrt(d), dim=1)
 """, r"the \d+×\d+ scores"),
