@@ -315,6 +315,16 @@ def seen() -> list[str]:
 _EARLIER = " (in an earlier cell)"
 
 
+def aten_targets(name: str, label: str) -> dict:
+    """{C function: label} for torch.ops.aten.<name>, to add to a guard's targets beside torch.<name>: the op's packet
+    and each of its overloads call a C function of their own, which is what the profiler reports (copy tests called
+    torch.ops.aten._amp_update_scale_ and torch.ops.aten.quantize_per_channel)."""
+    import torch
+
+    packet = getattr(torch.ops.aten, name)
+    return {op._op: label for op in [packet] + [getattr(packet, o) for o in packet.overloads()]}
+
+
 def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = ()):
     """`check`, failing first when the learner's code it runs calls one of `targets` ({function or class: its name}).
 

@@ -106,19 +106,9 @@ def test_student_notebook_fails_only_at_checks_with_one_line(lesson):
         assert "not done yet" in out.traceback[0]
     # A show cell that skips must skip before it runs an instrument a prediction is scored against: run ahead on a
     # blank notebook, a copy test found lesson 02's loop tables stamping SYNC_ANSWERS as revealed, answer unseen.
-    record = Path(os.environ[predictions.ENV_PATH])
-    stamped = sorted(name for name, entry in _entries(json.loads(record.read_text()) if record.exists() else {})
-                     if entry.get("revealed"))
+    record = predictions.read(Path(os.environ[predictions.ENV_PATH]))
+    stamped = sorted(name for part in record.values() for name, entry in part["entries"].items() if entry.get("revealed"))
     assert not stamped, f"{lesson}: a blank notebook run cell by cell recorded a reveal of {stamped}, showing nothing"
-
-
-def _entries(tree, name=""):
-    """(name, entry) for every prediction entry in a predictions.json tree (a dict holding a 'revealed' key)."""
-    if isinstance(tree, dict):
-        if "revealed" in tree:
-            yield name, tree
-        for key, value in tree.items():
-            yield from _entries(value, str(key))
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

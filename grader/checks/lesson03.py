@@ -29,6 +29,7 @@ from grader.floats import FORMATS, Format, fp8_fields
 from grader.floats import kind_of as floats_kind_of
 from grader.floats import value_of as floats_value_of
 from grader.notebook import CheckFailed, NotDone
+from grader import shortcuts
 from grader.shortcuts import course_only
 
 LESSON = "03_float_formats"  # the lesson's name in the predictions record (grader.predictions)
@@ -805,12 +806,8 @@ def _hints_loss_scaler(observation: dict) -> None:
 _TORCH_SCALER_OPS = {torch._amp_update_scale_: "torch._amp_update_scale_ (GradScaler's own scale update)",
                      torch._amp_foreach_non_finite_check_and_unscale_:
                          "torch._amp_foreach_non_finite_check_and_unscale_ (GradScaler's own unscale)"}
-# The same ops through torch.ops.aten (a copy test called torch.ops.aten._amp_update_scale_): its packet and each
-# overload call a C function of their own, which is what the profiler reports.
-for _name in ("_amp_update_scale_", "_amp_foreach_non_finite_check_and_unscale_"):
-    _packet = getattr(torch.ops.aten, _name)
-    for _op in [_packet] + [getattr(_packet, o) for o in _packet.overloads()]:
-        _TORCH_SCALER_OPS[_op._op] = f"torch.ops.aten.{_name} (GradScaler's own)"
+for _name in ("_amp_update_scale_", "_amp_foreach_non_finite_check_and_unscale_"):  # and through torch.ops.aten
+    _TORCH_SCALER_OPS.update(shortcuts.aten_targets(_name, f"torch.ops.aten.{_name} (GradScaler's own)"))
 
 check_loss_scaler = guard(Keyed(
     LESSON, "LossScaler", observe=_observe_loss_scaler, summary=_windows_summary, public=_public_loss_scaler,

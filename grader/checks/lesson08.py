@@ -717,11 +717,10 @@ class _Largest(TorchDispatchMode):
         return out
 
 
-# operations that only move or convert the values of k and v: their outputs are followed as k and v themselves
-_MOVES = {"_to_copy", "clone", "copy_", "contiguous", "_unsafe_view", "index", "index_select", "gather", "cat", "stack",
-          "constant_pad_nd", "lift_fresh", "detach", "alias", "split", "split_with_sizes", "chunk", "unbind", "narrow",
-          "slice", "select", "t", "transpose", "permute", "view", "reshape", "expand", "unsqueeze", "squeeze",
-          "as_strided"}
+# operations that copy or convert the values of k and v: their outputs are followed as k and v themselves (a view
+# shares their storage, so it is k or v already and never reaches this list)
+_MOVES = {"_to_copy", "clone", "copy_", "contiguous", "index", "index_select", "gather", "cat", "stack",
+          "constant_pad_nd", "lift_fresh"}
 # operations that read only the shape, dtype and device of k or v (an accumulator made like v)
 _SHAPE_ONLY = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "new_empty",
                "new_zeros", "new_ones", "new_full", "empty_strided", "zero_", "fill_"}

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from grader import specs
+from grader import shortcuts, specs
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable
 from grader.checks import _keys
 from grader.checks._keys import Keyed
@@ -462,7 +462,7 @@ def _judge_quantize(observation: dict) -> None:
 
 # torch's own quantizers answer the exercise (a copy test passed with PerChannelMinMaxObserver and
 # torch.quantize_per_channel): every observer computes its scales in _calculate_qparams, and the quantize functions
-# are C functions the profiler reports by identity, each op's packet and overloads through torch.ops.aten as well.
+# are C functions the profiler reports by identity, through torch.ops.aten as well.
 _TORCH_QUANTIZERS = {
     torch.ao.quantization.observer.UniformQuantizationObserverBase._calculate_qparams:
         "torch.ao.quantization's observers (their _calculate_qparams)",
@@ -471,9 +471,7 @@ _TORCH_QUANTIZERS = {
 for _name in ("quantize_per_channel", "quantize_per_tensor", "fake_quantize_per_channel_affine",
               "fake_quantize_per_tensor_affine"):
     _TORCH_QUANTIZERS[getattr(torch, _name)] = f"torch.{_name}"
-    _packet = getattr(torch.ops.aten, _name)
-    for _op in [_packet] + [getattr(_packet, o) for o in _packet.overloads()]:
-        _TORCH_QUANTIZERS[_op._op] = f"torch.ops.aten.{_name}"
+    _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.aten.{_name}"))
 
 check_quantize_int8 = guard(Check("quantize_int8", _observe_quantize, _judge_quantize), "quantize_int8",
                             _TORCH_QUANTIZERS)

@@ -194,7 +194,7 @@ def _judge_rounded_by_hand(answers: dict) -> None:
     """ROUNDED_BY_HAND: four casts into the (5, 6) format, worked out before any is run."""
     e_bits, m_bits = _BY_HAND_WIDTHS
     fmt = Format("made up", e_bits, m_bits, None)
-    top = 65100.0
+    top = _ROUNDED_VALUES[-1]  # the one past the format's largest number
     for label, x in zip(_ROUNDED, _ROUNDED_VALUES):
         got = float(answers[label])
         sign, exponent, mantissa = _encode(x, e_bits, m_bits)
