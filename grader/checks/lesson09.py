@@ -168,7 +168,7 @@ check_decode_step_seconds = Keyed(
     LESSON, "decode_step_seconds", "decode_step_seconds", list(_STEP_CASES.values()), public=_public_decode_step,
     floats=True,
     unknown="decode_step_seconds is not the time of one step, nor a mistake the course knows: each case is named for "
-            "the regime it is in. Go back to section 2, and to lesson 01's roofline for the chip.")
+            "the regime it is in. Go back to sections 1 to 3, and to lesson 01's roofline for the chip.")
 
 
 # --- BATCH_PREDICTION -----------------------------------------------------------------------------
@@ -428,18 +428,22 @@ def _judge_quantize(observation: dict) -> None:
         fail(f"q should be an int8 tensor of the weight's shape {tuple(w.shape)}; it is {q.dtype} of "
              f"{tuple(q.shape)}.")
     if scale.numel() == 1:
-        fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row; the "
-             "exercise asks for one scale per output row.")
+        fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row "
+             "(section 6: how few weights can share the outlier's scale?).")
+    if scale.numel() == in_f * out_f:
+        fail("your scales change from weight to weight along each row, the dimension an int8 matmul sums over, so "
+             "they cannot be applied after its integer sums; they also take more bytes than int8 saves (section 6).")
     if scale.numel() == in_f and tuple(scale.shape) in ((in_f,), (1, in_f)):
-        fail("your scales run along the input columns; the exercise asks for one per output row (one output "
-             "channel).")
-    if scale.numel() != out_f or scale.dtype != torch.float32:
-        fail(f"scale should hold one float32 per output row ({out_f} of them, shape ({out_f},) or ({out_f}, 1)); it "
-             f"is {scale.dtype} of shape {tuple(scale.shape)}.")
+        fail("your scales run along the input columns, the dimension an int8 matmul sums over: a scale that changes "
+             "inside a sum cannot be applied after it (section 6).")
+    if scale.numel() != out_f or tuple(scale.shape) not in ((out_f,), (out_f, 1)) or scale.dtype != torch.float32:
+        fail(f"scale is {scale.dtype} of shape {tuple(scale.shape)}: float32, laid out so that an int8 matmul can "
+             "apply each scale after its integer sum and an outlier stretches as few other weights as it can "
+             "(section 6).")
     s = scale.reshape(out_f).double()
     if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
-        fail("a scale is zero, negative or not finite (on the all-zero row?); the exercise asks for a finite, positive "
-             "scale on every row, the all-zero one too.")
+        fail("a scale is zero, negative or not finite (on the all-zero row?); every row needs a finite, positive "
+             "scale, the all-zero one too (section 6).")
     qi = q.long()
     if int(qi.abs().max()) > 127:
         fail("q holds -128: keep q in [-127, 127], symmetric around 0, so a value and its negative round alike.")
@@ -456,8 +460,8 @@ def _judge_quantize(observation: dict) -> None:
                  "to an integer do?).")
         fail("some weights come back further than half a level (scale / 2) from what they were (section 6).")
     if bool((qi[rows].abs().amax(1) != 127).any()):
-        fail("a row's largest weight lands short of ±127: its levels are coarser than that row needs (the exercise: "
-             "as fine as its largest weight allows).")
+        fail("a row's largest weight lands short of ±127: its levels are further apart than they need be, and finer "
+             "ones would still hold every weight of that row (section 6).")
 
 
 # torch's own quantizers answer the exercise (a copy test passed with PerChannelMinMaxObserver and

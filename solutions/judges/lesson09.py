@@ -107,7 +107,7 @@ def _decode_step_seconds(fn) -> None:
                         "one step bring a weight from memory? (sections 1 and 2)",
         "added": "your step takes longer than its reading and its arithmetic would each take alone: go back to "
                  "lesson 01's roofline",
-        "no cache": "your step does not change with kv_bytes: what does a step read? (section 2)",
+        "no cache": "your step does not change with kv_bytes: what does a step read? (section 3)",
         "one FLOP": "where the arithmetic sets the time, your step is shorter than that arithmetic takes: what does "
                     "one weight do for one sequence? (section 1)",
         "cache per sequence": "your step grows with the batch through kv_bytes, which is the cache of the whole batch "
@@ -124,7 +124,7 @@ def _decode_step_seconds(fn) -> None:
         for kind, value in _step_variants(args).items():
             if math.isclose(float(got), value, rel_tol=1e-6) and not math.isclose(value, want, rel_tol=1e-6):
                 fail(f"decode_step_seconds, case '{label}': {messages[kind]}.")
-        fail(f"decode_step_seconds, case '{label}': not the time of one step (section 2, and lesson 01's roofline).")
+        fail(f"decode_step_seconds, case '{label}': not the time of one step (sections 1 to 3, and lesson 01's roofline).")
 
 
 # --- knee_batch ------------------------------------------------------------------------------------------
