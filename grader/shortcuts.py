@@ -193,8 +193,8 @@ def message(name: str, called: str) -> str:
         return (f"your {name} calls {called.removesuffix(_UNWATCHED).strip()}, which turns off the check's watch of "
                 f"what your code calls: the check cannot vouch for what it does then. Write {name} without it.")
     if called.startswith(("grader.", "the course's")):
-        return (f"your {name} calls {called}, the course's own code that this check compares with: write {name} "
-                "yourself, from the principle the text gives.")
+        return (f"your {name} calls {called}, the course's own code: write {name} yourself, from the principle the "
+                "text gives.")
     return (f"your {name} calls {called}, which does the exercise for you: write {name} yourself, from the "
             "principle the text gives.")
 
@@ -315,13 +315,17 @@ def seen() -> list[str]:
 _EARLIER = " (in an earlier cell)"
 
 
-def aten_targets(name: str, label: str) -> dict:
-    """{C function: label} for torch.ops.aten.<name>, to add to a guard's targets beside torch.<name>: the op's packet
-    and each of its overloads call a C function of their own, which is what the profiler reports (copy tests called
-    torch.ops.aten._amp_update_scale_ and torch.ops.aten.quantize_per_channel)."""
+def aten_targets(name: str, label: str, namespace: str = "aten") -> dict:
+    """{C function: label} for torch.ops.<namespace>.<name> (aten unless said), to add to a guard's targets beside
+    torch.<name>: the op's packet and each of its overloads call a C function of their own, which is what the profiler
+    reports (copy tests called torch.ops.aten._amp_update_scale_, torch.ops.aten.quantize_per_channel and
+    torch.ops.quantized_decomposed.quantize_per_channel). {} when the namespace has no such op."""
     import torch
 
-    packet = getattr(torch.ops.aten, name)
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+    except (AttributeError, RuntimeError):
+        return {}
     return {op._op: label for op in [packet] + [getattr(packet, o) for o in packet.overloads()]}
 
 

@@ -129,7 +129,7 @@ def _lesson09(executed):
     assert "this machine's last-level cache" in setup or "reports no last-level cache" in setup, setup
     # Which of reading and arithmetic set this machine's batch-1 ceiling is said from the run, never assumed (a copy
     # test found the arithmetic slower here while the lesson said generation waits for memory).
-    ceiling = "\n".join(_texts(_cell(executed, "ceilings = lesson09.batch1_ceilings()")))
+    ceiling = "\n".join(_texts(_cell(executed, "lesson09.show_batch1(")))
     assert re.search(r"(reading the weights|the arithmetic) sets this machine's ceiling", ceiling), ceiling
     # The sweep is shown beside the prediction and the model fed with this run's rates.
     sweep = "\n".join(_texts(_cell(executed, "sweep = serving.time_steps(model, batches")))

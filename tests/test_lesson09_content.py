@@ -183,9 +183,9 @@ def test_partial_credit_on_both_predictions():
     assert points == 1.0 + 1.0 * (1.0 + 0.5) / 2  # commitment, then the mean of a full and a half band
     assert "how many times a step reads each weight" in said
     model = 16 * 0.1 / max(0.1, 2 * 2.5e8 * 16 / 40e9)  # the batch model fed with the record's rates: 8
-    batch = {"tokens/s at batch 16 over batch 1": model * 2.0, "why": "the batch's worth, all of it"}
+    batch = {"tokens/s at batch 16 over batch 1": model * 1.4, "why": "a sweep measured instead of predicted"}
     points, said = lesson09.check_batch_prediction._score(batch, _record(batch, "BATCH_PREDICTION", MEASURED))
-    assert points == 1.5, said
+    assert points == 1.5, said  # a copy test's measured 5.54 against a model of 7.87 had full credit (band 1.5x)
     more = {"tokens/s at batch 16 over batch 1": 40.0, "why": "more than the batch"}
     predictions.path().unlink()
     points, said = lesson09.check_batch_prediction._score(more, _record(more, "BATCH_PREDICTION", MEASURED))
@@ -225,8 +225,15 @@ def test_the_page_withholds_the_formulas():
     """The student notebook states the principles, not the formulas the exercises derive."""
     nb = nbformat.read(str(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb"), as_version=4)
     text = "\n".join(c.source for c in nb.cells)
-    for formula in ("2 * n_layers", "2 × layers", "max(memory, compute)", "amax / 127", "bandwidth / (", "/ 127"):
+    for formula in ("2 * n_layers", "2 × layers", "max(memory, compute)", "amax / 127", "bandwidth / (", "/ 127",
+                    # what copy tests read off the page, earlier or later, code or markdown (rounds 6 and 7)
+                    "one multiply and one add", "2 bytes used for 2 FLOPs", "weight bytes over bandwidth",
+                    "reading <= arithmetic", "scale per output row", "as fine as its largest weight",
+                    "a scale per row", "reshape(-1, 1)", "Each card keeps", "waits for memory, not for arithmetic",
+                    "one operation, with its FLOPs"):
         assert formula not in text, formula
+    shown = text.index("BATCH_PREDICTION: dict")  # the batch is predicted before the step is modelled
+    assert shown < text.index("def decode_step_seconds("), "BATCH_PREDICTION must come before decode_step_seconds"
 
 
 def test_the_widget_and_figures_draw_with_the_reference_functions():
@@ -325,7 +332,7 @@ def test_max_batch_to_serve_is_judged_card_by_card():
     old page) serves twice the sequences on the check's eight-card case, and fails."""
     case = next(c for c in lesson09._serve_cases() if c[1] > c[2]["n_kv_heads"])
     assert _pooled_serve(*case) >= 2 * _judges()._serve_batch(*case)
-    with pytest.raises(Exception, match="less than one KV head"):
+    with pytest.raises(Exception, match="share out the cache as evenly as they share the weights"):
         lesson09.check_max_batch_to_serve(_pooled_serve)
 
 

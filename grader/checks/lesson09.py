@@ -75,6 +75,39 @@ def batch1_ceilings() -> dict[str, tuple[float, float, float]]:
     return {key: (_ceiling(t, f), t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
 
 
+def show_batch1(one: list[float]) -> None:
+    """Section 1's reveal, once your guess is recorded: the batch-1 step timed here (`one`, seconds per repeat) beside
+    the course's model of the ceiling, and which of the two limits sets it. Here, not in the cell: a copy test read
+    the model's rule off the cell's source before guessing. Called before a first guess, it is the deliberate reveal."""
+    import statistics
+
+    import pandas as pd
+    from IPython.display import display
+
+    step = statistics.median(one)
+    ceilings = batch1_ceilings()
+    ceiling, reading, arithmetic = ceilings[_HERE_KEY]
+    _, h100_reading, h100_flops = ceilings[_H100_KEY]
+    display(pd.DataFrame([
+        {"": "here, batch 1 (float32)", "ceiling, the course's model (tokens/s)": f"{ceiling:.1f}",
+         "measured (tokens/s)": f"{1 / step:.1f}", "MBU (measured)": f"{(1 / step) / reading:.0%}"},
+        {"": "H100, LLaMA-7B in bf16 (model)", "ceiling, the course's model (tokens/s)": f"{h100_reading:.0f}",
+         "measured (tokens/s)": "no GPU here", "MBU (measured)": "no GPU here"},
+    ]).set_index(""))
+    print(f"one step at batch 1: {step * 1e3:.0f} ms (fastest {min(one) * 1e3:.0f}, slowest {max(one) * 1e3:.0f}). "
+          f"If the arithmetic set the pace instead, the H100 would make {h100_flops:,.0f} tokens/s: about "
+          f"{h100_flops / h100_reading:.0f} times the ceiling that its memory allows.")
+    bound = "reading the weights" if reading <= arithmetic else "the arithmetic"
+    print(f"Here, reading the weights allows {reading:.1f} tokens/s and the arithmetic, at the batch-1 matmul rate "
+          f"measured above, {arithmetic:.1f}: {bound} sets this machine's ceiling"
+          + (", as on the H100." if reading <= arithmetic else
+             ", unlike on the H100: a CPU's batch-1 matrix-vector product runs far below its batch-16 rate, "
+             "slow enough here to fall behind the memory."))
+    print("MBU, model bandwidth utilisation: the bytes a step must read over the step's time, as a share of the "
+          "bandwidth (serving's counterpart of lesson 05's MFU). Above 100 %, the bandwidth was measured at a "
+          "busier moment than this step (both are measurements; the load on this machine moves).")
+
+
 @course_only()
 def _ceiling(reading: float, arithmetic: float) -> float:
     """The slower of the two limits (an unknown arithmetic limit, 0, limits nothing)."""
@@ -207,7 +240,8 @@ def _batch_band(first: dict, context: dict) -> tuple[float, str]:
     model = _batch_model(context)
     if model is None:
         return 0.0, "your first guess was recorded before this run measured its rates: it cannot be judged"
-    fraction = band(value, model, tight=0.5, loose=2.0)
+    fraction = band(value, model, tight=0.2, loose=0.6)  # the model is this run's printed rates put together: a
+    # guess that puts them together right lands within rounding of it; a sweep measured instead of predicted does not
     about = _batch_mistake(value)
     if about:  # wrong in principle: no band credit, however near the number happens to be
         return 0.0, f"your first guess: {about}"
@@ -417,7 +451,7 @@ def _observe_quantize(fn) -> dict:
 
 
 def _judge_quantize(observation: dict) -> None:
-    """quantize_int8: symmetric int8, one float32 scale per output row, q in [-127, 127], rounding to nearest."""
+    """quantize_int8, judged by what any right answer does (section 6), with no answer held here."""
     got = observation.get("got") if isinstance(observation, dict) else None
     w = _weight_with_outlier()
     out_f, in_f = w.shape
@@ -476,6 +510,17 @@ for _name in ("quantize_per_channel", "quantize_per_tensor", "fake_quantize_per_
               "fake_quantize_per_tensor_affine"):
     _TORCH_QUANTIZERS[getattr(torch, _name)] = f"torch.{_name}"
     _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.aten.{_name}"))
+# ... and the helpers a copy test found beside them: torch.ao's qparams helper (a symmetric int8 scale per channel),
+# and the quantized_decomposed ops, registered once torch.ao.quantization.fx._decomposed is imported (as here).
+import torch.ao.quantization.fx._decomposed  # noqa: E402,F401  registers torch.ops.quantized_decomposed
+import torch.ao.quantization.utils  # noqa: E402
+
+_TORCH_QUANTIZERS[torch.ao.quantization.utils.determine_qparams] = "torch.ao.quantization.utils.determine_qparams"
+for _name in ("quantize_per_channel", "quantize_per_tensor", "quantize_per_channel_group", "quantize_per_token",
+              "choose_qparams", "choose_qparams_symmetric", "choose_qparams_per_token",
+              "choose_qparams_per_token_asymmetric", "fake_quant_per_channel"):
+    _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.quantized_decomposed.{_name}",
+                                                    "quantized_decomposed"))
 
 check_quantize_int8 = guard(Check("quantize_int8", _observe_quantize, _judge_quantize), "quantize_int8",
                             _TORCH_QUANTIZERS)

@@ -272,8 +272,8 @@ _SERVE_MESSAGES = {
     "embeddings quantized": "you quantized the embeddings and the output head too (section 5 says which weights are)",
     "no scales": "your quantized weights have no scales (section 5)",
     "cache like weights": "your cache shrinks with the weights' dtype (section 5: what the cache holds)",
-    "pooled": "with more cards than KV heads, your cards share out the cache as evenly as the weights, each keeping "
-              "less than one KV head's keys and values (section 5: what a card's query heads attend with)",
+    "pooled": "with more cards than KV heads, your cards share out the cache as evenly as they share the weights "
+              "(section 5: what must each card hold in its own memory for its own query heads?)",
 }
 
 

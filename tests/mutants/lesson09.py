@@ -170,7 +170,7 @@ def knee_batch(batches, step_seconds):
         ("the cards' memory counted once", _serve(room="card_bytes - reserve_bytes - weight_bytes"),
          r"you counted one card's memory"),
         ("KV heads split below one per card", _serve(heads="shape['n_kv_heads'] / cards"),
-         r"less than one KV head's keys and values"),
+         r"share out the cache as evenly as they share the weights"),
         ("every card's memory pooled (the cache split as evenly as the weights)",
          """
 def max_batch_to_serve(card_bytes, cards, shape, context, weights, reserve_bytes, group_size=128, scale_bytes=2):
@@ -182,7 +182,7 @@ def max_batch_to_serve(card_bytes, cards, shape, context, weights, reserve_bytes
     per_sequence = 2 * shape["n_layers"] * shape["n_kv_heads"] * (shape["d_model"] // shape["n_heads"]) * context * 2
     return max(0, int(free // per_sequence))
 """,
-         r"less than one KV head's keys and values"),
+         r"share out the cache as evenly as they share the weights"),
     ],
     "quantize_int8_check": [
         ("one scale for the whole tensor",
