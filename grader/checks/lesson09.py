@@ -146,7 +146,9 @@ def _tps_band(first: dict, context: dict) -> tuple[float, str]:
     from grader.predictions import band
 
     for key, (target, width, flop_bound) in targets.items():
-        fractions.append(band(first[key], _ceiling(target, flop_bound), tight=0.25, loose=1.0))
+        # 15 %: the ceiling is the printed figures put together (they round by a few per cent at most); a batch-1 step
+        # timed instead of predicted runs at 70-85 % of it here (copy test r8 timed 12.8 against 15.2)
+        fractions.append(band(first[key], _ceiling(target, flop_bound), tight=0.15, loose=1.0))
         about = _tps_mistake(key, first[key], target, width, flop_bound)
         if about:
             said.append(about)
@@ -181,7 +183,7 @@ check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H
 _STEP_CASES = {
     "memory-bound, big cache": (7e9, 2, 8, 6e9, 3.35e12, 989.5e12),  # the cache is a third of the bytes
     "compute-bound": (7e9, 2, 2048, 1e9, 3.35e12, 989.5e12),  # far past the balance point
-    "near balance": (1e9, 1, 150, 0.0, 2e12, 600e12),  # both times close: adding them shows
+    "near balance": (1e9, 1, 150, 0.0, 2e12, 600e12),
     "batch 1, no cache": (2e9, 4, 1, 0.0, 1e11, 1e12),
 }
 
@@ -507,7 +509,7 @@ _TORCH_QUANTIZERS = {
     torch.ao.quantization.quantize_dynamic: "torch.ao.quantization.quantize_dynamic",
 }
 for _name in ("quantize_per_channel", "quantize_per_tensor", "fake_quantize_per_channel_affine",
-              "fake_quantize_per_tensor_affine"):
+              "fake_quantize_per_tensor_affine", "fused_moving_avg_obs_fake_quant"):
     _TORCH_QUANTIZERS[getattr(torch, _name)] = f"torch.{_name}"
     _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.aten.{_name}"))
 # ... and the helpers a copy test found beside them: torch.ao's qparams helper (a symmetric int8 scale per channel),
@@ -516,6 +518,8 @@ import torch.ao.quantization.fx._decomposed  # noqa: E402,F401  registers torch.
 import torch.ao.quantization.utils  # noqa: E402
 
 _TORCH_QUANTIZERS[torch.ao.quantization.utils.determine_qparams] = "torch.ao.quantization.utils.determine_qparams"
+_TORCH_QUANTIZERS.update(shortcuts.aten_targets("_fused_moving_avg_obs_fq_helper",
+                                                "torch.ops.aten._fused_moving_avg_obs_fq_helper"))
 for _name in ("quantize_per_channel", "quantize_per_tensor", "quantize_per_channel_group", "quantize_per_token",
               "choose_qparams", "choose_qparams_symmetric", "choose_qparams_per_token",
               "choose_qparams_per_token_asymmetric", "fake_quant_per_channel"):
