@@ -46,6 +46,15 @@ class NotDone(NotImplementedError):
         return [f"✎ {self}"]
 
 
+class NotPassed(NotDone):
+    """A show cell measures what an exercise answers: it waits for that exercise's check to pass in this kernel."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.args = (f"this cell measures what `{name}` answers: it runs once the check of `{name}` has passed in "
+                     "this kernel",)
+
+
 class CheckFailed(AssertionError):
     """A check found a mistake; the message names it in the learner's terms."""
 
@@ -72,10 +81,19 @@ def needs(*exercises) -> None:
     For a show cell that runs an instrument (a counter, a probe, a widget) before it first calls the learner's
     function: an unfinished exercise must skip the cell before the instrument runs, since running it before a
     prediction's first guess is recorded counts as a reveal. A stub is a function that does nothing but
-    nbgrader's `raise NotImplementedError()`: it names nothing else and reads no argument or variable."""
+    nbgrader's `raise NotImplementedError()`: it names nothing else and reads no argument or variable.
+
+    An exercise may also be a check whose instruments measure its answer (a guard with `earlier=`): the cell then
+    waits until that check has passed in this kernel (NotPassed). Run before, the instrument would make the check
+    refuse even an honest answer, as one taken from the measurement, until the kernel restarts."""
     import dis
 
     for fn in exercises:
+        passed = getattr(fn, "passed", None)
+        if isinstance(passed, list):
+            if not passed:
+                raise NotPassed(str(getattr(fn, "what", "an exercise above")))
+            continue
         code = getattr(getattr(fn, "fn", fn), "__code__", None)  # a triton kernel keeps its function in .fn
         if code is None or set(code.co_names) != {"NotImplementedError"}:
             continue
@@ -97,6 +115,10 @@ class skip_if_not_done:  # noqa: N801  (used as `with skip_if_not_done():`, like
     def __exit__(self, kind, exc, tb) -> bool:
         if kind is None:
             return False
+        if isinstance(exc, NotPassed):
+            _SKIPPED.append(exc.name)
+            print(f"⏭ skipped: {exc}")
+            return True
         if issubclass(kind, NotImplementedError):
             name = _needs(exc)
             _SKIPPED.append(name)

@@ -264,8 +264,11 @@ def test_the_measured_layout_table_keeps_each_optimizers_name():
     shown = []
     from grader.notebook import needs, skip_if_not_done
 
+    from types import SimpleNamespace
+
+    passed = SimpleNamespace(check_training_bytes=SimpleNamespace(passed=[True], what="training_bytes"))
     ns = {"memory": memory, "pd": pd, "display": shown.append, "training_bytes": lambda n, p, o: 0,
-          "skip_if_not_done": skip_if_not_done, "needs": needs}
+          "skip_if_not_done": skip_if_not_done, "needs": needs, "lesson04": passed}  # its check has passed
     exec(compile(cell, "<cell>", "exec"), ns)
     table = shown[0]
     assert list(table.index.get_level_values("optimizer")) == list(memory.OPTIMIZERS) * len(memory.PRECISIONS)

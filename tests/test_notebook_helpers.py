@@ -77,3 +77,29 @@ def test_a_long_check_message_wraps_at_spaces_to_fit_a_1024_px_window():
     lines = shown.splitlines()
     assert len(lines) > 3 and all(len(line) <= SHOWN_WIDTH for line in lines), lines
     assert " ".join(line.strip() for line in lines).removeprefix("✗ ") == words.strip() + " your timer said 3 s"
+
+
+def test_a_show_cell_that_measures_an_answer_waits_for_its_check_to_pass(capsys):
+    """Lesson 04's probe cells, run after a failing training_bytes: they ran the probe, and the check then refused the
+    honest answer that followed ("a cell of this kernel called ... probe_bytes_per_parameter") until a restart. Such a
+    cell now skips with one line until the check has passed, and the honest answer passes."""
+    from grader import memory, shortcuts
+    from grader.checks import lesson04
+    from notebook_cells import namespace
+
+    shortcuts._fresh_kernel()
+    right = namespace("04_memory")["training_bytes"]
+    with pytest.raises(AssertionError):
+        lesson04.check_training_bytes(lambda n, precision, optimizer: 16 * n)  # wrong: the check fails
+    with skip_if_not_done():
+        needs(right, lesson04.check_training_bytes)
+        memory.probe_bytes_per_parameter("mixed", "adam")  # never reached
+    said = capsys.readouterr().out
+    assert said.count("\n") == 1 and "runs once the check of `training_bytes` has passed" in said, said
+    lesson04.check_training_bytes(right)
+    assert "✓" in capsys.readouterr().out
+    with skip_if_not_done():
+        needs(right, lesson04.check_training_bytes)
+        print("shown")
+    assert capsys.readouterr().out == "shown\n"
+    shortcuts._fresh_kernel()
