@@ -520,6 +520,11 @@ import torch.ao.quantization.utils  # noqa: E402
 _TORCH_QUANTIZERS[torch.ao.quantization.utils.determine_qparams] = "torch.ao.quantization.utils.determine_qparams"
 _TORCH_QUANTIZERS.update(shortcuts.aten_targets("_fused_moving_avg_obs_fq_helper",
                                                 "torch.ops.aten._fused_moving_avg_obs_fq_helper"))
+# ... and the Python functions behind those ops, callable directly (a copy test passed with choose_qparams_per_token)
+for _name, _fn in vars(torch.ao.quantization.fx._decomposed).items():
+    if (callable(_fn) and getattr(_fn, "__module__", "") == torch.ao.quantization.fx._decomposed.__name__
+            and _name.lstrip("_").startswith(("quantize", "choose_qparams", "fake_quant"))):
+        _TORCH_QUANTIZERS[_fn] = f"torch.ao.quantization.fx._decomposed.{_name}"
 for _name in ("quantize_per_channel", "quantize_per_tensor", "quantize_per_channel_group", "quantize_per_token",
               "choose_qparams", "choose_qparams_symmetric", "choose_qparams_per_token",
               "choose_qparams_per_token_asymmetric", "fake_quant_per_channel"):
