@@ -309,7 +309,30 @@ def table(lesson: str, shown: dict[str, str], data: dict | None = None):
             "measured or modelled": what,
             "asked to reveal": found.get("revealed") or "no",
         })
-    return pd.DataFrame(rows).set_index("prediction")
+    return _full_text_frame()(rows).set_index("prediction")
+
+
+def _full_text_frame():
+    """A DataFrame whose HTML keeps every character: pandas cuts a cell at 50 ("model: section 1's ceiling (H100
+    datas..." in lesson 09's table, seen in JupyterLab)."""
+    global _FULL_TEXT
+    if _FULL_TEXT is None:
+        import pandas as pd
+
+        class FullText(pd.DataFrame):
+            @property
+            def _constructor(self):
+                return FullText
+
+            def _repr_html_(self):
+                with pd.option_context("display.max_colwidth", None):
+                    return super()._repr_html_()
+
+        _FULL_TEXT = FullText
+    return _FULL_TEXT
+
+
+_FULL_TEXT = None
 
 
 def band(value: float, target: float, tight: float = 0.25, loose: float = 1.0) -> float:

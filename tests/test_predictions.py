@@ -101,6 +101,14 @@ def test_showing_the_answer_right_after_the_guess_keeps_the_commitment(record, c
     assert table.loc["CROSSOVER_PREDICTION", "asked to reveal"] == "no"
 
 
+def test_the_end_table_shows_every_character_of_what_was_measured(record):
+    """pandas cuts a cell's text at 50 characters in HTML: lesson 09's end table showed "model: section 1's ceiling
+    (H100 datas..." in JupyterLab."""
+    said = "model: the crossover where the fixed cost is paid back, fed with this run's three measured figures"
+    html = predictions.table(lesson01.LESSON, {"CROSSOVER_PREDICTION": said})._repr_html_()
+    assert said in html
+
+
 def test_a_model_called_then_forgotten_is_still_a_reveal(record, capsys):
     """A copy test called a model through its __wrapped__, or called it and then shortcuts.reset(): both went
     unrecorded. The wrappers carry no __wrapped__, and the reveal is stamped in the record when the call happens."""
