@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -312,27 +313,22 @@ def table(lesson: str, shown: dict[str, str], data: dict | None = None):
     return _full_text_frame()(rows).set_index("prediction")
 
 
+@functools.cache
 def _full_text_frame():
     """A DataFrame whose HTML keeps every character: pandas cuts a cell at 50 ("model: section 1's ceiling (H100
-    datas..." in lesson 09's table, seen in JupyterLab)."""
-    global _FULL_TEXT
-    if _FULL_TEXT is None:
-        import pandas as pd
+    datas..." in lesson 09's table, seen in JupyterLab). Made on first use: pandas is not imported with this module."""
+    import pandas as pd
 
-        class FullText(pd.DataFrame):
-            @property
-            def _constructor(self):
-                return FullText
+    class FullText(pd.DataFrame):
+        @property
+        def _constructor(self):
+            return FullText
 
-            def _repr_html_(self):
-                with pd.option_context("display.max_colwidth", None):
-                    return super()._repr_html_()
+        def _repr_html_(self):
+            with pd.option_context("display.max_colwidth", None):
+                return super()._repr_html_()
 
-        _FULL_TEXT = FullText
-    return _FULL_TEXT
-
-
-_FULL_TEXT = None
+    return FullText
 
 
 def band(value: float, target: float, tight: float = 0.25, loose: float = 1.0) -> float:
