@@ -10,6 +10,9 @@ It refuses a reference the instructor's judge fails, a mutant it passes, a mutan
 the reference's (the visible cases cannot tell them apart), and a float that sits so near a rounding
 edge of `sig` figures that a right answer computed in another order could round the other way.
 
+It also seals each function of solutions/sealed/lessonNN.py (a prediction's model and its messages) into
+grader/checks/keys/NN_topic.sealed.json (grader.checks._sealed).
+
     python scripts/build_keys.py            # every lesson with keyed checks; writes the files
     python scripts/build_keys.py --check    # exit 1 if a committed file differs from what it would write
 """
@@ -31,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from grader.checks import _keys, _plain  # noqa: E402
+from grader.checks import _keys, _plain, _sealed  # noqa: E402
 from grader.notebook import CheckFailed, NotDone  # noqa: E402
 
 
@@ -163,6 +166,19 @@ def build(lesson: str) -> dict | None:
             "salt": _keys.SALT, "checks": dict(sorted(checks.items()))}
 
 
+def build_sealed(lesson: str) -> dict | None:
+    """grader/checks/keys/NN_topic.sealed.json's content: each function of solutions/sealed/lessonNN.py, sealed
+    (grader.checks._sealed); None when the lesson has no such file."""
+    from grader.checks import _sealed
+
+    source = ROOT / "solutions" / "sealed" / f"lesson{lesson[:2]}.py"
+    if not source.exists():
+        return None
+    found = _sealed.functions(source.read_text())
+    return {"about": "grader/checks/_sealed.py: course functions a learner's package runs but does not show",
+            "salt": _sealed.SALT, "functions": {name: _sealed.seal(lesson, name, text) for name, text in sorted(found.items())}}
+
+
 def text(content: dict) -> str:
     return json.dumps(content, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -180,6 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     for lesson in args.lessons or lesson_ids():
+        sealed = build_sealed(lesson)
+        sealed_path = _sealed.path(lesson)
+        if sealed is not None:
+            if args.check:
+                if not sealed_path.exists() or sealed_path.read_text() != text(sealed):
+                    stale.append(f"{lesson} (sealed)")
+            else:
+                sealed_path.write_text(text(sealed))
+                print(f"{sealed_path.relative_to(ROOT)}: {len(sealed['functions'])} sealed functions")
+        elif sealed_path.exists():
+            stale.append(f"{lesson} (sealed, no solutions/sealed file)")
         content = build(lesson)
         path = _keys.KEYS / f"{lesson}.json"
         if content is None:

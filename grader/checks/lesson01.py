@@ -15,8 +15,11 @@ from grader.checks._common import (Check, Prediction, call, close, fail, guard, 
                                    require_callable, same)
 from grader.checks._common import Replay, expect  # noqa: F401  the hidden tests call lesson01.expect
 from grader.checks._keys import Keyed
+from grader.checks._sealed import sealed
 from grader.notebook import NotDone
 from grader.shortcuts import course_only
+
+LESSON = "01_crossover"  # the lesson's name in the predictions record (grader.predictions)
 
 
 
@@ -574,12 +577,9 @@ _NO_CONTEXT = ("no measurement of this machine was recorded with your first gues
 
 
 @course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
 def _compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
-    """The n (not rounded) at which an n×n matmul's intensity reaches the chip's balance point in `fmt`."""
-    from grader import specs
-
-    chip = specs.chip(chip_name)
-    return 1.5 * itemsize * chip.balance(fmt)
+    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 _BOUND_CHIP = "H100"
@@ -587,73 +587,35 @@ _BOUND_FORMATS = (("fp32", 4), ("bf16", 2))
 
 
 @course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
 def first_compute_bound_n(functions: tuple[Callable, ...], fmt: str, dtype: torch.dtype, limit: int = 8192) -> int | None:
     """The smallest n (up to `limit`) at which the learner's own (matmul_flops, matmul_bytes, intensity, bound) call an
     n×n matmul of `dtype` compute-bound on the H100 in `fmt`; None if none does. COMPUTE_BOUND_N's reveal cell asks
     them after the first guess; before it, calling this counts as asking for the answer."""
-    from grader import specs
-
-    matmul_flops, matmul_bytes, intensity, bound = functions
-    chip = specs.chip(_BOUND_CHIP)
-    return next((n for n in range(1, limit + 1)
-                 if bound(intensity(matmul_flops(n), matmul_bytes(n, dtype)), chip.peak(fmt), chip.bandwidth) == "compute"),
-                None)
 
 
 @course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
 def _compute_bound_mistake(got: dict) -> str | None:
-    """The known mistake a COMPUTE_BOUND_N answer makes, in words with no value in them; None if none."""
-    from grader import specs
-
-    chip = specs.chip(_BOUND_CHIP)
-
-    def near(value: float, target: float) -> bool:
-        return abs(value - target) <= max(1.0, 0.01 * target)
-
-    for fmt, size in _BOUND_FORMATS:
-        n, balance = got[fmt], chip.balance(fmt)
-        if near(n, 1.5 * balance):
-            return (f"the {fmt} answer makes the matmul's FLOPs per *element* reach the balance point, which is per "
-                    "byte: an element is several bytes")
-        if fmt == "bf16" and near(n, _compute_bound_from(_BOUND_CHIP, "bf16", 4)):
-            return ("the bf16 answer counts 4 bytes per element: bfloat16 is smaller (its dtype's itemsize), so the same "
-                    "matmul does more FLOPs per byte")
-        if near(n, balance):
-            return (f"the {fmt} answer is the balance point itself, a number of FLOP per byte, not a matrix size: find "
-                    "the n whose intensity reaches it")
-    if got["bf16"] <= got["fp32"]:
-        return ("it has bf16 compute-bound no later than fp32: the tensor cores raise the peak on the same memory, so "
-                "the balance point moves up and a matmul needs more reuse, a larger n, to keep them busy")
-    return None
+    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
 def _compute_bound_band(first: dict, context: dict) -> tuple[float, str]:
-    """COMPUTE_BOUND_N's first guess: per format, full within 2% of the model's n, half within a factor 1.5."""
-    from grader import predictions
-
-    parts = [predictions.band(first[fmt], _compute_bound_from(_BOUND_CHIP, fmt, size), tight=0.02, loose=0.5)
-             for fmt, size in _BOUND_FORMATS]
-    fraction = sum(parts) / len(parts)
-    if fraction == 1.0:
-        return fraction, "your first guess is where the model puts both"
-    mistake = _compute_bound_mistake(first)
-    if mistake:
-        return fraction, f"your first guess: {mistake}"
-    return fraction, ("your first guess is outside the model's band: an n×n matmul's intensity grows with n (your "
-                      "matmul_flops and matmul_bytes say how); find the smallest n at which it reaches the H100's "
-                      "balance point in each format")
+    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
 def _compute_bound_final(answer: dict, context: dict) -> str | None:
-    return _compute_bound_mistake(answer)
+    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
 def _compute_bound_said(context: dict) -> str:
-    fp32, bf16 = (math.ceil(_compute_bound_from(_BOUND_CHIP, fmt, size)) for fmt, size in _BOUND_FORMATS)
-    return f"on the H100 an n×n matmul is compute-bound from n = {fp32} in fp32 and n = {bf16} in bf16 (datasheet)"
+    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16": "number"}, points=1,
@@ -667,67 +629,40 @@ _ADD_NEEDS = ("copy_bandwidth", "matmul_peak")
 
 
 @course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def add_intensity() -> float:
     """The model's FLOP per byte of the float32 add c = a + b (course code: called before ADD_PREDICTION's first guess,
     it counts as asking for the answer)."""
-    return 1 / (3 * torch.float32.itemsize)
 
 
 @course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def _add_model(context: dict) -> float | None:
-    """The model's add rate in FLOP/s at the bandwidth the copy measured; None without that measurement."""
-    got = _measured(context, _ADD_NEEDS)
-    return None if got is None else got["copy_bandwidth"] * add_intensity()
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def _add_mistake(gflops: float, context: dict) -> str | None:
-    got = _measured(context, _ADD_NEEDS)
-    if got is None:
-        return None
-    bw, peak = got["copy_bandwidth"], got["matmul_peak"]
-    flops = gflops * 1e9
-    return _named(flops, [
-        (bw / 8, "it counts reading a and b but not writing c: the sum has to go to memory too"),
-        (bw / 3, "it counts elements, not bytes: the bandwidth is bytes per second, and a float32 element is several bytes"),
-        (bw * 12, "it multiplies the bandwidth by bytes per FLOP: an add does less than one FLOP per byte it moves"),
-        (bw / 16, "it counts c as read as well as written; count each array once, as the copy's bytes were counted"),
-        (bw / 24, "it counts two FLOPs per element: an add is one FLOP (a multiply-add is two)"),
-        (bw, "it has the add doing one FLOP per byte moved"),
-        (peak, "it predicts the add at the matmul's rate: an add cannot reuse an element, so the memory, not the "
-               "arithmetic, sets its pace"),
-    ]) or _named(flops, [(bw / 12 * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def _add_band(first: dict, context: dict) -> tuple[float, str]:
-    """ADD_PREDICTION's first guess against the model fed with this run's copy bandwidth: full within 20%, half within 2×."""
-    from grader import predictions
-
-    want = _add_model(context)
-    if want is None:
-        return 0.0, _NO_CONTEXT
-    fraction = predictions.band(first["add GFLOP/s"] * 1e9, want, tight=0.2, loose=1.0)
-    if fraction == 1.0:
-        return fraction, "your first guess is where the model puts it"
-    mistake = _add_mistake(first["add GFLOP/s"], context)
-    if mistake:
-        return fraction, f"your first guess: {mistake}"
-    return fraction, ("your first guess is outside the model's band: the add is memory-bound; how many bytes cross for "
-                      "each of its FLOPs, and how fast did this machine move bytes?")
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def _add_final(answer: dict, context: dict) -> str | None:
-    return _add_mistake(answer["add GFLOP/s"], context)
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def _add_said(context: dict) -> str:
-    want = _add_model(context)
-    if want is None:
-        return "run the copy cell first: the model needs this machine's bandwidth"
-    return f"the model puts this machine's add at {want / 1e9:.3g} GFLOP/s (the copy's bandwidth at the add's FLOPs per byte)"
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 check_add_prediction = OnThisMachine("01_crossover", "ADD_PREDICTION", {"add GFLOP/s": "number"}, points=1,
@@ -748,21 +683,20 @@ def gpu_fixed_seconds() -> float:
 
 CROSSOVER_CPU_FLOPS = 100e9  # the made-up CPU of the crossover prediction: 100 GFLOP/s, no fixed cost
 CROSSOVER_CHIP = "T4"
-LESSON = "01_crossover"  # the lesson's name in the predictions record (grader.predictions)
 
 
 @course_only()
+@sealed(LESSON, "CROSSOVER_PREDICTION")
 def _crossover_n(fixed: float, cpu_flops: float, gpu_flops: float, work_power: int = 3) -> float:
-    """The n at which fixed + 2n^p/gpu_flops = 2n^p/cpu_flops (p = 3: a matmul's work; p = 2: the outputs only)."""
-    return (fixed / (2 * (1 / cpu_flops - 1 / gpu_flops))) ** (1 / work_power)
+    """Part of CROSSOVER_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "CROSSOVER_PREDICTION")
 def crossover_n_at(cpu_flops: float, gpu_flops: float) -> float:
     """The n at which the course's model has a CPU of `cpu_flops` (no fixed cost) and a GPU of `gpu_flops` (with the
     modelled fixed cost) take the same time: the reveal cell's model, for the printed CPU and for this one. Called before
     CROSSOVER_PREDICTION's first guess, it counts as asking for the answer."""
-    return _crossover_n(gpu_fixed_seconds(), cpu_flops, gpu_flops)
 
 
 def _crossover_inputs() -> tuple[float, float, float]:
@@ -772,46 +706,27 @@ def _crossover_inputs() -> tuple[float, float, float]:
 
 
 @course_only()
+@sealed(LESSON, "CROSSOVER_PREDICTION")
 def _crossover_mistake(n: float) -> str | None:
-    """The known mistake an answer matches (to 3%), in words with no value in them; None if it matches none."""
-    fixed, cpu, gpu = _crossover_inputs()
-    known = [
-        (_crossover_n(fixed, cpu, gpu, 2), "it is where the two times meet if a matmul's work grew with its n² outputs; "
-                                            "each output is a dot product of length n"),
-        (_crossover_n(fixed * 1e3, cpu, gpu), "it reads the fixed cost in milliseconds; it is in microseconds"),
-        (_crossover_n(fixed * 2, cpu, gpu), "it counts a multiply-add as 1 FLOP where the rates count 2"),
-    ]
-    for value, words in known:
-        if abs(n - value) <= 0.03 * value:
-            return words
-    return None
+    """Part of CROSSOVER_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "CROSSOVER_PREDICTION")
 def _crossover_band(first: dict, context: dict) -> tuple[float, str]:
-    """CROSSOVER_PREDICTION's first guess against the model: full within 10%, half within a factor 1.5."""
-    from grader import predictions
-
-    want = _crossover_n(*_crossover_inputs())
-    fraction = predictions.band(first["n"], want, tight=0.10, loose=0.5)
-    if fraction == 1.0:
-        return fraction, "your first guess is where the model puts it"
-    mistake = _crossover_mistake(first["n"])
-    if mistake:
-        return fraction, f"your first guess: {mistake}"
-    return fraction, ("your first guess is outside the model's band: the two calls take the same time where the "
-                      "CPU's arithmetic alone equals the GPU's fixed cost plus the GPU's arithmetic")
+    """Part of CROSSOVER_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "CROSSOVER_PREDICTION")
 def _crossover_final(answer: dict, context: dict) -> str | None:
-    mistake = _crossover_mistake(answer["n"])
-    return mistake
+    """Part of CROSSOVER_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "CROSSOVER_PREDICTION")
 def _crossover_said(context: dict) -> str:
-    return f"the model puts the crossover at n ≈ {_crossover_n(*_crossover_inputs()):.0f}"
+    """Part of CROSSOVER_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 check_crossover_prediction = Prediction(LESSON, "CROSSOVER_PREDICTION", {"n": "number"}, points=2,
@@ -829,70 +744,33 @@ LINEAR_KEY = f"batch {LINEAR_BATCH} / batch 1"
 
 
 @course_only()
+@sealed(LESSON, "LINEAR_PREDICTION")
 def _linear_ratio_model(context: dict, terms: str = "roofline") -> float | None:
-    """Time per call of batch LINEAR_BATCH over batch 1 by the model on this run's figures; None without them.
-
-    terms: "roofline" (the slower of moving and computing), "sum" (the two added), "per sample" (weights per sample).
-    """
-    got = _measured(context, _LINEAR_NEEDS)
-    if got is None:
-        return None
-    peak, bw, d = got["matmul_peak"], got["copy_bandwidth"], int(got["linear_d"])
-
-    def call_seconds(batch: int) -> float:
-        flops = 2 * batch * d * d
-        weights = d * d * (batch if terms == "per sample" else 1)
-        nbytes = (weights + batch * 2 * d) * 4
-        return flops / peak + nbytes / bw if terms == "sum" else max(flops / peak, nbytes / bw)
-
-    return call_seconds(LINEAR_BATCH) / call_seconds(1)
+    """Part of LINEAR_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "LINEAR_PREDICTION")
 def _linear_mistake(ratio: float, context: dict) -> str | None:
-    want = _linear_ratio_model(context)
-    if want is None:
-        return None
-    known = [(want / LINEAR_BATCH, "it is the time per sample; the key asks for the time per call")]
-    if want < 0.75 * LINEAR_BATCH:
-        known.append((float(LINEAR_BATCH), "it grows the time with the work: but every batch reads the same weights "
-                                           "once, and at batch 1 reading them is the larger part"))
-    if _linear_ratio_model(context, "sum") and abs(_linear_ratio_model(context, "sum") - want) > 0.05 * want:
-        known.append((_linear_ratio_model(context, "sum"), "it adds the time of the arithmetic to the time of the "
-                                                         "weight read; the chip does both at once"))
-    return _named(ratio, known)
+    """Part of LINEAR_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "LINEAR_PREDICTION")
 def _linear_band(first: dict, context: dict) -> tuple[float, str]:
-    """LINEAR_PREDICTION's first guess against the roofline on this run's peak and bandwidth: full within 10% (the
-    arithmetic and the weight read added are about 15% off on a laptop), half within 2×."""
-    from grader import predictions
-
-    want = _linear_ratio_model(context)
-    if want is None:
-        return 0.0, _NO_CONTEXT
-    fraction = predictions.band(first[LINEAR_KEY], want, tight=0.1, loose=1.0)
-    if fraction == 1.0:
-        return fraction, "your first guess is where the model puts it"
-    mistake = _linear_mistake(first[LINEAR_KEY], context)
-    if mistake:
-        return fraction, f"your first guess: {mistake}"
-    return fraction, ("your first guess is outside the model's band: for each batch, which takes longer on this "
-                      "machine, reading the weights or the arithmetic, and how does each grow with the batch?")
+    """Part of LINEAR_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "LINEAR_PREDICTION")
 def _linear_final(answer: dict, context: dict) -> str | None:
-    return _linear_mistake(answer[LINEAR_KEY], context)
+    """Part of LINEAR_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "LINEAR_PREDICTION")
 def _linear_said(context: dict) -> str:
-    want = _linear_ratio_model(context)
-    if want is None:
-        return "run section 7 first: the model needs this machine's peak and bandwidth"
-    return f"the roofline on this run's figures puts batch {LINEAR_BATCH} at {want:.3g}× batch 1's time per call"
+    """Part of LINEAR_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 check_linear_prediction = OnThisMachine("01_crossover", "LINEAR_PREDICTION", {LINEAR_KEY: "number"}, points=1,

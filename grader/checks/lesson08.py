@@ -31,6 +31,7 @@ from grader.checks._common import (Check, Prediction, Raised, Replay, _key, call
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson08.expect
 from grader.checks._keys import Keyed, digest
 from grader.notebook import CheckFailed, NotDone
+from grader.checks._sealed import sealed
 from grader.shortcuts import course_only
 
 LESSON = "08_inside_a_kernel"  # the lesson's name in the keys and the predictions record (grader.predictions)
@@ -556,58 +557,44 @@ _TILE_WORDS = tuple(f"{bm}x{bn}" for bm in TILE_SIZES[2:] for bn in TILE_SIZES[2
 _TILE_CASE = (8192, 64, 2, 3)  # M = N = K, BK, dtype_bytes, num_stages
 
 # TILE_PREDICTION's model, worked out by the instructor's judge (solutions/judges/lesson08.py, tile_model_keys) from
-# data/sm.csv's H100 and kept here as digests (grader.checks._keys.digest): the tiles as good as the best, the tiles
+# data/sm.csv's H100 and kept as digests, sealed (grader.checks._keys.digest): the tiles as good as the best, the tiles
 # that fit on chip, and what stops 256 × 256. tests/test_lesson08_content.py checks them against the judge.
-_TILE_KEYS = {"best": ("0bcef50f4f5f9ee100e72b5a89a5022d", "5f27ecb6d633983934a91639d8d3d024"),
-              "fits": ("0bcef50f4f5f9ee100e72b5a89a5022d", "0e16e5ad922634a8dfe3542f6c77c34b", "2ef696d06b28708c8c501701d4f90623",
-                       "4a324d2be06fddae54ab5ab38abca6f0", "5d97bc8461153d03ebd9b6f0c9a3680e", "5f27ecb6d633983934a91639d8d3d024",
-                       "7a944acf72a1859785d8d13fe9284903", "8d1f7441e6fdf185e0ae6dd60427b5e1", "aa03b1a50ccaaf17d3f9c46787ccd765",
-                       "beeed3c0b5d475df817d59940868ad4b"),
-              "limit": "1590931ce05386d8304eed48a88f6d5c"}
+
+
+@course_only()
+@sealed(LESSON, "TILE_PREDICTION")
+def _tile_keys() -> dict:
+    """TILE_PREDICTION's model as digests (sealed; see above)."""
 
 
 @course_only()
 def _tile_key(word: str) -> str:
-    """A TILE_PREDICTION word's digest (matched against _TILE_KEYS, it answers the prediction: watched)."""
+    """A TILE_PREDICTION word's digest (matched against _tile_keys(), it answers the prediction: watched)."""
     return digest(LESSON, "TILE_PREDICTION", word)
 
 
 @course_only()
+@sealed(LESSON, "TILE_PREDICTION")
 def _tile_model() -> tuple[tuple[str, ...], str]:
-    """(the tile words as good as the model's best, what stops 256 × 256) for TILE_PREDICTION's matmul on an H100."""
-    best = tuple(w for w in _TILE_WORDS if _tile_key(w) in _TILE_KEYS["best"])
-    limit = next(w for w in _LIMITS if _tile_key(w) == _TILE_KEYS["limit"])
-    return best, limit
+    """Part of TILE_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "TILE_PREDICTION")
 def _tile_said(answer: dict) -> list[str]:
-    """What is off in a TILE_PREDICTION (tile, then limit), in words that give no figure."""
-    said = []
-    tile = _tile_key(answer["tile"])
-    if tile not in _TILE_KEYS["best"]:  # a tile as good as the best (its transpose) is the model's too
-        if tile not in _TILE_KEYS["fits"]:
-            said.append("that tile does not fit on chip: count both footprints, the staged pieces of A and B in "
-                        "shared memory and the float32 accumulator in the registers")
-        else:
-            said.append("that tile fits, but a bigger one that also fits moves less traffic")
-    if _tile_key(answer["256x256"]) != _TILE_KEYS["limit"]:
-        said.append("what stops 256 × 256: work out its staged pieces against the shared memory and its float32 "
-                    "accumulator against the register file, each from data/sm.csv's figures")
-    return said
+    """Part of TILE_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "TILE_PREDICTION")
 def _tile_band(first: dict, context: dict) -> tuple[float, str]:
-    said = _tile_said(first)
-    fraction = 1.0 - 0.5 * len(said) if len(said) < 2 else 0.0
-    return fraction, ("your first guess is the model's" if not said else "your first guess: " + "; ".join(said))
+    """Part of TILE_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 @course_only()
+@sealed(LESSON, "TILE_PREDICTION")
 def _tile_model_said(context: dict) -> str:
-    best, limit = _tile_model()
-    return f"the model's best tile is {' or '.join(best)}; the '256x256' tile is stopped by: {limit}"
+    """Part of TILE_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
 def _explorer() -> Callable:

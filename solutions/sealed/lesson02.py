@@ -1,0 +1,62 @@
+"""Lesson 02_transfers: the sealed functions' bodies (grader.checks._sealed). Never packaged nor released:
+scripts/build_keys.py seals each top-level function into grader/checks/keys/02_transfers.sealed.json. Each runs in
+grader/checks/lesson02.py's globals, where its stub is."""
+
+
+def _implied_link() -> tuple[float, float]:
+    """(latency s, bandwidth bytes/s): the least-squares line of LINK_COPIES' seconds against their bytes."""
+    sizes = torch.tensor([float(n) for n, _ in LINK_COPIES], dtype=torch.float64)
+    times = torch.tensor([t for _, t in LINK_COPIES], dtype=torch.float64)
+    design = torch.stack([torch.ones_like(sizes), sizes], dim=1)
+    fixed, per_byte = torch.linalg.lstsq(design, times[:, None]).solution[:, 0].tolist()
+    return fixed, 1 / per_byte
+
+
+def _costs(latency: float, bandwidth: float) -> dict:
+    return {"1000 copies of 4 KiB": 1000 * (latency + 4 * KiB / bandwidth), "1 copy of 4 MiB": latency + 4 * MiB / bandwidth}
+
+
+def _naive() -> tuple[float, float]:
+    """Each copy read alone: the small copy's time as the fixed cost, the big copy's bytes over its time as the rate."""
+    (small, t_small), (big, t_big) = LINK_COPIES
+    return t_small, big / t_big
+
+
+def _copy_mistake(got: dict) -> str | None:
+    """The kind of mistake in a COPY_PREDICTION (seconds), or None; never a value."""
+    latency, bandwidth = _implied_link()
+    want, naive = _costs(latency, bandwidth), _costs(*_naive())
+    many, one = got["1000 copies of 4 KiB"], got["1 copy of 4 MiB"]
+    if close(many, naive["1000 copies of 4 KiB"], rel=0.1) and not close(many, want["1000 copies of 4 KiB"], rel=0.25):
+        return ("you read each copy alone: the small copy's time is not all fixed cost, and the big copy's is not "
+                "all bytes (section 1: neither copy shows you which part is which on its own)")
+    if close(one, 1000 * latency + 4 * MiB / bandwidth, rel=0.1):
+        return ("you charged the one 4 MiB copy a fixed cost per 4 KiB of it: how many times does one copy pay the "
+                "part of its time that does not grow with its bytes?")
+    if close(many, latency + 1000 * 4 * KiB / bandwidth, rel=0.1) or close(many, one, rel=0.1):
+        return ("your 1000 small copies cost about what one copy of the same bytes costs: what does each copy pay "
+                "whatever its size, and how many copies are there?")
+    if close(many, 1e6 * want["1000 copies of 4 KiB"], rel=0.1) or close(one, 1e6 * want["1 copy of 4 MiB"], rel=0.1):
+        return "that is microseconds; write seconds"
+    if close(many, 1e3 * want["1000 copies of 4 KiB"], rel=0.1) or close(one, 1e3 * want["1 copy of 4 MiB"], rel=0.1):
+        return "that is milliseconds; write seconds"
+    if close(one, latency + 4e6 / bandwidth, rel=0.01) and not close(one, want["1 copy of 4 MiB"], rel=0.01):
+        return "4 MiB is 4 × 2²⁰ bytes (a KiB is 1024 bytes, a MiB 1024 KiB), not 4 million"
+    if not (close(many, want["1000 copies of 4 KiB"], rel=0.25) and close(one, want["1 copy of 4 MiB"], rel=0.25)):
+        return "not what the link the two copies imply predicts (section 1)"
+    return None
+
+
+def _copy_band(first: dict, context: dict) -> tuple[float, str]:
+    """COPY_PREDICTION's first guess: 1 when both costs are within 25% of the link's, 0.5 within a factor 2, else 0."""
+    want = _costs(*_implied_link())
+    fraction = min(predictions.band(first[k], want[k], tight=0.25, loose=1.0) for k in _COPY_KEYS)
+    mistake = _copy_mistake(first)
+    return fraction, ("your first guess holds on the link the two copies imply" if mistake is None
+                      else f"your first guess: {mistake}")
+
+
+def _copy_model(context: dict) -> str:
+    costs = _costs(*_implied_link())
+    return (f"1000 copies of 4 KiB take {timing_text(costs['1000 copies of 4 KiB'])}, one copy of 4 MiB "
+            f"{timing_text(costs['1 copy of 4 MiB'])}")
