@@ -314,13 +314,17 @@ def test_the_batch_1_ceiling_here_is_the_slower_of_reading_and_arithmetic():
 
 def test_lesson_04s_kv_cache_model_copied_no_longer_passes():
     """A copy test pasted grader.memory.kv_cache_bytes's source (lesson 04's model, every layer attending to the whole
-    context), arguments reordered, and passed: the cases now hold sliding-window layers, which it does not cover."""
+    context), arguments reordered, and passed: the cases now hold sliding-window layers, which it does not cover. And
+    the source is sealed now (grader.checks._sealed), as lesson 04's page no longer prints the product."""
     import inspect
 
     from grader import memory
 
+    from grader.checks import _sealed
+
+    assert "head_dim" not in inspect.getsource(memory.kv_cache_bytes)  # sealed now: the package shows a stub
     ns: dict = {}
-    exec(inspect.getsource(memory.kv_cache_bytes).replace("def kv_cache_bytes(", "def lesson04(", 1), ns)
+    exec(_sealed.source("04_memory", "kv_cache_bytes").replace("def kv_cache_bytes(", "def lesson04(", 1), ns)
     with pytest.raises(Exception, match="window layers keep every position"):
         lesson09.check_kv_cache_bytes(lambda shape, context, batch, width: ns["lesson04"](shape, batch, context, width))
 

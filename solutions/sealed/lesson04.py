@@ -62,3 +62,10 @@ def _bytes_per_param_band(first: dict, context: dict) -> tuple[float, str]:
 def _bytes_per_param_said(context: dict) -> str:
     want = _measured_bytes_per_param()
     return f"{want['before step()']:.2f} bytes per parameter before step(), {want['after step()']:.2f} after"
+
+
+def kv_cache_bytes(row: dict, batch: int, seq: int, element_bytes: int = 2) -> int:
+    """Model: the KV cache of a data/models.csv shape: keys and values, every layer, every token kept."""
+    head_dim = row["d_model"] // row["n_heads"]
+    kv_heads = row.get("n_kv_heads") or row["n_heads"]
+    return 2 * row["n_layers"] * batch * seq * kv_heads * head_dim * element_bytes
