@@ -27,8 +27,9 @@ The protocol every lesson uses (COURSE.md, "Predictions, messages and shortcuts"
 4. `check.reveal()` is the deliberate reveal: it prints the model's answer and
    records that it was asked for.  A first guess made after it earns no
    commitment credit; the end table says so.
-5. The lesson ends with `predictions.table(LESSON, {name: "what was measured or
-   modelled"})`: first guess, when, final answer, and the measurement or model.
+5. The lesson ends with `predictions.table(LESSON, {name: "what this run measured"})`:
+   first guess, when, final answer, the measurement ("" where there is none) and the
+   model's answer in its own words, shown once the first guess is recorded.
 
 Where the record lives: `predictions.json` in the working folder, which is the
 notebook's folder when Jupyter, papermill (grader.pipeline.run) or nbgrader
@@ -294,20 +295,37 @@ def describe(value: dict) -> str:
     return ", ".join(parts) or "—"
 
 
-def table(lesson: str, shown: dict[str, str], data: dict | None = None):
-    """The end-of-lesson table: per prediction, the first guess and when, the final answer, and what was measured."""
-    import pandas as pd
+def table(lesson: str, measured: dict[str, str], data: dict | None = None):
+    """The end-of-lesson table: per prediction, the first guess and when, the final answer, what this run measured
+    (`measured`, the lesson's words; "" where nothing is measured) and what the course's model says, in its own words.
+    The model is shown once a first guess is recorded (or it was revealed on purpose): the table is not a reveal."""
+    import importlib
 
     data = _load() if data is None else data
+    try:
+        importlib.import_module(f"grader.checks.lesson{lesson[:2]}")  # its predictions register as it is imported
+    except ImportError:
+        pass
+    from grader.checks._common import PREDICTIONS
+
     rows = []
-    for name, what in shown.items():
+    for name, what in measured.items():
         found = entry(lesson, name, data) or {}
+        check = PREDICTIONS.get((lesson, name))
+        if check is None or check._model is None:
+            model = "—"
+        elif found.get("first") or found.get("revealed"):
+            context = found.get("context") if isinstance(found.get("context"), dict) else {}
+            model = check._model(context)
+        else:
+            model = "shown once your first guess is recorded"
         rows.append({
             "prediction": name,
             "your first guess": describe(found["first"]) if found.get("first") else "—",
             "recorded": found.get("at") or "—",
             "your answer": describe(found.get("last") or {}) if found.get("last") else "—",
-            "measured or modelled": what,
+            "measured here": what or "—",
+            "the course's model": model,
             "asked to reveal": found.get("revealed") or "no",
         })
     return _full_text_frame()(rows).set_index("prediction")

@@ -109,6 +109,21 @@ def test_the_end_table_shows_every_character_of_what_was_measured(record):
     assert said in html
 
 
+def test_the_end_table_shows_the_models_answer_once_the_first_guess_is_recorded(record, capsys):
+    """COURSE.md: "your first guess, your answer, what was measured". The column held a description of the model
+    ("model: where the CPU's arithmetic equals the GPU's fixed cost plus its arithmetic": a rule, on the page before
+    the guess). It holds the model's answer now, and only once a first guess is recorded: the table is no reveal."""
+    before = predictions.table(lesson01.LESSON, {"CROSSOVER_PREDICTION": ""})
+    assert before.loc["CROSSOVER_PREDICTION", "the course's model"] == "shown once your first guess is recorded"
+    assert before.loc["CROSSOVER_PREDICTION", "measured here"] == "—"
+    assert not predictions.entry(lesson01.LESSON, CHECK.name)  # no reveal stamped
+    CHECK({"n": RIGHT, "why": "the fixed cost paid back"})
+    after = predictions.table(lesson01.LESSON, {"CROSSOVER_PREDICTION": "12 ms"})
+    assert f"{RIGHT:.0f}" in after.loc["CROSSOVER_PREDICTION", "the course's model"]
+    assert after.loc["CROSSOVER_PREDICTION", "measured here"] == "12 ms"
+    assert predictions.committed(predictions.entry(lesson01.LESSON, CHECK.name))
+
+
 def test_a_model_called_then_forgotten_is_still_a_reveal(record, capsys):
     """A copy test called a model through its __wrapped__, or called it and then shortcuts.reset(): both went
     unrecorded. The wrappers carry no __wrapped__, and the reveal is stamped in the record when the call happens."""

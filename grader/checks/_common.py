@@ -258,6 +258,7 @@ SCORED = "Scored"  # judge_here's name for a prediction's verdict: (SCORED, json
 
 
 _ASKED: set[tuple[str, str]] = set()  # (lesson, name) whose model this kernel called before a first guess
+PREDICTIONS: dict[tuple[str, str], "Prediction"] = {}  # (lesson, name) -> its check, for the end-of-lesson table
 
 
 class Prediction(Check):
@@ -290,6 +291,7 @@ class Prediction(Check):
 
         super().__init__(name, self._observe, self._judge)
         self.lesson, self.name, self.points, self.share = lesson, name, float(points), share
+        PREDICTIONS[(lesson, name)] = self
         self.needs = tuple(needs)  # what this run must have measured (note_measured) before a first guess is taken
         self.keys = {**keys, "why": "reason"}
 
