@@ -24,6 +24,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from grader import device as dev
+from grader.checks._sealed import sealed
+from grader.shortcuts import course_only
 
 GiB, MiB = 2**30, 2**20
 WEIGHT_DTYPES = ("bf16", "int8", "int4")  # what max_batch_to_serve stores the layers' weights in
@@ -213,9 +215,11 @@ def quiet(fn: Callable) -> Callable:
     return run
 
 
+@course_only()
+@sealed("09_serving", "BATCH_PREDICTION")
 def model_knee_batch(chip, dtype: str = "bf16", bytes_per_weight: float = 2.0) -> float:
-    """Model: the batch at which a decode step's weight arithmetic catches up with reading them, on `chip`."""
-    return chip.peak(dtype) / chip.bandwidth * bytes_per_weight / 2
+    """Model: the batch at which a decode step's weight arithmetic catches up with reading them, on `chip` (sealed,
+    grader.checks._sealed: it is BATCH_PREDICTION's principle; called from a cell before that guess, a reveal)."""
 
 
 # --- figures and the will-it-serve widget (the lesson's shows) ---------------------------------------

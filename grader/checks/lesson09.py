@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from grader import shortcuts, specs
+from grader import serving, shortcuts, specs
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable
 from grader.checks import _keys
 from grader.checks._keys import Keyed
@@ -172,7 +172,8 @@ def _batch_said(context: dict) -> str:
 
 check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "number"}, points=2, band=_batch_band,
                                     mistakes=lambda answer, context: _batch_mistake(answer[_BATCH_KEY]),
-                                    model=_batch_said, watch=(_batch_mistake, _batch_model,), needs=_MEASURED_FIRST)
+                                    model=_batch_said, watch=(_batch_mistake, _batch_model, serving.model_knee_batch),
+                                    needs=_MEASURED_FIRST)
 
 
 # --- knee_batch -----------------------------------------------------------------------------------

@@ -151,3 +151,8 @@ def _batch_said(context: dict) -> str:
     if model is None:
         return "the model needs this run's rates: run section 1's first cell"
     return f"the model fed with this run's rates gives about {model:.2g}x (at most 16x)"
+
+
+def model_knee_batch(chip, dtype: str = "bf16", bytes_per_weight: float = 2.0) -> float:
+    """Model: the batch at which a decode step's weight arithmetic catches up with reading them, on `chip`."""
+    return chip.peak(dtype) / chip.bandwidth * bytes_per_weight / 2
