@@ -64,6 +64,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable
 
+from grader.checks._sealed import sealed
 from grader.shortcuts import course_only
 
 MAX_WORLD = 16
@@ -589,20 +590,13 @@ def cluster_links(nvlink_gbs: float, world: int, networks: list[dict] | None = N
 
 
 @course_only()
+@sealed("07_data_parallel", "ALLREDUCE_PREDICTION")
 def cluster_allreduce_seconds(nbytes: float, links: dict, allreduce_seconds: Callable[[float, int, float, float], float],
                               latency: float = 0.0) -> float:
-    """A hierarchical all-reduce priced with a ring model `allreduce_seconds(nbytes, world, latency, bandwidth)`.
-
-    Inside each node a reduce-scatter over NVLink leaves each of its g GPUs the node's sum of 1/g of the message;
-    each GPU then all-reduces its 1/g with the GPUs of the same position in the other m nodes (its rail: one
-    adapter per GPU, all g rails at once); an all-gather over NVLink gives every GPU the whole sum. The
-    reduce-scatter and the all-gather together cost what a ring all-reduce of the message costs in the node.
-    The phases are priced one after another: NCCL pipelines chunks through them, so this is an upper bound.
-    It holds on rail-optimised, non-blocking fabrics (one switch port per adapter, no oversubscription).
-    """
-    g, m = links["gpus_per_node"], links["nodes"]
-    inside = allreduce_seconds(nbytes, g, latency, links["nvlink"])
-    return inside + (allreduce_seconds(nbytes / g, m, latency, links["nic"]) if m > 1 else 0.0)
+    """The course's model of an all-reduce over `links` (cluster_links), priced with a ring model
+    `allreduce_seconds(nbytes, world, latency, bandwidth)`: ALLREDUCE_PREDICTION's model, sealed
+    (grader.checks._sealed; called from a cell before that guess, a reveal). Its parts are priced one after another
+    (an upper bound), on rail-optimised, non-blocking fabrics (one switch port per adapter, no oversubscription)."""
 
 
 def activations_in_flight(stages: int, microbatches: int, schedule: str) -> int:

@@ -259,8 +259,8 @@ def data_parallel_explorer(
         html = (f"<b>{row['model']}</b> on {n} × {chip.name}: training state fits with "
                 f"<b>{', '.join(fitting) if fitting else 'no stage'}</b> (before activations). DDP averaging its "
                 f"{4 * params / 1e9:.3g} GB of fp32 gradients over {links['link']}"
-                + (f" (across {links['nodes']} nodes: reduce-scatter in each node, each GPU's share over its own "
-                   "adapter, all-gather in the node)" if links["nodes"] > 1 else "")
+                + (f" (across {links['nodes']} nodes, every NIC of a node at once: the schedule of section 2's "
+                   "reveal)" if links["nodes"] > 1 else "")
                 + f" takes at least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth terms only, phases "
                 "one after another).")
         fig = plots.memory_per_rank({row["model"]: bars}, [(chip.name, memory)],

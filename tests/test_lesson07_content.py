@@ -296,7 +296,24 @@ def test_networks_csv_is_sourced_and_beyond_one_node_every_nic_of_a_node_carries
     assert "networks.csv" in (ROOT / "data" / "README.md").read_text()
     text = _lesson_text()
     assert "jumps between 8 and 16" not in text and "slowest link" not in text, "07 still teaches the one-NIC ring"
-    assert "reduce-scatter inside each node" in text and "upper bound" in text
+    assert "all eight at once" in text and "upper bound" in text
+
+
+def test_the_page_leaves_the_hierarchical_schedule_to_the_learner():
+    """ALLREDUCE_PREDICTION asks for the model's time over two nodes: the page spelled out the three steps above it
+    (copy test r10: TRANSCRIBE, 'only exercise 1's ring cost is left to derive'), and the What to remember, the widget
+    and cluster_allreduce_seconds' docstring said them again. The schedule is in the sealed reveal now."""
+    from grader import distributed, widgets
+    from grader.checks import _sealed
+    import inspect
+
+    text = _lesson_text()
+    for said in ("reduce-scatter inside each node", "reduce-scatter in the node", "its 1/*g*", "each GPU's share over"):
+        assert said not in text, said
+    for code in (inspect.getsource(distributed.cluster_allreduce_seconds), inspect.getsource(widgets),
+                 inspect.getsource(lesson07)):
+        assert "reduce-scatter in each node" not in code and "1/g of the message" not in code
+    assert "reduce-scatter inside each node" in _sealed.source(lesson07.LESSON, "show_allreduce")
 
 
 def test_gloo_peers_of_an_ended_rank_fail_at_once_and_only_a_hung_rank_waits_for_the_timeout():
@@ -363,7 +380,7 @@ def test_the_explorer_prices_fp32_gradients_over_the_network_beyond_8_gpus():
     """07 widget: 2 bytes per parameter (DeepSpeed's layout) over NVLink for 256 GPUs."""
     inside, beyond = _explorer_verdict(8), _explorer_verdict(64)
     assert "fp32 gradients over NVLink" in inside and "InfiniBand" not in inside
-    assert "InfiniBand" in beyond and "slowest link" not in beyond and "all-gather in the node" in beyond
+    assert "InfiniBand" in beyond and "slowest link" not in beyond and "every NIC of a node at once" in beyond
     gigabytes = float(re.search(r"averaging its ([\d.]+) GB of fp32", beyond).group(1))
     ms = float(re.search(r"at least <b>([\d.]+) ms", beyond).group(1))
     one_nic_ring = _ring(gigabytes * 1e9, 64, 0.0, 50e9) * 1e3

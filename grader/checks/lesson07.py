@@ -769,6 +769,13 @@ def _allreduce_band(first: dict, context: dict) -> tuple[float, str]:
     """Part of ALLREDUCE_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
+@sealed(LESSON, "ALLREDUCE_PREDICTION")
+def show_allreduce(allreduce_seconds: Callable) -> None:
+    """Section 2's reveal, once your guess is recorded: the schedule the model prices, and its table, priced with your
+    `allreduce_seconds`. Here, not in the cell, and sealed: the schedule is what ALLREDUCE_PREDICTION asks you to
+    work out. Called before a first guess, it is the deliberate reveal."""
+
+
 check_allreduce_prediction = Prediction(
     LESSON, "ALLREDUCE_PREDICTION", {"16 GPUs ms": "number"}, points=1, band=_allreduce_band,
     model=lambda context: f"the hierarchical model: {_allreduce_model()['model'] * 1e3:.2f} ms",
