@@ -322,13 +322,22 @@ def table(lesson: str, measured: dict[str, str], data: dict | None = None):
         rows.append({
             "prediction": name,
             "your first guess": describe(found["first"]) if found.get("first") else "—",
-            "recorded": found.get("at") or "—",
-            "your answer": describe(found.get("last") or {}) if found.get("last") else "—",
+            "recorded": _when(found.get("at")),
+            "your answer": ("—" if not found.get("last") else "your first guess" if found.get("last") == found.get("first")
+                            else describe(found["last"])),
             "measured here": what or "—",
             "the course's model": model,
             "asked to reveal": found.get("revealed") or "no",
         })
     return _full_text_frame()(rows).set_index("prediction")
+
+
+def _when(at: Any) -> str:
+    """A record's time as the table shows it, to the minute ("2026-12-05 11:53 UTC"); the record keeps the second."""
+    try:
+        return _dt.datetime.fromisoformat(str(at)).astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return str(at) if at else "—"
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -121,6 +122,9 @@ def test_the_end_table_shows_the_models_answer_once_the_first_guess_is_recorded(
     after = predictions.table(lesson01.LESSON, {"CROSSOVER_PREDICTION": "12 ms"})
     assert f"{RIGHT:.0f}" in after.loc["CROSSOVER_PREDICTION", "the course's model"]
     assert after.loc["CROSSOVER_PREDICTION", "measured here"] == "12 ms"
+    # narrow enough for 1024 px: the same answer is not written twice, the time is to the minute
+    assert after.loc["CROSSOVER_PREDICTION", "your answer"] == "your first guess"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", after.loc["CROSSOVER_PREDICTION", "recorded"])
     assert predictions.committed(predictions.entry(lesson01.LESSON, CHECK.name))
 
 
