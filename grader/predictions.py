@@ -353,7 +353,10 @@ def _full_text_frame():
 
         def _repr_html_(self):
             with pd.option_context("display.max_colwidth", None):
-                return super()._repr_html_()
+                html = super()._repr_html_()
+            for name in map(str, self.index):  # TOKENS_PER_SECOND_PREDICTION may break after an underscore: at
+                html = html.replace(f">{name}<", ">" + name.replace("_", "_<wbr>") + "<")  # 1024 px it ran off the page
+            return html
 
     return FullText
 

@@ -108,6 +108,7 @@ def test_the_end_table_shows_every_character_of_what_was_measured(record):
     said = "model: the crossover where the fixed cost is paid back, fed with this run's three measured figures"
     html = predictions.table(lesson01.LESSON, {"CROSSOVER_PREDICTION": said})._repr_html_()
     assert said in html
+    assert ">CROSSOVER_<wbr>PREDICTION<" in html  # a long name may break, at 1024 px
 
 
 def test_the_end_table_shows_the_models_answer_once_the_first_guess_is_recorded(record, capsys):
