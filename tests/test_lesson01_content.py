@@ -377,7 +377,7 @@ def test_the_bandwidth_add_is_sized_from_the_last_level_cache():
     head = source[:source.index("add_a = torch.randn(")]
     exec(head, ns)  # the sizing lines alone, for a 50 MB L2
     assert 2 * ns["add_n"] ** 2 * 4 >= 2 * 50 * 10**6, "the copy's working set should be several times the L2"
-    assert "L2" in _markdown() and "48 MiB" in _markdown()
+    assert "L2" in _markdown() and "about fill an H100" in _markdown()  # no byte count: ADD_PREDICTION asks for it (r10)
 
 
 def test_last_level_cache_is_read_from_sysfs_on_the_cpu():
