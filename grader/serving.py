@@ -139,7 +139,6 @@ def matmul_rate(device: torch.device | str, batch: int, d_model: int = 1024, rep
     return 2 * batch * d_model * 4 * d_model / statistics.median(times[1:])
 
 
-@course_only()  # watched by TOKENS_PER_SECOND_PREDICTION: a batch-1 step timed before the guess measures its answer
 def time_steps(model: DecodeStack, batches: Sequence[int], device: torch.device | str, repeats: int = 3,
                past: int = 16) -> dict[int, list[float]]:
     """Seconds of one decode step (one new position per sequence, `past` positions cached) per batch, interleaved.

@@ -129,18 +129,6 @@ def test_the_end_table_shows_the_models_answer_once_the_first_guess_is_recorded(
     assert predictions.committed(predictions.entry(lesson01.LESSON, CHECK.name))
 
 
-def test_timing_a_batch_1_step_before_guessing_is_a_reveal(record, capsys):
-    """Copy test r10 timed one batch-1 decode step with serving.time_steps (public, unwatched) before guessing
-    TOKENS_PER_SECOND_PREDICTION's 'here' key, and took the full band with the measurement."""
-    from grader import serving
-    from grader.checks import lesson09
-
-    model = serving.DecodeStack(1, 32, n_heads=2)
-    serving.time_steps(model, [1], "cpu", repeats=1)
-    found = predictions.entry(lesson09.LESSON, lesson09.check_tokens_per_second.name)
-    assert found and found.get("revealed") and not predictions.committed(found)
-
-
 def test_a_model_called_then_forgotten_is_still_a_reveal(record, capsys):
     """A copy test called a model through its __wrapped__, or called it and then shortcuts.reset(): both went
     unrecorded. The wrappers carry no __wrapped__, and the reveal is stamped in the record when the call happens."""

@@ -109,8 +109,7 @@ def _tps_said(context: dict) -> str:
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
                                      points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said,
-                                     watch=(_tps_mistake, _tps_targets, _ceiling, serving.time_steps),
-                                     needs=_MEASURED_FIRST)
+                                     watch=(_tps_mistake, _tps_targets, _ceiling), needs=_MEASURED_FIRST)
 
 
 # --- decode_step_seconds ----------------------------------------------------------------------------
