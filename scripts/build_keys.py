@@ -169,14 +169,12 @@ def build(lesson: str) -> dict | None:
 def build_sealed(lesson: str) -> dict | None:
     """grader/checks/keys/NN_topic.sealed.json's content: each function of solutions/sealed/lessonNN.py, sealed
     (grader.checks._sealed); None when the lesson has no such file."""
-    from grader.checks import _sealed
-
     source = ROOT / "solutions" / "sealed" / f"lesson{lesson[:2]}.py"
     if not source.exists():
         return None
     found = _sealed.functions(source.read_text())
     return {"about": "grader/checks/_sealed.py: course functions a learner's package runs but does not show",
-            "salt": _sealed.SALT, "functions": {name: _sealed.seal(lesson, name, text) for name, text in sorted(found.items())}}
+            "salt": _keys.SALT, "functions": {name: _sealed.seal(lesson, name, text) for name, text in sorted(found.items())}}
 
 
 def text(content: dict) -> str:
