@@ -560,7 +560,9 @@ def test_presenting_live_full_screen(browser, presenting):
     lab_url = re.search(r"^  (http://127\.0\.0\.1:\d+/lab\?token=\w+)$", text, re.M).group(1)
     page = _page(browser, "1280x800")
     page.goto(lab_url.replace("/lab?", f"/lab/tree/{PRESENTED}.ipynb?"), wait_until="domcontentloaded")
-    page.locator(".jp-Notebook").first.wait_for(timeout=_ms(60))
+    page.locator(".jp-Notebook:visible").first.wait_for(timeout=_ms(60))  # the deck asked for (not a tab behind it)
+    tabs = page.locator(".jp-NotebookPanel").count()
+    assert tabs == 1, f"the presenter's JupyterLab opened {tabs} notebooks: tabs from another server's workspace"
     page.wait_for_timeout(8_000)  # the news prompt, when on, comes a few seconds after the page
     _shot(page, f"present-{PRESENTED}-jupyterlab-1280x800")
     seen = page.locator("body").inner_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -401,6 +402,14 @@ def test_make_lab_prints_the_url_last_and_hides_nbgrader(tmp_path):
         assert (tmp_path / "mine" / "00_START_HERE.ipynb").exists() and (tmp_path / "mine" / "data" / "chips.csv").exists()
         assert "[I " not in text, "the server's log belongs in the log file"
         assert (tmp_path / "mine" / ".jupyter-server.log").read_text().strip()
+        # the tabs it reopens are this folder's: a workspace saved through the page lands in the folder, not in
+        # ~/.jupyter, where every other server of the user (a presenter's, last week's course) would reopen them
+        name = f"probe-{port}"
+        saved = urllib.request.Request(f"http://127.0.0.1:{port}/lab/api/workspaces/{name}", method="PUT",
+                                       data=json.dumps({"data": {}, "metadata": {"id": name}}).encode(),
+                                       headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+        assert urllib.request.urlopen(saved, timeout=10).status in (200, 204)
+        assert [p.name for p in (tmp_path / "mine" / ".jupyter-workspaces").iterdir()][0].startswith(name)
     finally:
         proc.send_signal(signal.SIGINT)  # as Ctrl-C would: the launcher stops the server and its kernels
         assert proc.wait(timeout=60) == 0

@@ -6,7 +6,7 @@
     python -m grader lab --stop          # stop the course server of that folder (a closed terminal leaves it running)
 
 The server's own log goes to a file (my-work/.jupyter-server.log), so the last thing in
-the terminal is the URL. A learner's server reads lab-config/learner/ through
+the terminal is the URL; the tabs JupyterLab reopens are the folder's own (my-work/.jupyter-workspaces/). A learner's server reads lab-config/learner/ through
 JUPYTER_CONFIG_PATH (nbgrader's instructor UI off), a presenter's lab-config/presenter/,
 and every server culls the idle kernels of closed notebooks after CULL_IDLE_MINUTES.
 A server already running on the same folder (found through Jupyter's runtime files) is
@@ -30,6 +30,10 @@ from pathlib import Path
 from grader.pipeline.release import CULL_IDLE_MINUTES, INDEX, workspace
 
 LOG_NAME = ".jupyter-server.log"
+# JupyterLab remembers which tabs were open (its workspaces) in ~/.jupyter/lab/workspaces by default, one file
+# for every server of the user: a presenter's lab then reopened tabs left open in the learner's folder (or in a
+# course folder of last week) wherever a notebook of the same name was there. Each folder keeps its own.
+WORKSPACES_NAME = ".jupyter-workspaces"
 
 
 def free_port(start: int = 8888, tries: int = 50) -> int:
@@ -52,6 +56,7 @@ def server_command(folder: Path, port: int, token: str, instructor: bool = False
     cmd = [
         sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}",
+        f"--LabApp.workspaces_dir={folder / WORKSPACES_NAME}",
     ]
     if not presenter:  # kernels of closed notebooks pile up (about 0.5 GB each): shut them down once idle this long
         cmd += [f"--MappingKernelManager.cull_idle_timeout={CULL_IDLE_MINUTES * 60}",
