@@ -1,11 +1,11 @@
 """Count where a loop makes the host wait for the device, and the bytes it copies to the device.
 
-`SyncCounter` is a TorchFunctionMode: inside `with SyncCounter() as counter:` every torch call
-passes through it, so it sees `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `print(t)`,
-f-strings, `float()`/`int()`/`bool()` of a tensor, `nonzero` and boolean-mask indexing (reads
-from the device: the host waits), and `.to(device)`/`.cuda()`/`copy_` (copies to the device,
-with their bytes). A TorchDispatchMode alone would miss `.cpu()`, `.tolist()` and `print`,
-which never reach the dispatcher as operators.
+`SyncCounter` is a TorchFunctionMode: inside `with SyncCounter() as counter:` every torch call the
+learner's code makes passes through it, methods and Python's conversions of a tensor included (a
+TorchDispatchMode alone misses the calls that never reach the dispatcher as operators). It records
+each read from the device (the host waits) and each copy to the device, with its bytes. Which calls
+are reads is lesson 02's quiz (SYNC_ANSWERS), so that decision, `_read_of`, is sealed
+(grader.checks._sealed): the counter opens it when it first counts.
 
 A copy to the device is a sync point too unless it comes from pinned memory with
 `non_blocking=True`: without non_blocking, PyTorch's CUDA copy (aten/src/ATen/native/cuda/Copy.cu)
@@ -17,7 +17,7 @@ a copy's op says whether non_blocking=True was asked for.
 
 Only the learner's own lines count. Each event is attributed to the frame that called into
 torch; frames in torch itself, in site-packages, in the standard library or in this package
-are library internals (AdamW's own `.item()` on its step counter, for example) and are left out.
+are library internals (AdamW's own step counter, for example) and are left out.
 
 Any device: on a machine without the accelerator the counter *pretends*. The loop is given
 `counter.device` (say `cuda`); every tensor still lives on the CPU, but the counter remembers
@@ -42,28 +42,16 @@ from torch.utils._pytree import tree_flatten
 
 from grader import device as dev
 from grader import shortcuts as _shortcuts_module
+from grader.checks._sealed import sealed
 from grader.shortcuts import course_only, module_code
 
-# Reads: torch function name -> how the lesson names it. Each makes the host wait for the device.
-READS = {
-    "item": ".item()",
-    "__float__": "float()",
-    "__int__": "int()",
-    "__index__": "int()",
-    "__bool__": "bool() (an `if` on a tensor)",
-    "__repr__": "print()",
-    "__format__": "f-string",
-    "tolist": ".tolist()",
-    "numpy": ".numpy()",
-    "__array__": "numpy.asarray()",
-    "cpu": ".cpu()",
-    "nonzero": "nonzero()",
-    "argwhere": "nonzero()",
-    "masked_select": "boolean mask",
-    "unique": "unique()",
-    "unique_consecutive": "unique()",
-}
-MASK = "boolean mask"
+
+
+@sealed("02_transfers", "SYNC_ANSWERS")
+def _read_of(name: str, args: tuple, kwargs: dict, this: Any, inputs: list, on_device: Callable) -> tuple | None:
+    """Whether the torch call `name` (on `this`, with `inputs`) reads from the device: (the op in the lesson's words,
+    bytes read, whether the result is a new host tensor), or None. Lesson 02's quiz answers, so sealed
+    (grader.checks._sealed)."""
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _SHORTCUTS = _shortcuts_module.__file__  # grader/shortcuts.py: a course_only wrapper's frame
@@ -333,28 +321,18 @@ class SyncCounter(TorchFunctionMode):
                 self._record("read", ".copy_() to the host", src.nbytes)
             return func(*args, **kwargs)
 
-        if name in READS and this is not None and self.on_device(this):
-            nbytes = 8 if name in ("nonzero", "argwhere", "unique", "unique_consecutive", "masked_select") else this.nbytes
-            self._record("read", READS[name], nbytes)
-            if name == "cpu":
+        read = _read_of(name, args, kwargs, this, inputs, self.on_device)
+        if read is not None:
+            op, nbytes, fresh = read
+            self._record("read", op, nbytes)
+            if fresh:
                 out = func(*args, **kwargs)
                 return out.clone() if self.pretend else out  # a new host tensor, as on a GPU
-        elif name == "where" and len(args) == 1 and kwargs == {} and this is not None and self.on_device(this):
-            self._record("read", "nonzero()", 8)
-        elif name == "__getitem__" and this is not None and self._has_mask(args[1:]) and any(
-            self.on_device(t) for t in inputs
-        ):
-            self._record("read", MASK, 8)
 
         out = func(*args, **kwargs)
         if self.pretend:
             self._mark(out, named or any(self.on_device(t) for t in inputs))
         return out
-
-    @staticmethod
-    def _has_mask(index: tuple) -> bool:
-        leaves, _ = tree_flatten(list(index))
-        return any(isinstance(x, torch.Tensor) and x.dtype in (torch.bool, torch.uint8) for x in leaves)
 
     def _pretend_pinning(self, name: str, t: torch.Tensor):
         """Pretending: pin_memory returns a copy the counter treats as pinned; is_pinned asks the counter."""

@@ -147,7 +147,7 @@ def test_a_wrong_quiz_answer_names_the_idea_not_the_label(label):
     answers = {**_ANSWERS, label: not _ANSWERS[label], "why": "a reason"}
     fraction, message = lesson02.check_sync_answers.band(lesson02.check_sync_answers.valid(answers), {})
     assert fraction < 1
-    assert lesson02._CONCEPTS[lesson02._CONCEPT_OF[label]] in message
+    assert lesson02._CONCEPTS[lesson02._concept_of()[label]] in message
     assert not re.search(r"\([a-r]\)", message), message  # no label
     assert "does make the host wait" not in message and "does not make the host wait" not in message
     assert lesson02.SYNC_SNIPPETS[label].splitlines()[0] not in message
@@ -200,7 +200,7 @@ def _at(predicate) -> int:
 
 
 def test_the_probe_table_comes_after_the_quiz_and_leaves_some_lines_to_reason_out():
-    assert _at(graded("SYNC_ANSWERS_check")) < _at(shown_by("lesson02.probe_rows()"))
+    assert _at(graded("SYNC_ANSWERS_check")) < _at(shown_by("lesson02.show_probes()"))
     probes = " ".join(lesson02.PROBES.values())
     unlisted = [label for label, line in lesson02.SYNC_SNIPPETS.items() if line.split("=")[-1].strip() not in probes]
     assert len(unlisted) >= 3, unlisted
@@ -324,6 +324,25 @@ def test_the_copy_prediction_link_is_no_constant_and_asking_for_it_is_a_reveal()
     assert predictions.entry(lesson02.LESSON, "COPY_PREDICTION").get("revealed")
 
 
+@pytest.mark.parametrize("ask", ["lesson02.show_probes()", "lesson02._concept_of()",
+                                 "_sealed.source(lesson02.LESSON, '_read_of')"])
+def test_the_quiz_key_is_sealed_and_asking_for_it_is_a_reveal(ask):
+    """Copy test r6 answered SYNC_ANSWERS from the package: grader/syncs.py's docstring and READS table listed every call
+    that makes the host wait, lesson02's _CONCEPT_OF grouped the quiz's lines by idea, and the reveal cell's source
+    printed the groups that wait. Now none is readable; opening any of them from a cell before the guess is a reveal."""
+    import inspect
+
+    from grader import predictions, syncs
+    from grader.checks import _sealed
+
+    source = inspect.getsource(syncs) + inspect.getsource(lesson02)
+    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "four groups", '"f": "size"'):
+        assert said not in source, said
+    assert not (predictions.entry(lesson02.LESSON, "SYNC_ANSWERS") or {}).get("revealed")
+    exec(compile(ask, "<cell>", "exec"), {"lesson02": lesson02, "_sealed": _sealed})
+    assert predictions.entry(lesson02.LESSON, "SYNC_ANSWERS").get("revealed")
+
+
 def test_a_counter_run_before_the_quiz_is_answered_is_a_reveal():
     """ct0102: the counter on the quiz's lines, before the first guess, measures the answers."""
     from grader import predictions
@@ -342,7 +361,7 @@ def test_the_quiz_ideas_ask_and_do_not_answer():
         for said in ("returns at once", "goes on at once", "needs its", "must wait", "waits for", "only queued",
                      "nothing is read", "already has", "synchronizes"):
             assert said not in text, (said, text)
-    for concept in set(lesson02._CONCEPT_OF.values()):
+    for concept in set(lesson02._concept_of().values()):
         assert concept not in ("queued", "on device", "shape", "host copy"), concept
 
 

@@ -218,10 +218,13 @@ _CONCEPTS = {
     "compare": "comparing a device tensor with a number and keeping the result: what is that result, and where does "
                "it live?",
 }
-_CONCEPT_OF = {"a": "number", "b": "compute", "c": "text", "d": "keep", "e": "branch", "f": "size",
-               "g": "compute", "h": "metadata", "i": "to host", "j": "keep", "k": "size", "l": "text",
-               "m": "pageable", "n": "pinned", "o": "compare", "p": "size", "q": "size",
-               "r": "pageable async"}
+
+
+@course_only()
+@sealed(LESSON, "SYNC_ANSWERS")
+def _concept_of() -> dict[str, str]:
+    """Each quiz label's idea (a key of _CONCEPTS). Which lines share an idea says which share an answer: sealed
+    (grader.checks._sealed)."""
 
 
 @course_only("grader.checks.lesson02.snippet_reads")
@@ -283,6 +286,14 @@ def probe_rows() -> list[dict]:
     return rows
 
 
+@course_only()
+@sealed(LESSON, "SYNC_ANSWERS")
+def show_probes() -> None:
+    """The quiz's reveal, once your answers are recorded: each kind of line alone under the counter (probe_rows), and
+    what the lines that wait have in common. Here, not in the cell, and sealed: that is the quiz's answer. Called
+    before a first guess, it is the deliberate reveal."""
+
+
 _QUIZ_SHORTCUTS = ("grader.checks.lesson02.snippet_reads", "grader.checks.lesson02.snippet_waits")
 
 
@@ -303,7 +314,8 @@ def _quiz_mistakes(answers: dict) -> str | None:
     wrong = [label for label in SYNC_SNIPPETS if answers[label] != snippet_waits(label)]
     if not wrong:
         return None
-    missed = list(dict.fromkeys(_CONCEPT_OF[label] for label in wrong))
+    concept_of = _concept_of()
+    missed = list(dict.fromkeys(concept_of[label] for label in wrong))
     return ("think again about these ideas: " + "; ".join(_CONCEPTS[c] for c in missed))
 
 
@@ -340,8 +352,8 @@ check_sync_answers = _Quiz(LESSON, "SYNC_ANSWERS", {label: "bool" for label in S
                                                            for k in SYNC_SNIPPETS),
                            # the answer key, and the counter that measures it: entered from a cell before the first
                            # guess, it measures the answer, and counts as asking for it
-                           watch=(_quiz_mistakes, _quiz_right, snippet_waits, snippet_reads, probe_rows,
-                                  SyncCounter.__enter__))
+                           watch=(_quiz_mistakes, _quiz_right, _concept_of, snippet_waits, snippet_reads, probe_rows,
+                                  show_probes, SyncCounter.__enter__))
 
 
 # --- the data and the loop the notebook starts from ------------------------------------------

@@ -60,3 +60,60 @@ def _copy_model(context: dict) -> str:
     costs = _costs(*_implied_link())
     return (f"1000 copies of 4 KiB take {timing_text(costs['1000 copies of 4 KiB'])}, one copy of 4 MiB "
             f"{timing_text(costs['1 copy of 4 MiB'])}")
+
+
+def _read_of(name, args, kwargs, this, inputs, on_device):
+    """Runs in grader/syncs.py's globals. Whether a torch call reads from the device: (op, bytes, new host tensor)."""
+    reads = {
+        "item": ".item()",
+        "__float__": "float()",
+        "__int__": "int()",
+        "__index__": "int()",
+        "__bool__": "bool() (an `if` on a tensor)",
+        "__repr__": "print()",
+        "__format__": "f-string",
+        "tolist": ".tolist()",
+        "numpy": ".numpy()",
+        "__array__": "numpy.asarray()",
+        "cpu": ".cpu()",
+        "nonzero": "nonzero()",
+        "argwhere": "nonzero()",
+        "masked_select": "boolean mask",
+        "unique": "unique()",
+        "unique_consecutive": "unique()",
+    }
+    if this is None:
+        return None
+    if name in reads and on_device(this):
+        sized = name in ("nonzero", "argwhere", "unique", "unique_consecutive", "masked_select")
+        return reads[name], 8 if sized else this.nbytes, name == "cpu"
+    if name == "where" and len(args) == 1 and not kwargs and on_device(this):
+        return "nonzero()", 8, False
+    if name == "__getitem__":
+        leaves, _ = tree_flatten(list(args[1:]))
+        masked = any(isinstance(x, torch.Tensor) and x.dtype in (torch.bool, torch.uint8) for x in leaves)
+        if masked and any(on_device(t) for t in inputs):
+            return "boolean mask", 8, False
+    return None
+
+
+def _concept_of():
+    """Quiz label -> the idea it tests (a key of _CONCEPTS): which lines share an idea says which share an answer."""
+    return {"a": "number", "b": "compute", "c": "text", "d": "keep", "e": "branch", "f": "size",
+            "g": "compute", "h": "metadata", "i": "to host", "j": "keep", "k": "size", "l": "text",
+            "m": "pageable", "n": "pinned", "o": "compare", "p": "size", "q": "size",
+            "r": "pageable async"}
+
+
+def show_probes():
+    """SYNC_ANSWERS's reveal: each kind of line alone under the counter, and the groups the waiting lines fall in."""
+    import pandas as pd
+    from IPython.display import display
+
+    rows = probe_rows()
+    display(pd.DataFrame(rows).drop(columns=["pretend", "device"]).set_index("line"))
+    print(f"counter device: {rows[0]['device']} ({'pretend: tensors stay on the CPU' if rows[0]['pretend'] else 'real'}). "
+          "x_host is ordinary host memory, x_pinned pinned host memory, x a tensor on the device.")
+    print("The lines that wait fall in four groups: a Python number (.item(), float(), int(), an if), text "
+          "(print, an f-string), host memory (.cpu(), .numpy(), .tolist()), and a size that depends on the data "
+          "(nonzero, a boolean mask, unique); and a copy from pageable memory, non_blocking or not.")
