@@ -324,7 +324,7 @@ def test_the_copy_prediction_link_is_no_constant_and_asking_for_it_is_a_reveal()
     assert predictions.entry(lesson02.LESSON, "COPY_PREDICTION").get("revealed")
 
 
-@pytest.mark.parametrize("ask", ["lesson02.show_probes()", "lesson02._concept_of()",
+@pytest.mark.parametrize("ask", ["lesson02.show_probes()", "lesson02._concept_of()", "lesson02._doing('.item()')",
                                  "_sealed.source(lesson02.LESSON, '_read_of')"])
 def test_the_quiz_key_is_sealed_and_asking_for_it_is_a_reveal(ask):
     """Copy test r6 answered SYNC_ANSWERS from the package: grader/syncs.py's docstring and READS table listed every call
@@ -336,7 +336,7 @@ def test_the_quiz_key_is_sealed_and_asking_for_it_is_a_reveal(ask):
     from grader.checks import _sealed
 
     source = inspect.getsource(syncs) + inspect.getsource(lesson02)
-    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "four groups", '"f": "size"'):
+    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "four groups", '"f": "size"', "indexes with a boolean mask"):
         assert said not in source, said
     assert not (predictions.entry(lesson02.LESSON, "SYNC_ANSWERS") or {}).get("revealed")
     exec(compile(ask, "<cell>", "exec"), {"lesson02": lesson02, "_sealed": _sealed})

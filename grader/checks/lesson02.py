@@ -294,6 +294,13 @@ def show_probes() -> None:
     before a first guess, it is the deliberate reveal."""
 
 
+@course_only()
+@sealed(LESSON, "SYNC_ANSWERS")
+def _doing(op: str) -> str:
+    """What the learner's line does, for train_fixed's messages, by the op the counter reported. Its keys are the
+    quiz's reads, so sealed (grader.checks._sealed)."""
+
+
 _QUIZ_SHORTCUTS = ("grader.checks.lesson02.snippet_reads", "grader.checks.lesson02.snippet_waits")
 
 
@@ -353,7 +360,7 @@ check_sync_answers = _Quiz(LESSON, "SYNC_ANSWERS", {label: "bool" for label in S
                            # the answer key, and the counter that measures it: entered from a cell before the first
                            # guess, it measures the answer, and counts as asking for it
                            watch=(_quiz_mistakes, _quiz_right, _concept_of, snippet_waits, snippet_reads, probe_rows,
-                                  show_probes, SyncCounter.__enter__))
+                                  show_probes, _doing, SyncCounter.__enter__))
 
 
 # --- the data and the loop the notebook starts from ------------------------------------------
@@ -601,23 +608,6 @@ def _observe_train_fixed(train_fixed: Callable) -> dict:
     return {"runs": runs, "batch_bytes": [x.nbytes + y.nbytes for x, y in batches]}
 
 
-# op -> what the learner's line does, for messages
-_DOING = {
-    ".item()": "calls .item()",
-    "float()": "calls float() on a tensor",
-    "int()": "calls int() on a tensor",
-    "bool() (an `if` on a tensor)": "tests a tensor in an `if` (bool() of a tensor)",
-    "print()": "prints a tensor",
-    "f-string": "formats a tensor in an f-string (print(f'...{loss}'))",
-    ".tolist()": "calls .tolist()",
-    ".numpy()": "calls .numpy()",
-    ".cpu()": "calls .cpu()",
-    ".to('cpu')": "calls .to('cpu')",
-    "nonzero()": "calls nonzero()",
-    "boolean mask": "indexes with a boolean mask",
-}
-
-
 def _times(n: float) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n:g} times") if float(n).is_integer() else f"{n:.2g} times"
 
@@ -662,7 +652,7 @@ def _judge_train_fixed(observation: dict) -> None:
         total = _count(events, "read", op)
         per_step = (total - _count(short["events"], "read", op)) / (steps - short["steps"])
         fail(
-            f"your loop {_DOING.get(op, 'reads ' + op)} {_times(per_step)} per step: {total} reads for {steps} "
+            f"your loop {_doing(op)} {_times(per_step)} per step: {total} reads for {steps} "
             f"steps ({_shown(reads_inside[0])}). Each read makes the host wait for the device to finish everything "
             "queued (section 2)."
         )

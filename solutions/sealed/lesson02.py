@@ -117,3 +117,22 @@ def show_probes():
     print("The lines that wait fall in four groups: a Python number (.item(), float(), int(), an if), text "
           "(print, an f-string), host memory (.cpu(), .numpy(), .tolist()), and a size that depends on the data "
           "(nonzero, a boolean mask, unique); and a copy from pageable memory, non_blocking or not.")
+
+
+def _doing(op):
+    """What the learner's line does, by the op the counter reported (train_fixed's messages)."""
+    doing = {
+        ".item()": "calls .item()",
+        "float()": "calls float() on a tensor",
+        "int()": "calls int() on a tensor",
+        "bool() (an `if` on a tensor)": "tests a tensor in an `if` (bool() of a tensor)",
+        "print()": "prints a tensor",
+        "f-string": "formats a tensor in an f-string (print(f'...{loss}'))",
+        ".tolist()": "calls .tolist()",
+        ".numpy()": "calls .numpy()",
+        ".cpu()": "calls .cpu()",
+        ".to('cpu')": "calls .to('cpu')",
+        "nonzero()": "calls nonzero()",
+        "boolean mask": "indexes with a boolean mask",
+    }
+    return doing.get(op, "reads " + op)
