@@ -196,34 +196,17 @@ _QUIZ_SETUP = (
     "x_host = torch.randn(64, 64); x_pinned = x_host.pin_memory()"
 )
 
-# The idea each quiz line tests, in the words a failed check uses: a question, never which label, never the answer.
-_CONCEPTS = {
-    "number": "turning a device tensor into a Python number (.item(), float()): where must its value be, and when is "
-              "it ready?",
-    "text": "printing a tensor, or formatting it in an f-string: what does Python need to write its digits?",
-    "branch": "an `if` on a tensor: what does Python need to choose a branch?",
-    "size": "a result whose size depends on the data (a boolean mask, nonzero, unique): who allocates it, and what "
-            "must they know first?",
-    "to host": "copying a tensor to host memory (.cpu(), then .numpy()): when can the host use those values?",
-    "pageable": "a plain copy to the device from ordinary (pageable) host memory: what does PyTorch do before "
-                ".to(device) returns (section 2)?",
-    "pinned": "a copy from pinned host memory with non_blocking=True: what, if anything, must finish before the call "
-              "returns?",
-    "pageable async": "non_blocking=True on a copy from ordinary (pageable) host memory: what does CUDA say such a "
-                      "copy may do (section 2)?",
-    "compute": "a line that makes a new device tensor from device tensors (a matmul, relu, torch.where with a mask): "
-               "does Python need any of its values yet?",
-    "keep": "keeping a value on the device (loss.detach() in a list, adding into a device tensor): is anything read?",
-    "metadata": "a tensor's shape: where does the host keep it?",
-    "compare": "comparing a device tensor with a number and keeping the result: what is that result, and where does "
-               "it live?",
-}
+@course_only()
+@sealed(LESSON, "SYNC_ANSWERS")
+def _concepts() -> dict[str, str]:
+    """The idea each quiz line tests, in the words a failed check uses: a question, never which label, never the
+    answer. Each names the code it is about, so which lines it covers: sealed (grader.checks._sealed)."""
 
 
 @course_only()
 @sealed(LESSON, "SYNC_ANSWERS")
 def _concept_of() -> dict[str, str]:
-    """Each quiz label's idea (a key of _CONCEPTS). Which lines share an idea says which share an answer: sealed
+    """Each quiz label's idea (a key of _concepts()). Which lines share an idea says which share an answer: sealed
     (grader.checks._sealed)."""
 
 
@@ -323,7 +306,7 @@ def _quiz_mistakes(answers: dict) -> str | None:
         return None
     concept_of = _concept_of()
     missed = list(dict.fromkeys(concept_of[label] for label in wrong))
-    return ("think again about these ideas: " + "; ".join(_CONCEPTS[c] for c in missed))
+    return ("think again about these ideas: " + "; ".join(_concepts()[c] for c in missed))
 
 
 @course_only()
@@ -359,7 +342,7 @@ check_sync_answers = _Quiz(LESSON, "SYNC_ANSWERS", {label: "bool" for label in S
                                                            for k in SYNC_SNIPPETS),
                            # the answer key, and the counter that measures it: entered from a cell before the first
                            # guess, it measures the answer, and counts as asking for it
-                           watch=(_quiz_mistakes, _quiz_right, _concept_of, snippet_waits, snippet_reads, probe_rows,
+                           watch=(_quiz_mistakes, _quiz_right, _concepts, _concept_of, snippet_waits, snippet_reads, probe_rows,
                                   show_probes, _doing, SyncCounter.__enter__))
 
 

@@ -115,7 +115,8 @@ def show_probes():
     print(f"counter device: {rows[0]['device']} ({'pretend: tensors stay on the CPU' if rows[0]['pretend'] else 'real'}). "
           "x_host is ordinary host memory, x_pinned pinned host memory, x a tensor on the device.")
     print("The lines that wait fall in four groups: a Python number (.item(), float(), int(), an if), text "
-          "(print, an f-string), host memory (.cpu(), .numpy(), .tolist()), and a size that depends on the data "
+          "(print, an f-string), a device tensor's values in host memory (.cpu(), .tolist(); a host tensor's .numpy() "
+          "waits for nothing), and a size that depends on the data "
           "(nonzero, a boolean mask, unique); and a copy from pageable memory, non_blocking or not.")
 
 
@@ -136,3 +137,28 @@ def _doing(op):
         "boolean mask": "indexes with a boolean mask",
     }
     return doing.get(op, "reads " + op)
+
+
+def _concepts():
+    """The idea each quiz line tests, in the words a failed check uses: a question, never which label, never the answer."""
+    return {
+        "number": "turning a device tensor into a Python number (.item(), float()): where must its value be, and when is "
+                  "it ready?",
+        "text": "printing a tensor, or formatting it in an f-string: what does Python need to write its digits?",
+        "branch": "an `if` on a tensor: what does Python need to choose a branch?",
+        "size": "a result whose size depends on the data (a boolean mask, nonzero, unique): who allocates it, and what "
+                "must they know first?",
+        "to host": "copying a tensor to host memory (.cpu(), then .numpy()): when can the host use those values?",
+        "pageable": "a plain copy to the device from ordinary (pageable) host memory: what does PyTorch do before "
+                    ".to(device) returns (section 2)?",
+        "pinned": "a copy from pinned host memory with non_blocking=True: what, if anything, must finish before the call "
+                  "returns?",
+        "pageable async": "non_blocking=True on a copy from ordinary (pageable) host memory: what does CUDA say such a "
+                          "copy may do (section 2)?",
+        "compute": "a line that makes a new device tensor from device tensors (a matmul, relu, torch.where with a mask): "
+                   "does Python need any of its values yet?",
+        "keep": "keeping a value on the device (loss.detach() in a list, adding into a device tensor): is anything read?",
+        "metadata": "a tensor's shape: where does the host keep it?",
+        "compare": "comparing a device tensor with a number and keeping the result: what is that result, and where does "
+                   "it live?",
+    }
