@@ -284,12 +284,14 @@ def block_activation_model(shape: Shape, batch: int, seq: int, element_bytes: in
 # --- serving: weights and the KV cache ------------------------------------------------------
 
 
+@course_only("grader.memory.kv_cache_bytes")  # lesson 09's kv_cache_bytes check notices a cell that called it first
 @sealed("04_memory")
 def kv_cache_bytes(row: dict, batch: int, seq: int, element_bytes: int = 2) -> int:
     """Model: the KV cache of a data/models.csv shape, every layer attending to every token kept (sealed,
     grader.checks._sealed: lesson 09's kv_cache_bytes exercise is this and more)."""
 
 
+@course_only("grader.memory.inference_bytes")
 def inference_bytes(row: dict, batch: int, seq: int, weight_bytes: int = 2, kv_bytes: int = 2) -> dict[str, int]:
     """Model: what serving holds: the weights and the KV cache (nothing is saved for backward under no_grad).
 

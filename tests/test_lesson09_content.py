@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from grader import predictions, serving, specs
+from grader import predictions, serving, shortcuts, specs
 from grader.checks import lesson09
 
 LESSON = "09_serving"
@@ -327,6 +327,30 @@ def test_lesson_04s_kv_cache_model_copied_no_longer_passes():
     exec(_sealed.source("04_memory", "kv_cache_bytes").replace("def kv_cache_bytes(", "def lesson04(", 1), ns)
     with pytest.raises(Exception, match="window layers keep every position"):
         lesson09.check_kv_cache_bytes(lambda shape, context, batch, width: ns["lesson04"](shape, batch, context, width))
+
+
+def test_lesson_04s_kv_cache_model_called_from_a_cell_first_is_noticed():
+    """Copy test r13: the check's arguments recorded on a first run, answered with memory.kv_cache_bytes in a cell of
+    its own, and returned from a table passed with public names only. A call of lesson 04's model (or of
+    inference_bytes, which holds it) from a cell before the check passes is noticed; once it passes, the lesson's
+    later cells may call it."""
+    from grader import memory
+    from grader.checks._common import CheckFailed
+
+    from mutants.lesson09 import _kv
+
+    ns: dict = {}
+    exec(_kv(), ns)
+    for cell in ("memory.kv_cache_bytes(row, 1, 8)", "memory.inference_bytes(row, 1, 8)"):
+        shortcuts._fresh_kernel()  # a fresh kernel: the check has not passed yet (the tests share one process)
+        exec(compile(cell, "<cell>", "exec"), {"memory": memory, "row": _models()["LLaMA-7B"]})
+        with pytest.raises(CheckFailed, match=r"a cell of this kernel called grader\.memory\.\w+ before your "
+                                              r"kv_cache_bytes was checked"):
+            lesson09.check_kv_cache_bytes(ns["kv_cache_bytes"])
+    shortcuts._fresh_kernel()
+    lesson09.check_kv_cache_bytes(ns["kv_cache_bytes"])  # a fresh kernel, the same answer: it passes
+    exec(compile("memory.kv_cache_bytes(row, 1, 8)", "<cell>", "exec"), {"memory": memory, "row": _models()["LLaMA-7B"]})
+    lesson09.check_kv_cache_bytes(ns["kv_cache_bytes"])  # after it passed, a later cell's call changes nothing
 
 
 def _pooled_serve(card, cards, shape, context, weights, reserve, group=128, scale=2):
