@@ -6,7 +6,7 @@ weights from memory and not from a cache; `read_bandwidth` (bytes/s a matrix-vec
 matrix larger than that cache) and `matmul_rate` (FLOP/s of a batch-b matmul whose weight stays in cache).
 
 The exercises' answers are not here: the decode step's time, the knee of a step-time curve, the KV cache's
-bytes, the largest batch a set of cards serves and per-row int8 rounding live with the instructor
+bytes, the largest batch a set of cards serves and int8 rounding live with the instructor
 (solutions/judges/lesson09.py, never packaged), and the checks judge them by digests. What is here takes the
 learner's own functions (the figures, the will-it-serve widget, the int8 comparison, which runs the learner's
 quantize_int8 on the whole tensor as one row) or shows what no exercise asks (the H100's balance batch).

@@ -105,8 +105,8 @@ def _decode_step_seconds(fn) -> None:
     messages = {
         "per sequence": "your step takes longer with the batch even where reading sets the time: how many times does "
                         "one step bring a weight from memory? (sections 1 and 2)",
-        "added": "your step takes longer than its reading and its arithmetic would each take alone: go back to "
-                 "lesson 01's roofline",
+        "added": "your step adds the reading's time to the arithmetic's: does the chip finish one before it starts "
+                 "the other? (lesson 01's roofline)",
         "no cache": "your step does not change with kv_bytes: what does a step read? (section 3)",
         "one FLOP": "where the arithmetic sets the time, your step is shorter than that arithmetic takes: what does "
                     "one weight do for one sequence? (section 1)",

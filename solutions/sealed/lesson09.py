@@ -156,3 +156,51 @@ def _batch_said(context: dict) -> str:
 def model_knee_batch(chip, dtype: str = "bf16", bytes_per_weight: float = 2.0) -> float:
     """Model: the batch at which a decode step's weight arithmetic catches up with reading them, on `chip`."""
     return chip.peak(dtype) / chip.bandwidth * bytes_per_weight / 2
+
+
+def _judge_quantize(observation: dict) -> None:
+    """quantize_int8, judged by what any right answer does (section 6), with no answer held here."""
+    got = observation.get("got", None) if isinstance(observation, dict) else None
+    w = _weight_with_outlier()
+    out_f, in_f = w.shape
+    if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
+        fail("quantize_int8 should return two tensors, (q, scale); it returned something else.")
+    q, scale = got
+    if q.dtype != torch.int8 or tuple(q.shape) != (out_f, in_f):
+        fail(f"q should be an int8 tensor of the weight's shape {tuple(w.shape)}; it is {q.dtype} of "
+             f"{tuple(q.shape)}.")
+    if scale.numel() == 1:
+        fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row "
+             "(section 6: how few weights can share the outlier's scale?).")
+    if scale.numel() == in_f * out_f:
+        fail("your scales change from weight to weight along each row, the dimension an int8 matmul sums over, so "
+             "they cannot be applied after its integer sums; they also take more bytes than int8 saves (section 6).")
+    if scale.numel() == in_f and tuple(scale.shape) in ((in_f,), (1, in_f)):
+        fail("your scales run along the input columns, the dimension an int8 matmul sums over: a scale that changes "
+             "inside a sum cannot be applied after it (section 6).")
+    if scale.numel() != out_f or tuple(scale.shape) not in ((out_f,), (out_f, 1)) or scale.dtype != torch.float32:
+        fail(f"scale is {scale.dtype} of shape {tuple(scale.shape)}: float32, laid out so that an int8 matmul can "
+             "apply each scale after its integer sum and an outlier stretches as few other weights as it can "
+             "(section 6).")
+    s = scale.reshape(out_f).double()
+    if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
+        fail("a scale is zero, negative or not finite (on the all-zero row?); every row needs a finite, positive "
+             "scale, the all-zero one too (section 6).")
+    qi = q.long()
+    if int(qi.abs().max()) > 127:
+        fail("q holds -128: keep q in [-127, 127], symmetric around 0, so a value and its negative round alike.")
+    w64 = w.double()
+    amax = w64.abs().amax(1)
+    rows = amax > 0
+    err = (qi.double() * s[:, None] - w64).abs()
+    if bool((err > s[:, None] / 2 * (1 + 1e-5) + 1e-12).any()):
+        if bool(torch.allclose(s[rows], amax[rows] / 128, rtol=1e-5)):
+            fail("each row's largest weight comes back a whole level off: your levels stop short of it, and q is "
+                 "clamped there.")
+        if bool((qi.abs().double() <= (w64 / s[:, None]).abs() * (1 + 1e-5) + 1e-6).all()):
+            fail("some weights come back almost a whole level off, always nearer zero than they were (what does a cast "
+                 "to an integer do?).")
+        fail("some weights come back further than half a level (scale / 2) from what they were (section 6).")
+    if bool((qi[rows].abs().amax(1) != 127).any()):
+        fail("a row's largest weight lands short of ±127: its levels are further apart than they need be, and finer "
+             "ones would still hold every weight of that row (section 6).")

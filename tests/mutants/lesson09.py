@@ -89,7 +89,7 @@ MUTANTS = {
     "decode_step_seconds_check": [
         ("the weights read once per sequence", _step(memory="(n_params * bytes_per_param * batch + kv_bytes) / bandwidth"),
          r"how many times does one step bring a weight"),
-        ("the two times added", _step(combine="memory + compute"), r"longer than its reading and its arithmetic would each take alone"),
+        ("the two times added", _step(combine="memory + compute"), r"adds the reading's time to the arithmetic's"),
         ("the cache left out", _step(memory="n_params * bytes_per_param / bandwidth"), r"does not change with kv_bytes"),
         ("one FLOP per weight", _step(compute="n_params * batch / peak_flops"), r"shorter than that arithmetic takes"),
         ("memory only", _step(compute="0", combine="memory"), r"still does not grow with the batch"),
