@@ -75,6 +75,18 @@ def test_a_deliberate_reveal_is_recorded_and_costs_the_commitment(record, capsys
     assert table.loc["CROSSOVER_PREDICTION", "asked to reveal"] != "no"
 
 
+def test_reveal_after_the_first_guess_says_it_changes_nothing(record, capsys):
+    """Copy test r14: reveal() after a first guess printed 'revealed on purpose (recorded ...)' while the record, as
+    designed, stamped nothing (a first guess is kept): the line now says what happened."""
+    CHECK({"n": RIGHT, "why": "fixed cost paid back by faster arithmetic"})
+    capsys.readouterr()
+    CHECK.reveal()
+    said = capsys.readouterr().out
+    assert "revealed on purpose" not in said and "changes nothing" in said and "crossover" in said
+    found = predictions.entry(lesson01.LESSON, CHECK.name)
+    assert not found.get("revealed") and predictions.committed(found)
+
+
 @pytest.mark.parametrize("ask", ["model", "ceilings"])
 def test_asking_the_model_before_guessing_is_a_reveal(record, capsys, ask):
     """A copy test read the model off check.model() (and lesson 09's ceilings helper) before guessing, unrecorded."""

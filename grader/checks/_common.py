@@ -459,6 +459,10 @@ class Prediction(Check):
         """The deliberate reveal: prints the model's answer and records that it was asked for."""
         from grader import predictions
 
+        found = predictions.entry(self.lesson, self.name)
+        if found and found.get("first"):  # predictions.mark stamps no reveal once a first guess is recorded
+            print(f"{self.name}: your first guess is recorded, so seeing the model now changes nothing: {self.model()}")
+            return
         print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): "
               f"{self.model()}")
 
