@@ -15,6 +15,15 @@ from typing import Callable
 
 import torch
 
+from grader.shortcuts import course_only
+
+
+@course_only("grader.floats.Format (a made-up format's limits)")
+def _made_up_limits(fmt: "Format") -> None:
+    """Stands for reading the limits of a format the course does not name: from a cell, that is asking the package for
+    what lesson 03's ZERO_SHARE asks you to work out from the widths (copy test r14 read the (5, 6) format's smallest
+    subnormal off Format(...).smallest_subnormal), recorded as its reveal before a first guess."""
+
 
 @dataclass(frozen=True)
 class Format:
@@ -25,6 +34,10 @@ class Format:
     mantissa_bits: int
     dtype: torch.dtype | None  # the torch dtype, None for tf32 (a matmul mode, not a storage type)
     ieee_specials: bool = True  # all-ones exponent means inf/nan; False for e4m3fn (nan only, no inf)
+
+    def _limits_asked(self) -> None:
+        if (self.exponent_bits, self.mantissa_bits) not in _NAMED_WIDTHS:
+            _made_up_limits(self)
 
     @property
     def bits(self) -> int:
@@ -42,15 +55,18 @@ class Format:
 
     @property
     def smallest_normal(self) -> float:
+        self._limits_asked()
         return 2.0 ** (1 - self.bias)
 
     @property
     def smallest_subnormal(self) -> float:
+        self._limits_asked()
         return 2.0 ** (1 - self.bias - self.mantissa_bits)
 
     @property
     def max(self) -> float:
         """Largest finite value."""
+        self._limits_asked()
         if self.ieee_specials:
             top = 2**self.exponent_bits - 2
             return (2 - 2.0**-self.mantissa_bits) * 2.0 ** (top - self.bias)
@@ -69,6 +85,10 @@ if hasattr(torch, "float8_e4m3fn"):
     FP8["fp8 e4m3"] = Format("fp8 e4m3", 4, 3, torch.float8_e4m3fn, ieee_specials=False)
 if hasattr(torch, "float8_e5m2"):
     FP8["fp8 e5m2"] = Format("fp8 e5m2", 5, 2, torch.float8_e5m2)
+
+
+# the widths of the formats the course names (FORMATS, FP8): reading their limits is what section 1 shows
+_NAMED_WIDTHS = {(4, 3), (5, 2), *((f.exponent_bits, f.mantissa_bits) for f in FORMATS.values())}
 
 
 def fp8_dtypes() -> list[torch.dtype]:

@@ -428,3 +428,16 @@ def test_loss_scaler_with_accumulation_is_gradscaler_once_a_window():
         assert not any(applied for i, (applied, _) in enumerate(trace) if (i + 1) % n)  # no step inside a window
     text = _text()
     assert "accumulation_steps" in text and "self.accumulation_steps = accumulation_steps" in text
+
+
+def test_a_made_up_formats_limits_read_from_a_cell_before_the_guess_are_a_reveal():
+    """Copy test r14: Format("e5m6", 5, 6, None).smallest_subnormal, public and unnoticed, gave ZERO_SHARE's threshold
+    before the first guess. Reading a made-up format's limits from a cell is now ZERO_SHARE's reveal; the named formats'
+    limits (section 1's table) are not."""
+    from grader import predictions
+    from grader.floats import FORMATS, Format
+
+    FORMATS["tf32"].smallest_subnormal, FORMATS["fp16"].max  # section 1's table: named formats
+    assert not (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
+    exec(compile("Format('e5m6', 5, 6, None).smallest_subnormal", "<cell>", "exec"), {"Format": Format})
+    assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
