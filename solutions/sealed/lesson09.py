@@ -173,19 +173,19 @@ def _judge_quantize(observation: dict) -> None:
         fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row "
              "(section 6: how few weights can share the outlier's scale?).")
     if scale.numel() == in_f * out_f:
-        fail("your scales change from weight to weight along each row, the dimension an int8 matmul sums over, so "
-             "they cannot be applied after its integer sums; they also take more bytes than int8 saves (section 6).")
+        fail("you gave every weight a scale of its own: can an int8 matmul apply those after its integer sums, and "
+             "how many bytes do they take beside the int8 weights? (section 6)")
     if scale.numel() == in_f and tuple(scale.shape) in ((in_f,), (1, in_f)):
-        fail("your scales run along the input columns, the dimension an int8 matmul sums over: a scale that changes "
-             "inside a sum cannot be applied after it (section 6).")
+        fail("your scales change inside the sums an int8 matmul makes: which weights share one dot product, and can "
+             "a scale that changes within a sum be applied after it? (section 6)")
     if scale.numel() != out_f or tuple(scale.shape) not in ((out_f,), (out_f, 1)) or scale.dtype != torch.float32:
         fail(f"scale is {scale.dtype} of shape {tuple(scale.shape)}: float32, laid out so that an int8 matmul can "
              "apply each scale after its integer sum and an outlier stretches as few other weights as it can "
              "(section 6).")
     s = scale.reshape(out_f).double()
     if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
-        fail("a scale is zero, negative or not finite (on the all-zero row?); every row needs a finite, positive "
-             "scale, the all-zero one too (section 6).")
+        fail("a scale is zero, negative or not finite (where the weights are all zero?); section 6 asks for a finite, "
+             "positive scale there too.")
     qi = q.long()
     if int(qi.abs().max()) > 127:
         fail("q holds -128: keep q in [-127, 127], symmetric around 0, so a value and its negative round alike.")

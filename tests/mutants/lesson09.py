@@ -192,7 +192,7 @@ def max_batch_to_serve(card_bytes, cards, shape, context, weights, reserve_bytes
         ("rounding toward zero", _quant(rounding="torch.trunc"), r"always nearer zero than they were"),
         ("a scale per input column",
          _quant(amax="weight.abs().amax(dim=0).float()", scale_view="scale[None, :]"),
-         r"along the input columns, the dimension an int8 matmul sums over"),
+         r"your scales change inside the sums an int8 matmul makes"),
         ("the all-zero row divided by a zero scale",
          """
 import torch
