@@ -49,7 +49,7 @@ present-stop: $(STAMP)
 
 ## make test: the whole test suite (CPU only; no GPU needed)
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist loadgroup
+	$(BIN)/python -m pytest -n auto --dist loadgroup --durations=20
 
 ## make release: regenerate notebooks/ from solutions/ with nbgrader
 release: $(STAMP)
