@@ -15,14 +15,16 @@ from typing import Callable
 
 import torch
 
+from grader import shortcuts as _shortcuts
 from grader.shortcuts import course_only
 
 
 @course_only("grader.floats.Format (a made-up format's limits)")
 def _made_up_limits(fmt: "Format") -> None:
-    """Stands for reading the limits of a format the course does not name: from a cell, that is asking the package for
-    what lesson 03's ZERO_SHARE asks you to work out from the widths (copy test r14 read the (5, 6) format's smallest
-    subnormal off Format(...).smallest_subnormal), recorded as its reveal before a first guess."""
+    """Stands for reading the limits or the values of a format the course does not name: from a cell, that is asking
+    the package for what lesson 03's ZERO_SHARE asks you to work out from the widths (copy test r14 read the (5, 6)
+    format's smallest subnormal off Format(...).smallest_subnormal, r15 its values off value_of), recorded as its reveal
+    before a first guess."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,9 @@ class Format:
     ieee_specials: bool = True  # all-ones exponent means inf/nan; False for e4m3fn (nan only, no inf)
 
     def _limits_asked(self) -> None:
-        if (self.exponent_bits, self.mantissa_bits) not in _NAMED_WIDTHS:
+        # inside a check's watch (grader.shortcuts.guard) the check itself names a learner's function that asks: one
+        # mistake, one message, not a reveal of ZERO_SHARE besides
+        if (self.exponent_bits, self.mantissa_bits) not in _NAMED_WIDTHS and not _shortcuts._ACTIVE:
             _made_up_limits(self)
 
     @property
@@ -104,6 +108,7 @@ def fp8_fields(x: float, fmt: Format) -> tuple[int, int, int]:
 
 def value_of(sign: int, exponent: int, mantissa: int, fmt: Format) -> float:
     """The number that raw fields (sign, exponent, mantissa) store in `fmt`."""
+    fmt._limits_asked()  # a made-up format's values, from a cell: ZERO_SHARE's reveal (copy test r15)
     top = 2**fmt.exponent_bits - 1
     full = 2**fmt.mantissa_bits - 1
     if fmt.ieee_specials and exponent == top:
@@ -119,6 +124,7 @@ def value_of(sign: int, exponent: int, mantissa: int, fmt: Format) -> float:
 
 def kind_of(exponent: int, mantissa: int, fmt: Format) -> str:
     """'zero', 'subnormal', 'normal', 'inf' or 'nan' from raw fields."""
+    fmt._limits_asked()
     value = value_of(0, exponent, mantissa, fmt)
     if math.isnan(value):
         return "nan"

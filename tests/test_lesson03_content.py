@@ -441,3 +441,23 @@ def test_a_made_up_formats_limits_read_from_a_cell_before_the_guess_are_a_reveal
     assert not (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
     exec(compile("Format('e5m6', 5, 6, None).smallest_subnormal", "<cell>", "exec"), {"Format": Format})
     assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
+
+
+def test_a_made_up_formats_values_read_from_a_cell_before_the_guess_are_a_reveal():
+    """Copy test r15: floats.value_of over every field of a made-up (5, 6) Format gave its smallest nonzero number,
+    unnoticed. From a cell it is ZERO_SHARE's reveal; inside a check's watch (a learner's decode that calls it) the check
+    names the shortcut itself, and ZERO_SHARE is not stamped besides."""
+    from grader import predictions
+    from grader.checks._common import CheckFailed
+    from grader.floats import Format, value_of
+
+    def decode(x, fmt):  # a learner's decode that asks the package
+        return max(((s, e, m) for s in (0, 1) for e in range(32) for m in range(64)),
+                   key=lambda f: -abs(value_of(*f, Format("made up", 5, 6, None)) - x))
+
+    with pytest.raises(CheckFailed):
+        lesson03.check_decode(decode)
+    assert not (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
+    exec(compile("value_of(0, 0, 1, Format('e5m6', 5, 6, None))", "<cell>", "exec"),
+         {"Format": Format, "value_of": value_of})
+    assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
