@@ -399,8 +399,8 @@ def will_it_serve(models: Sequence[dict], chips: Sequence, max_batch_to_serve: C
 
 def int8_error_rows(quantize, weight):
     """Section 6's comparison: `quantize` (the learner's quantize_int8) on `weight` as it is and with its first row made
-    50x the rest, against the same function given the whole tensor as one row (one scale for the tensor). Per case, the
-    mean error of the weights given back over their mean size, on every row but the first."""
+    50x the rest, against the same function given the tensor reshaped to (1, out x in). Per case, the mean error of the
+    weights given back over their mean size, on every row but the first."""
     import torch
 
     def back(q, scale, shape):

@@ -170,7 +170,7 @@ def _judge_quantize(observation: dict) -> None:
         fail(f"q should be an int8 tensor of the weight's shape {tuple(w.shape)}; it is {q.dtype} of "
              f"{tuple(q.shape)}.")
     if scale.numel() == 1:
-        fail("you used one scale for the whole tensor, so the outlier row sets the levels of every other row "
+        fail("you used one scale for the whole tensor, so the outlier sets the levels of every other weight "
              "(section 6: how few weights can share the outlier's scale?).")
     if scale.numel() == in_f * out_f:
         fail("you gave every weight a scale of its own: can an int8 matmul apply those after its integer sums, and "
