@@ -258,6 +258,7 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
         self.installed = self._profile  # one bound method, to compare by identity at the end
         sys.setprofile(self.installed)
         threading.setprofile(self.installed)  # a thread the learner's code starts is watched too (a copy test hid in one)
+        self.by_course = module_code(sys._getframe(1), (_PACKAGE,))  # a check's watch, not one a cell opened
         _ACTIVE.append(self)
         return self.hits
 
@@ -270,6 +271,12 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
         if _ACTIVE and _ACTIVE[-1] is self:
             _ACTIVE.pop()
         return False
+
+
+def checking() -> bool:
+    """Whether a course check's watch is in force (guard's observe): one a cell opened itself does not count (copy test
+    r16 wrapped a read of grader.floats in `watching({})` to keep it from being recorded)."""
+    return any(getattr(w, "by_course", False) for w in _ACTIVE)
 
 
 _OWN = {watching.__enter__.__code__, watching.__exit__.__code__}  # where the watch itself sets the profile function

@@ -461,3 +461,14 @@ def test_a_made_up_formats_values_read_from_a_cell_before_the_guess_are_a_reveal
     exec(compile("value_of(0, 0, 1, Format('e5m6', 5, 6, None))", "<cell>", "exec"),
          {"Format": Format, "value_of": value_of})
     assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
+
+
+def test_a_watch_a_cell_opens_does_not_hide_a_made_up_formats_limits():
+    """Copy test r16: `with shortcuts.watching({}):` around Format(5, 6).smallest_subnormal kept the read unrecorded
+    (the marker was silent under any watch). Only a check's own watch silences it now."""
+    from grader import predictions, shortcuts
+    from grader.floats import Format
+
+    exec(compile("with watching({}):\n    Format('e5m6', 5, 6, None).smallest_subnormal\n", "<cell>", "exec"),
+         {"Format": Format, "watching": shortcuts.watching})
+    assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")

@@ -474,6 +474,13 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "    with warnings.catch_warnings():\n        warnings.simplefilter('ignore')\n"
          "        q = torch.quantize_per_channel(weight, scale, zero, 0, torch.qint8).int_repr()\n"
          "    return q, scale.float()\n", r"calls torch\.ao\.quantization's observers"),
+        # copy test r16: an observer's forward alone, its min_val / max_val read, never its _calculate_qparams
+        ("quantize_int8_check", "import torch\nfrom torch.ao.quantization import default_per_channel_weight_observer\n\n"
+         "def quantize_int8(weight):\n    obs = default_per_channel_weight_observer()\n    obs(weight)\n"
+         "    amax = torch.maximum(obs.max_val.abs(), obs.min_val.abs())\n"
+         "    scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax)).float()\n"
+         "    return torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8), scale\n",
+         r"torch\.ao\.quantization's observers \(their forward\)"),
         ("quantize_int8_check", "import torch\n\ndef quantize_int8(weight):\n"
          "    scale = (weight.abs().amax(1) / 127).clamp_min(1e-12).float()\n"
          "    q = torch.ops.aten.quantize_per_channel(weight, scale.double(), torch.zeros(len(scale), dtype=torch.long), "

@@ -401,5 +401,12 @@ for _name in ("quantize_per_channel", "quantize_per_tensor", "quantize_per_chann
     _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.quantized_decomposed.{_name}",
                                                     "quantized_decomposed"))
 
+# ... and an observer's forward alone: copy test r16 ran default_per_channel_weight_observer() over the weight and took
+# its per-row min_val / max_val, never asking _calculate_qparams
+for _cls in vars(torch.ao.quantization.observer).values():
+    if (isinstance(_cls, type) and issubclass(_cls, torch.ao.quantization.observer.ObserverBase)
+            and "forward" in vars(_cls)):
+        _TORCH_QUANTIZERS[_cls.forward] = "torch.ao.quantization's observers (their forward)"
+
 check_quantize_int8 = guard(Check("quantize_int8", _observe_quantize, _judge_quantize), "quantize_int8",
                             _TORCH_QUANTIZERS)
