@@ -155,6 +155,11 @@ def lab(tmp_path_factory, presenter_copy):
     settings = work / ".settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    # No autosave: a test whose page stayed open two minutes (a loaded machine) saved a blank lesson with its errors,
+    # and a later Run All on it read the stale errors below where it stopped (CI, 01_crossover at 1024x768).
+    docmanager = work / ".settings" / "@jupyterlab" / "docmanager-extension"
+    docmanager.mkdir(parents=True)
+    (docmanager / "plugin.jupyterlab-settings").write_text('{"autosave": false}')
     port = _free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(work / ".jupyter"), JUPYTER_RUNTIME_DIR=str(work / ".runtime"),
                JUPYTER_CONFIG_PATH=str(ROOT / "lab-config" / "learner"))  # the learner's config, as `make lab`
@@ -207,6 +212,7 @@ _WAIT_READY = """async () => {
 
 _RUN_ALL = """async () => {
   const app = window.jupyterapp;
+  await app.commands.execute('notebook:clear-all-cell-outputs');  // only this run's outputs are read after it
   await app.commands.execute('notebook:run-all-cells');
   return true;
 }"""
