@@ -46,12 +46,12 @@ from grader.checks._sealed import sealed
 from grader.shortcuts import course_only, module_code
 
 
-
 @sealed("02_transfers", "SYNC_ANSWERS")
 def _read_of(name: str, args: tuple, kwargs: dict, this: Any, inputs: list, on_device: Callable) -> tuple | None:
     """Whether the torch call `name` (on `this`, with `inputs`) reads from the device: (the op in the lesson's words,
     bytes read, whether the result is a new host tensor), or None. Lesson 02's quiz answers, so sealed
     (grader.checks._sealed)."""
+
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _SHORTCUTS = _shortcuts_module.__file__  # grader/shortcuts.py: a course_only wrapper's frame

@@ -304,9 +304,9 @@ def _quiz_mistakes(answers: dict) -> str | None:
     wrong = [label for label in SYNC_SNIPPETS if answers[label] != snippet_waits(label)]
     if not wrong:
         return None
-    concept_of = _concept_of()
+    concept_of, concepts = _concept_of(), _concepts()
     missed = list(dict.fromkeys(concept_of[label] for label in wrong))
-    return ("think again about these ideas: " + "; ".join(_concepts()[c] for c in missed))
+    return "think again about these ideas: " + "; ".join(concepts[c] for c in missed)
 
 
 @course_only()

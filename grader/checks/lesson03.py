@@ -25,8 +25,7 @@ import torch
 from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, record, require_callable, same
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.checks._keys import Keyed, outcomes
-from grader.floats import FORMATS, Format, fp8_fields
-from grader.floats import _made_up_limits
+from grader.floats import FORMATS, Format, _made_up_limits, fp8_fields
 from grader.floats import kind_of as floats_kind_of
 from grader.floats import value_of as floats_value_of
 from grader.notebook import CheckFailed, NotDone

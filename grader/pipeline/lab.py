@@ -6,7 +6,8 @@
     python -m grader lab --stop          # stop the course server of that folder (a closed terminal leaves it running)
 
 The server's own log goes to a file (my-work/.jupyter-server.log), so the last thing in
-the terminal is the URL; the tabs JupyterLab reopens are the folder's own (my-work/.jupyter-workspaces/). A learner's server reads lab-config/learner/ through
+the terminal is the URL; the tabs JupyterLab reopens are the folder's own
+(my-work/.jupyter-workspaces/). A learner's server reads lab-config/learner/ through
 JUPYTER_CONFIG_PATH (nbgrader's instructor UI off), a presenter's lab-config/presenter/,
 and every server culls the idle kernels of closed notebooks after CULL_IDLE_MINUTES.
 A server already running on the same folder (found through Jupyter's runtime files) is
