@@ -336,8 +336,11 @@ def aten_targets(name: str, label: str, namespace: str = "aten") -> dict:
     return {op._op: label for op in [packet] + [getattr(packet, o) for o in packet.overloads()]}
 
 
-def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = ()):
+def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = (), record: bool = False):
     """`check`, failing first when the learner's code it runs calls one of `targets` ({function or class: its name}).
+
+    `record`: keep `.passed` (as `earlier` does) for course code that shows what the check's answer is made of only
+    once the check has passed in this kernel (lesson 09's batch-1 reveal waits for decode_step_seconds).
 
     `earlier` names course_only functions whose answer a learner could take in a cell of its own before the check
     runs (a measurement that prints the answer): called from a cell of this kernel before the check first passed,
@@ -370,6 +373,6 @@ def guard(check, name: str, targets: dict, earlier: tuple[str, ...] = ()):
     guarded = Check(check.what, observe, judge, inputs=check.inputs, announce=check.announce)
     guarded.__doc__ = check.__doc__
     guarded.inner = check  # scripts/build_keys.py finds a keyed check under its guard
-    if earlier:  # a show cell that runs one of them waits for this (grader.notebook.needs): run before the check
-        guarded.passed = passed  # passed, it would have the check refuse an honest answer until a restart
+    if earlier or record:  # a show cell that runs one of `earlier` waits for this (grader.notebook.needs): run before
+        guarded.passed = passed  # the check passed, it would have the check refuse an honest answer until a restart
     return guarded

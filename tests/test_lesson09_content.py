@@ -234,6 +234,9 @@ def test_the_page_withholds_the_formulas():
         assert formula not in text, formula
     shown = text.index("BATCH_PREDICTION: dict")  # the batch is predicted before the step is modelled
     assert shown < text.index("def decode_step_seconds("), "BATCH_PREDICTION must come before decode_step_seconds"
+    # ...and both are measured after it (copy test r13 wrote the model from the batch-1 reveal)
+    for measured in ("lesson09.show_batch1(", "sweep = serving.time_steps("):
+        assert text.index("lesson09.check_decode_step_seconds(") < text.index(measured), measured
 
 
 def test_the_widget_and_figures_draw_with_the_reference_functions():
@@ -310,6 +313,36 @@ def test_the_batch_1_ceiling_here_is_the_slower_of_reading_and_arithmetic():
     reading = {**first, "here, batch 1": 10.0}
     points, said = check._score(reading, _record(reading, check.name, SLOW_ARITHMETIC))
     assert points < 2.0 and "arithmetic is slower still" in said
+
+
+def test_the_batch_1_reveal_waits_for_decode_step_seconds():
+    """Copy test r13 recorded a throwaway TOKENS_PER_SECOND_PREDICTION, read the batch-1 model off its reveal (the two
+    limits side by side, and which one sets the ceiling) and wrote decode_step_seconds from it. The reveal now waits
+    until decode_step_seconds has passed in this kernel: before, it shows nothing and records nothing."""
+    from grader.notebook import NotPassed
+
+    from mutants.lesson09 import _step
+
+    first = {"H100, 7B in bf16": 250.0, "here, batch 1": 20.0, "why": "a throwaway guess"}
+    _record(first, lesson09.check_tokens_per_second.name, MEASURED)
+    before = predictions.read()
+    for ask in (lambda: lesson09.batch1_ceilings(), lambda: lesson09.show_batch1([0.1, 0.1, 0.1])):
+        with pytest.raises(NotPassed, match="decode_step_seconds"):
+            ask()
+    assert predictions.read() == before
+    ns: dict = {}
+    exec(_step(combine="memory + compute"), ns)  # a wrong model opens nothing either
+    with pytest.raises(AssertionError):
+        lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    with pytest.raises(NotPassed):
+        lesson09.batch1_ceilings()
+    exec(_step(), ns)
+    lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    ceiling, reading, arithmetic = lesson09.batch1_ceilings()["here, batch 1"]
+    assert ceiling == min(reading, arithmetic) == MEASURED["bandwidth"] / MEASURED["weight_bytes"]
+    shortcuts._fresh_kernel()  # a restarted kernel has not passed it
+    with pytest.raises(NotPassed):
+        lesson09.batch1_ceilings()
 
 
 def test_lesson_04s_kv_cache_model_copied_no_longer_passes():

@@ -96,6 +96,12 @@ def test_asking_the_model_before_guessing_is_a_reveal(record, capsys, ask):
         assert "crossover" in CHECK.model()
         assert CHECK({"n": RIGHT, "why": "read it"}) == 0.0
     else:
+        from mutants.lesson09 import _step
+
+        ns: dict = {}
+        exec(_step(), ns)
+        lesson09.check_decode_step_seconds(ns["decode_step_seconds"])  # the ceilings wait for the model's exercise
+        capsys.readouterr()
         lesson09.batch1_ceilings()
         found = predictions.entry(lesson09.LESSON, lesson09.check_tokens_per_second.name)
         assert found and found.get("revealed") and not predictions.committed(found)

@@ -57,24 +57,43 @@ def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
     """The model TOKENS_PER_SECOND_PREDICTION is scored against, per key, fed with this run's record (sealed)."""
 
 
+def _after_the_model() -> None:
+    """The batch-1 ceiling's two limits, shown side by side, are decode_step_seconds's model at batch 1: copy test r13
+    recorded a throwaway guess, read them off the reveal and wrote exercise 3 from it. So they wait until
+    decode_step_seconds has passed in this kernel (the reveal cell comes after its check); before, nothing is shown
+    and nothing recorded. The prediction's own reveal (check_tokens_per_second.reveal()) gives its figures only."""
+    from grader.notebook import NotPassed
+
+    if not check_decode_step_seconds.passed:
+        raise NotPassed("decode_step_seconds")
+
+
 def batch1_ceilings() -> dict[str, tuple[float, float, float]]:
-    """For the cell that shows the answer, once your guess is recorded: per key, (the course's ceiling, the tokens/s
-    reading the weights allows, the tokens/s the arithmetic allows; 0: not known) at batch 1, from this run's record
-    and the datasheet. Asked for before a first guess is recorded, it counts as the deliberate reveal (recorded, as
-    check_tokens_per_second.reveal())."""
+    """For the cell that shows the answer, once your guess is recorded and decode_step_seconds has passed: per key,
+    (the course's ceiling, the tokens/s reading the weights allows, the tokens/s the arithmetic allows; 0: not known)
+    at batch 1, from this run's record and the datasheet. Asked for before a first guess is recorded, it counts as the
+    deliberate reveal (recorded, as check_tokens_per_second.reveal())."""
     from grader import predictions
 
+    _after_the_model()
     found = predictions.entry(LESSON, check_tokens_per_second.name)
     if not (found and found.get("first")):
         predictions.mark(LESSON, check_tokens_per_second.name, "revealed")
     return {key: (_ceiling(t, f), t, f) for key, (t, _, f) in _tps_targets(predictions.context(LESSON)).items()}
 
 
-@sealed(LESSON, "TOKENS_PER_SECOND_PREDICTION")
 def show_batch1(one: list[float]) -> None:
-    """Section 1's reveal, once your guess is recorded: the batch-1 step timed here (`one`, seconds per repeat) beside
-    the course's model, and what sets it. Here, not in the cell, and sealed: a copy test read the model's rule off the
-    cell's source before guessing. Called before a first guess, it is the deliberate reveal."""
+    """Section 3's measurement of section 1's prediction, once your guess is recorded and decode_step_seconds has
+    passed: the batch-1 step timed here (`one`, seconds per repeat) beside the course's model, and what sets it.
+    Called before a first guess, it is the deliberate reveal."""
+    _after_the_model()
+    _show_batch1(one)
+
+
+@sealed(LESSON, "TOKENS_PER_SECOND_PREDICTION")
+def _show_batch1(one: list[float]) -> None:
+    """show_batch1's table and words (sealed: a copy test read the model's rule off the cell's source before
+    guessing)."""
 
 
 @course_only()
@@ -133,12 +152,14 @@ def _public_decode_step(fn: Replay) -> None:
             fail(f"decode_step_seconds, case '{label}': {got!r} is not a time a step can take (positive and finite).")
 
 
-# The answer is not here: it is judged by digests (grader.checks._keys) made from the instructor's judge.
-check_decode_step_seconds = Keyed(
+# The answer is not here: it is judged by digests (grader.checks._keys) made from the instructor's judge. Its guard
+# watches nothing; it keeps the record (.passed) that section 1's reveal waits for (_after_the_model).
+check_decode_step_seconds = guard(Keyed(
     LESSON, "decode_step_seconds", "decode_step_seconds", list(_STEP_CASES.values()), public=_public_decode_step,
     floats=True,
     unknown="decode_step_seconds is not the time of one step, nor a mistake the course knows: each case is named for "
-            "the regime it is in. Go back to sections 1 to 3, and to lesson 01's roofline for the chip.")
+            "the regime it is in. Go back to sections 1 to 3, and to lesson 01's roofline for the chip."),
+    "decode_step_seconds", {}, record=True)
 
 
 # --- BATCH_PREDICTION -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
     return out
 
 
-def show_batch1(one: list[float]) -> None:
+def _show_batch1(one: list[float]) -> None:
     """Section 1's reveal, once your guess is recorded: the batch-1 step timed here (`one`, seconds per repeat) beside
     the course's model of the ceiling, and which of the two limits sets it. Here, not in the cell: a copy test read
     the model's rule off the cell's source before guessing. Called before a first guess, it is the deliberate reveal."""
