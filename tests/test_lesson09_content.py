@@ -230,7 +230,9 @@ def test_the_page_withholds_the_formulas():
                     "one multiply and one add", "2 bytes used for 2 FLOPs", "weight bytes over bandwidth",
                     "reading <= arithmetic", "scale per output row", "as fine as its largest weight",
                     "a scale per row", "reshape(-1, 1)", "Each card keeps", "waits for memory, not for arithmetic",
-                    "one operation, with its FLOPs"):
+                    "one operation, with its FLOPs",
+                    # the shared prefix: the page says what a position's keys and values depend on, not what follows
+                    "kept once", "once for the batch", "min(shared", "(seen - same)"):
         assert formula not in text, formula
     shown = text.index("BATCH_PREDICTION: dict")  # the batch is predicted before the step is modelled
     assert shown < text.index("def decode_step_seconds("), "BATCH_PREDICTION must come before decode_step_seconds"
@@ -358,8 +360,9 @@ def test_lesson_04s_kv_cache_model_copied_no_longer_passes():
     assert "head_dim" not in inspect.getsource(memory.kv_cache_bytes)  # sealed now: the package shows a stub
     ns: dict = {}
     exec(_sealed.source("04_memory", "kv_cache_bytes").replace("def kv_cache_bytes(", "def lesson04(", 1), ns)
-    with pytest.raises(Exception, match="window layers keep every position"):
-        lesson09.check_kv_cache_bytes(lambda shape, context, batch, width: ns["lesson04"](shape, batch, context, width))
+    with pytest.raises(Exception, match="not the bytes of the cache"):  # no windows, no shared prefix: two mistakes
+        lesson09.check_kv_cache_bytes(lambda shape, context, batch, width, shared=0:
+                                      ns["lesson04"](shape, batch, context, width))
 
 
 def test_lesson_04s_kv_cache_model_called_from_a_cell_first_is_noticed():

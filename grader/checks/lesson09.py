@@ -284,8 +284,13 @@ _SWA = {"model": "a test shape with some sliding-window layers", "n_layers": 8, 
         "n_kv_heads": 4, "window": 64, "window_layers": 6}
 _ALL_SWA = {"model": "a test shape windowed in every layer", "n_layers": 4, "d_model": 128, "n_heads": 4,
             "n_kv_heads": 2, "window": 32, "window_layers": 4}
+# (shape, context, batch, bytes_per_value[, shared]): the first four without a shared prefix (the default, 0), then the
+# same tokens at the start of every sequence, with full layers, with window layers that still see part of them, with
+# window layers that no longer do, and a batch of one (where sharing keeps nothing less).
 _KV_CASES = [(_GQA, 100, 3, 2), (_MHA, 7, 2, 4), (_GQA, 1, 1, 1),
-             (_SWA, 1000, 2, 2), (_SWA, 40, 3, 2), (_ALL_SWA, 100, 1, 1)]
+             (_SWA, 1000, 2, 2), (_SWA, 40, 3, 2), (_ALL_SWA, 100, 1, 1),
+             (_GQA, 100, 4, 2, 60), (_SWA, 120, 3, 2, 100), (_SWA, 1000, 2, 2, 100), (_ALL_SWA, 30, 5, 1, 25),
+             (_MHA, 7, 1, 4, 5)]
 
 
 # The answers of kv_cache_bytes and max_batch_to_serve are not here: each is judged by digests (grader.checks._keys),
@@ -293,8 +298,9 @@ _KV_CASES = [(_GQA, 100, 3, 2), (_MHA, 7, 2, 4), (_GQA, 1, 1, 1),
 
 
 def _kv_shown(args: tuple) -> str:
-    shape, context, batch, width = args
-    return f"kv_cache_bytes({shape['model']}, context={context}, batch={batch}, bytes_per_value={width})"
+    shape, context, batch, width = args[:4]
+    shared = f", shared={args[4]}" if len(args) > 4 else ""
+    return f"kv_cache_bytes({shape['model']}, context={context}, batch={batch}, bytes_per_value={width}{shared})"
 
 
 def _public_kv_cache_bytes(fn: Replay) -> None:
@@ -322,7 +328,7 @@ def _memory_models() -> dict:
 check_kv_cache_bytes = guard(Keyed(
     "09_serving", "kv_cache_bytes", "kv_cache_bytes", _KV_CASES, public=_public_kv_cache_bytes,
     unknown="kv_cache_bytes is not the bytes of the cache, nor a mistake the course knows (section 4: what will "
-            "attention still use?)."),
+            "attention still use, and how many copies of it does the batch need?)."),
     "kv_cache_bytes", _memory_models(), earlier=("grader.memory.kv_cache_bytes", "grader.memory.inference_bytes"))
 
 

@@ -12,8 +12,8 @@ import math
 import random
 
 from grader.checks._common import call, fail
-from grader.checks.lesson09 import (_GB, _KNEE_CURVES, _KNEE_FAR, _KV_CASES, _STEP_CASES, _ratio_off, _serve_cases,
-                                    _without_far_point)
+from grader.checks.lesson09 import (_GB, _KNEE_CURVES, _KNEE_FAR, _KV_CASES, _STEP_CASES, _kv_shown, _ratio_off,
+                                    _serve_cases, _without_far_point)
 
 _WEIGHT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4": 0.5}  # bytes per weight before scales
 
@@ -30,23 +30,43 @@ def _head_dim(shape: dict) -> int:
     return int(shape["d_model"]) // int(shape["n_heads"])
 
 
-def _positions(shape: dict, context: int, window_all: bool = False, window_always: bool = False,
-               window_none: bool = False) -> int:
-    """Positions kept, summed over the layers: a sliding-window layer keeps no more than its window.
-    The flags make the mistakes: every layer windowed, a window kept even past the context, the window ignored."""
+def _layer_positions(context: int, window: int, batch: int, shared: int, window_always: bool = False,
+                     mistake: str = "") -> int:
+    """Positions one layer keeps for the whole batch: the last `window` of each sequence's context; of those, the ones
+    in the first `shared` tokens are the same in every sequence (a position's keys and values come from the tokens up
+    to it), so they are kept once. The flags make the mistakes."""
+    seen = window if window_always else min(context, window)
+    once = max(0, min(shared, context) - (context - seen))  # the shared tokens still in the window
+    if mistake == "unshared":
+        return batch * seen
+    if mistake == "twice":
+        return once + batch * seen
+    if mistake == "prefix whole":  # the shared tokens kept in every layer, however far back the window reaches
+        whole = min(shared, context)
+        return whole + batch * max(0, seen - whole)
+    return once + batch * (seen - once)
+
+
+def _positions(shape: dict, context: int, batch: int = 1, shared: int = 0, window_all: bool = False,
+               window_always: bool = False, window_none: bool = False, sharing: str = "") -> int:
+    """Positions kept, summed over the layers and the batch: a sliding-window layer keeps no more than its window.
+    The flags make the mistakes: every layer windowed, a window kept even past the context, the window ignored, and
+    (`sharing`) the shared tokens kept per sequence, twice, or whole in window layers."""
     layers, windowed = int(shape["n_layers"]), int(shape.get("window_layers") or 0)
     if window_none or not windowed:
-        return layers * context
-    if window_all:
+        windowed = 0
+    elif window_all:
         windowed = layers
-    window = int(shape["window"])
-    return (layers - windowed) * context + windowed * (window if window_always else min(context, window))
+    window = int(shape["window"]) if windowed else context
+    return ((layers - windowed) * _layer_positions(context, context, batch, shared, mistake=sharing)
+            + windowed * _layer_positions(context, window, batch, shared, window_always, sharing))
 
 
-def _cache_bytes(shape: dict, context: int, batch: int, bytes_per_value: float, **mistake: bool) -> int:
-    """Model: K and V of every layer, KV head and position it keeps, for `batch` sequences of `context` tokens."""
+def _cache_bytes(shape: dict, context: int, batch: int, bytes_per_value: float, shared: int = 0, **mistake) -> int:
+    """Model: K and V of every layer, KV head and position it keeps, for `batch` sequences of `context` tokens whose
+    first `shared` tokens are the same."""
     kv_heads = int(shape.get("n_kv_heads") or shape["n_heads"])
-    return int(2 * kv_heads * _head_dim(shape) * _positions(shape, context, **mistake) * batch * bytes_per_value)
+    return int(2 * kv_heads * _head_dim(shape) * _positions(shape, context, batch, shared, **mistake) * bytes_per_value)
 
 
 def _embedding_params(shape: dict) -> int:
@@ -201,11 +221,12 @@ def _knee_batch(fn) -> None:
 
 
 def _kv_cache_bytes(fn) -> None:
-    """kv_cache_bytes: K and V for every layer, KV head and position of every sequence."""
+    """kv_cache_bytes: K and V for every layer, KV head and position attention will read again, each kept once."""
     for args in _KV_CASES:
-        shape, context, batch, width = args
+        shape, context, batch, width = args[:4]
+        shared = args[4] if len(args) > 4 else 0
         got = call(fn, *args)
-        shown = f"kv_cache_bytes({shape['model']}, context={context}, batch={batch}, bytes_per_value={width})"
+        shown = _kv_shown(args)
         if not isinstance(got, int) or isinstance(got, bool):
             fail(f"{shown} returned {got!r} ({type(got).__name__}); return a whole number of bytes (an int).")
         want = _cache_bytes(*args)
@@ -217,12 +238,21 @@ def _kv_cache_bytes(fn) -> None:
             fail(f"{shown}: you kept one of K and V (section 4).")
         if n_heads != kv and got * kv == want * n_heads:
             fail(f"{shown}: your cache grows with the query heads (section 4, grouped-query attention).")
-        if got * layers == want:
+        if not shared and got * layers == want:
             fail(f"{shown}: you counted one layer's cache (section 4).")
         if got == want * n_heads:
             fail(f"{shown}: your heads are each as wide as the whole model (section 4).")
-        if got * batch == want and batch > 1:
+        if not shared and got * batch == want and batch > 1:
             fail(f"{shown}: your cache does not grow with the batch.")
+        if shared and batch > 1:
+            if got == _cache_bytes(*args, sharing="unshared"):
+                fail(f"{shown}: your cache holds the shared tokens' keys and values once per sequence: is anything in "
+                     "them different from one sequence to the next? (section 4)")
+            if got == _cache_bytes(*args, sharing="twice"):
+                fail(f"{shown}: your cache keeps the shared tokens once for the batch and again in every sequence.")
+            if shape.get("window_layers") and got == _cache_bytes(*args, sharing="prefix whole"):
+                fail(f"{shown}: your window layers keep shared tokens that are further back than they will look "
+                     "again.")
         if shape.get("window_layers"):
             if got == _cache_bytes(*args, window_none=True):
                 fail(f"{shown}: your window layers keep every position of the context, further back than they will "
@@ -233,7 +263,8 @@ def _kv_cache_bytes(fn) -> None:
             if got == _cache_bytes(*args, window_always=True):
                 fail(f"{shown}: at a context shorter than the window, your window layers keep more positions than "
                      "there are tokens.")
-        fail(f"{shown}: not the bytes of the cache (section 4: what will attention still use?).")
+        fail(f"{shown}: not the bytes of the cache (section 4: what will attention still use, and how many copies of "
+             "it does the batch need?).")
 
 
 # --- max_batch_to_serve ------------------------------------------------------------------------------

@@ -24,17 +24,25 @@ def _step(memory="(n_params * bytes_per_param + kv_bytes) / bandwidth", compute=
 
 
 _KV = """
-def kv_cache_bytes(shape, context, batch, bytes_per_value):
+def kv_cache_bytes(shape, context, batch, bytes_per_value, shared=0):
     head_dim = {head_dim}
     windowed = shape.get("window_layers") or 0
-    kept = {kept}
-    return int({k_and_v} * {heads} * head_dim * kept * batch * bytes_per_value)
+
+    def layer(looks_back):
+        seen = {seen}
+        same = {same}
+        return {kept}
+
+    total = {total}
+    return int({k_and_v} * {heads} * head_dim * total * bytes_per_value)
 """
-_KEPT = "(shape['n_layers'] - windowed) * context + windowed * min(context, shape.get('window', 0))"
+_TOTAL = "(shape['n_layers'] - windowed) * layer(context) + windowed * layer(shape.get('window', context))"
 
 
-def _kv(head_dim="shape['d_model'] // shape['n_heads']", k_and_v="2", kept=_KEPT, heads="shape['n_kv_heads']") -> str:
-    return _KV.format(head_dim=head_dim, k_and_v=k_and_v, kept=kept, heads=heads)
+def _kv(head_dim="shape['d_model'] // shape['n_heads']", k_and_v="2", total=_TOTAL, heads="shape['n_kv_heads']",
+        seen="min(context, looks_back)", same="max(0, min(shared, context) - (context - seen))",
+        kept="same + batch * (seen - same)") -> str:
+    return _KV.format(head_dim=head_dim, k_and_v=k_and_v, total=total, heads=heads, seen=seen, same=same, kept=kept)
 
 
 _SERVE = """
@@ -152,15 +160,22 @@ def knee_batch(batches, step_seconds):
     "kv_cache_bytes_check": [
         ("K or V missing", _kv(k_and_v="1"), r"one of K and V"),
         ("query heads instead of KV heads", _kv(heads="shape['n_heads']"), r"grows with the query heads"),
-        ("one layer only", _kv(kept="context"), r"counted one layer"),
+        ("one layer only", _kv(total="layer(context)"), r"counted one layer"),
         ("head_dim taken as d_model", _kv(head_dim="shape['d_model']"), r"as wide as the whole model"),
-        ("the window ignored (lesson 04's formula, as grader.memory has it)", _kv(kept="shape['n_layers'] * context"),
-         r"window layers keep every position of the context"),
-        ("every layer windowed", _kv(kept="shape['n_layers'] * (min(context, shape['window']) if windowed else context)"),
+        ("the window ignored (lesson 04's formula, as grader.memory has it)",
+         _kv(total="shape['n_layers'] * layer(context)"), r"window layers keep every position of the context"),
+        ("every layer windowed",
+         _kv(total="shape['n_layers'] * (layer(shape['window']) if windowed else layer(context))"),
          r"treats every layer as a window layer"),
-        ("a window layer keeps its whole window, however short the context",
-         _kv(kept="(shape['n_layers'] - windowed) * context + windowed * shape.get('window', 0)"),
+        ("a window layer keeps its whole window, however short the context", _kv(seen="looks_back"),
          r"more positions than there are tokens"),
+        ("the shared tokens kept per sequence (the cache without sharing)", _kv(kept="batch * seen"),
+         r"once per sequence: is anything in them different"),
+        ("the shared tokens kept once and again per sequence", _kv(kept="same + batch * seen"),
+         r"once for the batch and again in every sequence"),
+        ("window layers keep the whole shared prefix",
+         _kv(same="min(shared, context)", kept="same + batch * max(0, seen - same)"),
+         r"keep shared tokens that are further back than they will look again"),
     ],
     "max_batch_to_serve_check": [
         ("the cache of one token per sequence", _serve(tokens="1"), r"keeps the cache of one token"),
