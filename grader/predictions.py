@@ -312,8 +312,11 @@ def table(lesson: str, measured: dict[str, str], data: dict | None = None):
     for name, what in measured.items():
         found = entry(lesson, name, data) or {}
         check = PREDICTIONS.get((lesson, name))
+        waiting = _waiting_for(check)
         if check is None or check._model is None:
             model = "—"
+        elif waiting:
+            model = f"shown once `{waiting}` has passed"
         elif found.get("first") or found.get("revealed"):
             context = found.get("context") if isinstance(found.get("context"), dict) else {}
             model = check._model(context)
@@ -330,6 +333,18 @@ def table(lesson: str, measured: dict[str, str], data: dict | None = None):
             "asked to reveal": found.get("revealed") or "no",
         })
     return _full_text_frame()(rows).set_index("prediction")
+
+
+def _waiting_for(check) -> str:
+    """The exercise a prediction's answer waits for (Prediction's `waits`), or "" when it may be shown."""
+    from grader.notebook import NotPassed
+
+    try:
+        if check is not None and check.waits is not None:
+            check.waits()
+    except NotPassed as waiting:
+        return waiting.name
+    return ""
 
 
 def _when(at: Any) -> str:

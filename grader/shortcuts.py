@@ -233,6 +233,7 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
             self.labels.update({code: label for code in codes})
             self.builtins.update({id(f): (f, label) for f in builtins})  # the object kept: its id stays its own
         self.hits: list[str] = []
+        self.compiled = _compiled_entries()
 
     def _profile(self, frame, event, arg):
         label = None
@@ -240,6 +241,8 @@ class watching:  # noqa: N801  used as `with watching(targets) as hits:`
             label = self.labels.get(frame.f_code)
             if label is not None and frame.f_back is not None and frame.f_back.f_code in _OWN:
                 label = None  # a watching starting or ending (threading.setprofile)
+            if label is None and frame.f_code in self.compiled:
+                label = _compiled_call(frame, self.compiled[frame.f_code])
         elif event == "c_call" and self.builtins and frame.f_code not in _OWN:
             for _ in range(8):  # a functools.partial of a C function is reported as the partial: look inside it
                 found = self.builtins.get(id(arg))
@@ -280,6 +283,39 @@ def checking() -> bool:
 
 
 _OWN = {watching.__enter__.__code__, watching.__exit__.__code__}  # where the watch itself sets the profile function
+_TORCHSCRIPT = "TorchScript (it turns off the check's watch)"
+
+
+def _compiled_entries() -> dict:
+    """Where a call into TorchScript shows itself to a profile function (copy test r17 scripted one of torch's observers
+    and the check saw nothing: compiled code runs in C++, out of any watch's sight). A scripted function's call makes no
+    Python frame but one, torch.compiler.is_exporting, called straight from the caller; a scripted module's goes
+    through nn.Module._call_impl with the module as `self`. {} until torch is imported."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    found = {}
+    exporting = getattr(getattr(torch, "compiler", None), "is_exporting", None)
+    if getattr(exporting, "__code__", None) is not None:
+        found[exporting.__code__] = "function"
+    call_impl = getattr(torch.nn.Module, "_call_impl", None)
+    if getattr(call_impl, "__code__", None) is not None:
+        found[call_impl.__code__] = "module"
+    return found
+
+
+def _compiled_call(frame, kind: str) -> str | None:
+    """_TORCHSCRIPT when this call event is a call into TorchScript (see _compiled_entries), else None. A scripted
+    function counts when the learner's own code calls it (installed libraries ask is_exporting for reasons of theirs)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if kind == "module":
+        return _TORCHSCRIPT if isinstance(frame.f_locals.get("self"), torch.jit.ScriptModule) else None
+    caller = frame.f_back
+    if caller is None or caller.f_code.co_filename.startswith((_PACKAGE, sys.prefix, sys.base_prefix)):
+        return None
+    return _TORCHSCRIPT
 _UNWATCHED = "(it turns off the check's watch)"
 # Every watching notes a learner's code switching the watch off (a copy test called sys.setprofile(None) in decode)
 _UNWATCHING = {sys.setprofile: f"sys.setprofile {_UNWATCHED}", threading.setprofile: f"threading.setprofile {_UNWATCHED}"}

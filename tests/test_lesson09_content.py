@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import statistics
 
@@ -347,6 +348,38 @@ def test_the_batch_1_reveal_waits_for_decode_step_seconds():
         lesson09.batch1_ceilings()
 
 
+@pytest.mark.parametrize("check", ["check_tokens_per_second", "check_batch_prediction"])
+def test_both_predictions_answers_wait_for_decode_step_seconds(check, capsys):
+    """Copy test r17: after throwaway guesses, the two deliberate reveals, the sweep's model line and the end table's
+    model column gave 249 tokens/s, 15.5 tokens/s and 7.7x, enough with the page's inputs to rebuild decode_step_seconds
+    by trying formulas. Until its check passes in this kernel, each says what it waits for and shows no figure."""
+    from grader.notebook import NotPassed, skip_if_not_done
+
+    from mutants.lesson09 import _step
+
+    check = getattr(lesson09, check)
+    guess = {key: 5.0 for key in check.keys if key != "why"} | {"why": "a throwaway guess"}
+    _record(guess, check.name, MEASURED)
+    before = predictions.read()
+    capsys.readouterr()
+    check.reveal()
+    said = capsys.readouterr().out
+    assert "shown once `decode_step_seconds` has passed" in said and not re.search(r"\d", said.split(":", 1)[1])
+    with pytest.raises(NotPassed):
+        check.model()
+    with skip_if_not_done(), check.revealed() as shown:  # the reveal cell skips with one line
+        raise AssertionError("the reveal cell ran")
+    assert "⏭ skipped" in capsys.readouterr().out
+    table = predictions.table(LESSON, {check.name: ""})
+    assert table.loc[check.name, "the course's model"] == "shown once `decode_step_seconds` has passed"
+    assert predictions.read() == before
+    ns: dict = {}
+    exec(_step(), ns)
+    lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    assert re.search(r"\d", check.model())
+    assert "shown once" not in predictions.table(LESSON, {check.name: ""}).loc[check.name, "the course's model"]
+
+
 def test_lesson_04s_kv_cache_model_copied_no_longer_passes():
     """A copy test pasted grader.memory.kv_cache_bytes's source (lesson 04's model, every layer attending to the whole
     context), arguments reordered, and passed: the cases now hold sliding-window layers, which it does not cover. And
@@ -414,3 +447,38 @@ def test_the_figures_read_each_cards_part_off_the_learners_function():
         weights, sequence = serving.per_card_room(ns["max_batch_to_serve"], 80e9, cards, llama, 4096, "int8")
         assert math.isclose(weights, judges._weights_bytes(llama, "int8") / cards, rel_tol=1e-6)
         assert math.isclose(sequence, judges._per_card_sequence(llama, 4096, cards), rel_tol=1e-6)
+
+
+def _rows_amax(x: torch.Tensor) -> torch.Tensor:
+    return x.abs().amax(1)
+
+
+def test_a_quantizer_hidden_in_torchscript_is_noticed():
+    """Copy test r17 compiled torch's per-channel observer with torch.jit.script and passed quantize_int8 unnoticed:
+    compiled code runs where the check's watch cannot see. A call into TorchScript from the learner's code (a scripted
+    module, or a scripted function) is now named as turning the watch off, in every guarded check."""
+    import warnings
+
+    from grader.notebook import CheckFailed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated in 2.13: this test builds one on purpose
+        observer = torch.jit.script(torch.ao.quantization.observer.PerChannelMinMaxObserver(
+            ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_symmetric))
+        scripted = torch.jit.script(_rows_amax)
+
+    def finish(weight, amax):
+        scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax)).float()
+        return torch.clamp(torch.round(weight / scale[:, None]), -127, 127).to(torch.int8), scale
+
+    def by_observer(weight):
+        observer(weight)
+        return finish(weight, torch.maximum(observer.min_val.abs(), observer.max_val.abs()))
+
+    def by_function(weight):
+        return finish(weight, scripted(weight))
+
+    for quantize in (by_observer, by_function):
+        with pytest.raises(CheckFailed, match="calls TorchScript, which turns off the check's watch"):
+            lesson09.check_quantize_int8(quantize)
+    lesson09.check_quantize_int8(lambda weight: finish(weight, _rows_amax(weight)))  # the same, in Python: it passes

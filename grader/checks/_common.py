@@ -286,13 +286,17 @@ class Prediction(Check):
 
     def __init__(self, lesson: str, name: str, keys: dict, points: float, band: Callable, mistakes: Callable | None = None,
                  model: Callable | None = None, share: float = 0.5, watch: tuple[Callable, ...] = (),
-                 needs: tuple[str, ...] = ()):
+                 needs: tuple[str, ...] = (), waits: Callable | None = None):
         from grader.shortcuts import course_only
 
         super().__init__(name, self._observe, self._judge)
         self.lesson, self.name, self.points, self.share = lesson, name, float(points), share
         PREDICTIONS[(lesson, name)] = self
         self.needs = tuple(needs)  # what this run must have measured (note_measured) before a first guess is taken
+        # Raises grader.notebook.NotPassed while the answer may not be shown, whatever the record says: lesson 09's
+        # predictions are decode_step_seconds's model, so their answers wait for that check (copy test r17 rebuilt the
+        # function from the two reveals' figures)
+        self.waits = waits
         self.keys = {**keys, "why": "reason"}
 
         def counted(fn: Callable | None, role: str) -> Callable | None:
@@ -449,16 +453,29 @@ class Prediction(Check):
                   "the model this prediction is scored against, so it counts as asking for the answer: recorded as "
                   "a reveal, and a guess after it earns no commitment credit.")
 
+    def _wait(self) -> None:
+        if self.waits is not None:
+            self.waits()
+
     def revealed(self, shown: str = ""):
-        """`with check.revealed():` around the cell that shows the answer: skips with one line until recorded."""
+        """`with check.revealed():` around the cell that shows the answer: skips with one line until recorded (and,
+        with `waits`, until what it waits for has passed: NotPassed, which skip_if_not_done shows as one line)."""
         from grader import predictions
 
+        self._wait()
         return predictions.revealed(self.lesson, self.name, shown)
 
     def reveal(self) -> None:
         """The deliberate reveal: prints the model's answer and records that it was asked for."""
         from grader import predictions
+        from grader.notebook import NotPassed
 
+        try:
+            self._wait()
+        except NotPassed as waiting:
+            print(f"{self.name}: its answer is shown once `{waiting.name}` has passed in this kernel; nothing is "
+                  "recorded.")
+            return
         found = predictions.entry(self.lesson, self.name)
         if found and found.get("first"):  # predictions.mark stamps no reveal once a first guess is recorded
             print(f"{self.name}: your first guess is recorded, so seeing the model now changes nothing: {self.model()}")
@@ -470,6 +487,7 @@ class Prediction(Check):
         """What the model says, in words: asking for it counts as the deliberate reveal, and is recorded as one."""
         from grader import predictions
 
+        self._wait()
         predictions.mark(self.lesson, self.name, "revealed")
         if self._model is None:
             return "run the cell that shows it"

@@ -58,10 +58,11 @@ def _tps_targets(context: dict) -> dict[str, tuple[float, float, float]]:
 
 
 def _after_the_model() -> None:
-    """The batch-1 ceiling's two limits, shown side by side, are decode_step_seconds's model at batch 1: copy test r13
-    recorded a throwaway guess, read them off the reveal and wrote exercise 3 from it. So they wait until
-    decode_step_seconds has passed in this kernel (the reveal cell comes after its check); before, nothing is shown
-    and nothing recorded. The prediction's own reveal (check_tokens_per_second.reveal()) gives its figures only."""
+    """Both predictions' answers are decode_step_seconds's model (at batch 1, and at 16 over 1): copy test r13 recorded
+    a throwaway guess, read the batch-1 ceiling's two limits off its reveal and wrote exercise 3 from them; r17 did it
+    from the two answers' figures alone. So the reveal cells, the deliberate reveals, the models' words and the end
+    table's model column wait until decode_step_seconds has passed in this kernel (its check comes before them);
+    before, nothing is shown and nothing recorded."""
     from grader.notebook import NotPassed
 
     if not check_decode_step_seconds.passed:
@@ -128,7 +129,8 @@ def _tps_said(context: dict) -> str:
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
                                      points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said,
-                                     watch=(_tps_mistake, _tps_targets, _ceiling), needs=_MEASURED_FIRST)
+                                     watch=(_tps_mistake, _tps_targets, _ceiling), needs=_MEASURED_FIRST,
+                                     waits=_after_the_model)
 
 
 # --- decode_step_seconds ----------------------------------------------------------------------------
@@ -194,7 +196,7 @@ def _batch_said(context: dict) -> str:
 check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "number"}, points=2, band=_batch_band,
                                     mistakes=lambda answer, context: _batch_mistake(answer[_BATCH_KEY]),
                                     model=_batch_said, watch=(_batch_mistake, _batch_model, serving.model_knee_batch),
-                                    needs=_MEASURED_FIRST)
+                                    needs=_MEASURED_FIRST, waits=_after_the_model)
 
 
 # --- knee_batch -----------------------------------------------------------------------------------
@@ -376,7 +378,7 @@ check_max_batch_to_serve = Keyed(
 # --- quantize_int8 --------------------------------------------------------------------------------
 
 def _weight_with_outlier() -> torch.Tensor:
-    """An (8, 16) weight: one output row 40x the others (an outlier channel), one row all zero."""
+    """The check's (8, 16) weight: some weights 40x the rest, and some all zero."""
     g = torch.Generator().manual_seed(9)
     w = torch.randn(8, 16, generator=g)
     w[3] *= 40
@@ -387,7 +389,7 @@ def _weight_with_outlier() -> torch.Tensor:
 def _observe_quantize(fn) -> dict:
     require_callable(fn, "quantize_int8")
     w = _weight_with_outlier()
-    got = call(fn, w.clone(), label="quantize_int8(an (8, 16) weight with an outlier row and a zero row)")
+    got = call(fn, w.clone(), label="quantize_int8(an (8, 16) weight with outliers and a row of zeros)")
     return {"got": got}
 
 
@@ -397,9 +399,10 @@ def _judge_quantize(observation: dict) -> None:
     scales it accepts is what the exercise asks you to work out, so sealed (grader.checks._sealed)."""
 
 
-# torch's own quantizers answer the exercise (a copy test passed with PerChannelMinMaxObserver and
-# torch.quantize_per_channel): every observer computes its scales in _calculate_qparams, and the quantize functions
-# are C functions the profiler reports by identity, through torch.ops.aten as well.
+# torch's own quantizers answer the exercise (a copy test passed with one of torch's observers and its quantize
+# function): every observer computes its scales in _calculate_qparams, and the quantize functions are C functions the
+# profiler reports by identity, through torch.ops.aten as well. Every layout torch has is listed, so that the list says
+# nothing of which one is right.
 _TORCH_QUANTIZERS = {
     torch.ao.quantization.observer.UniformQuantizationObserverBase._calculate_qparams:
         "torch.ao.quantization's observers (their _calculate_qparams)",
@@ -409,8 +412,8 @@ for _name in ("quantize_per_channel", "quantize_per_tensor", "fake_quantize_per_
               "fake_quantize_per_tensor_affine", "fused_moving_avg_obs_fake_quant"):
     _TORCH_QUANTIZERS[getattr(torch, _name)] = f"torch.{_name}"
     _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.aten.{_name}"))
-# ... and the helpers a copy test found beside them: torch.ao's qparams helper (a symmetric int8 scale per channel),
-# and the quantized_decomposed ops, registered once torch.ao.quantization.fx._decomposed is imported (as here).
+# ... and the helpers a copy test found beside them: torch.ao's qparams helper, and the quantized_decomposed ops,
+# registered once torch.ao.quantization.fx._decomposed is imported (as here).
 import torch.ao.quantization.fx._decomposed  # noqa: E402,F401  registers torch.ops.quantized_decomposed
 import torch.ao.quantization.utils  # noqa: E402
 
@@ -428,8 +431,8 @@ for _name in ("quantize_per_channel", "quantize_per_tensor", "quantize_per_chann
     _TORCH_QUANTIZERS.update(shortcuts.aten_targets(_name, f"torch.ops.quantized_decomposed.{_name}",
                                                     "quantized_decomposed"))
 
-# ... and an observer's forward alone: copy test r16 ran default_per_channel_weight_observer() over the weight and took
-# its per-row min_val / max_val, never asking _calculate_qparams
+# ... and an observer's forward alone: copy test r16 ran one of torch's observers over the weight and took its
+# min_val / max_val, never asking _calculate_qparams
 for _cls in vars(torch.ao.quantization.observer).values():
     if (isinstance(_cls, type) and issubclass(_cls, torch.ao.quantization.observer.ObserverBase)
             and "forward" in vars(_cls)):

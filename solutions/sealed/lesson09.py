@@ -204,3 +204,23 @@ def _judge_quantize(observation: dict) -> None:
     if bool((qi[rows].abs().amax(1) != 127).any()):
         fail("a row's largest weight lands short of ±127: its levels are further apart than they need be, and finer "
              "ones would still hold every weight of that row (section 6).")
+
+
+def int8_error_rows(quantize, weight):
+    """Section 6's comparison: `quantize` (the learner's quantize_int8) on `weight` as it is and with its first row made
+    50x the rest, against the same function given the tensor reshaped to (1, out x in). Per case, the mean error of the
+    weights given back over their mean size, on every row but the first."""
+    import torch
+
+    def back(q, scale, shape):
+        q = q.float()
+        return (q * scale.float().reshape(scale.shape + (1,) * (q.dim() - scale.dim()))).reshape(shape)
+
+    rows = []
+    for label, w in (("as it is", weight), ("one row 50× the rest", torch.cat([weight[:1] * 50, weight[1:]]))):
+        mine = (back(*quantize(w), w.shape) - w)[1:].abs()
+        whole = (back(*quantize(w.reshape(1, -1)), w.shape) - w)[1:].abs()
+        typical = w[1:].abs().mean()
+        rows.append({"weight": label, "mean error / mean |w|, your quantize_int8": float(mine.mean() / typical),
+                     "the same, one scale for the whole tensor": float(whole.mean() / typical)})
+    return rows
