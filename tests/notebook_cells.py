@@ -100,12 +100,14 @@ def honest_predictions(lesson: str, folder: Path) -> Path:
 
     from grader import predictions
 
-    ns = namespace(lesson)
     path = folder / predictions.FILE_NAME
     saved = os.environ.get(predictions.ENV_PATH)
     os.environ[predictions.ENV_PATH] = str(path)
     predictions._MEMORY.clear()
     try:
+        # namespace() notes what the show cells measured in the record in use: here, the one being written (called
+        # first, from a module-scoped fixture with no record of its own, it wrote predictions.json in the repository)
+        ns = namespace(lesson)
         if measured(lesson):
             predictions.note_measured(lesson, **measured(lesson))
         for grade_id, check in prediction_cells(lesson).items():

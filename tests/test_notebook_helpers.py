@@ -103,3 +103,20 @@ def test_a_show_cell_that_measures_an_answer_waits_for_its_check_to_pass(capsys)
         print("shown")
     assert capsys.readouterr().out == "shown\n"
     shortcuts._fresh_kernel()
+
+
+def test_writing_a_learners_record_writes_nothing_where_the_tests_run(tmp_path, monkeypatch):
+    """honest_predictions, called from a module-scoped fixture (no record of the test's own), noted the made-up
+    machine's figures in predictions.json of the working folder: the repository's, where a learner's record lives."""
+    import os
+
+    from grader import predictions
+    from notebook_cells import honest_predictions
+
+    monkeypatch.delenv(predictions.ENV_PATH, raising=False)
+    here = tmp_path / "where the tests run"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    made = honest_predictions("09_serving", tmp_path)
+    assert made.exists() and predictions.ENV_PATH not in os.environ
+    assert list(here.iterdir()) == []
