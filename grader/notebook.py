@@ -49,10 +49,10 @@ class NotDone(NotImplementedError):
 class NotPassed(NotDone):
     """A show cell measures what an exercise answers: it waits for that exercise's check to pass in this kernel."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, said: str | None = None):
         super().__init__(name)
-        self.args = (f"this cell measures what `{name}` answers: it runs once the check of `{name}` has passed in "
-                     "this kernel",)
+        self.args = (said or f"this cell measures what `{name}` answers: it runs once the check of `{name}` has "
+                     "passed in this kernel",)
 
 
 class CheckFailed(AssertionError):

@@ -161,7 +161,11 @@ def _knee_curves() -> dict[str, tuple[list[int], list[float], float]]:
             ("a knee at a small batch, odd batches", 3.1, [1, 3, 5, 9, 17, 33], None, {}),
             ("a first step that paid a warm-up", 18.0, [1, 2, 4, 8, 16, 32, 64, 128], None, {1: 1.45}),
             ("a quick point in the flat part", 7.0, [1, 2, 3, 4, 6, 8, 12, 16, 24, 32], None, {3: 0.74}),
-            ("a last point at a quiet moment", 9.0, [1, 2, 4, 8, 16, 32, 64], None, {64: 0.72})):
+            ("a last point at a quiet moment", 9.0, [1, 2, 4, 8, 16, 32, 64], None, {64: 0.72}),
+            # knees near either end of the sweep (copy test r18 passed with a fixed half-and-half split: medians of the
+            # first half's times and of the second half's times per sequence, right only when the knee is mid-sweep)
+            ("a knee near the end of the sweep", 100.0, [1, 2, 4, 8, 16, 32, 64, 128, 256], None, {}),
+            ("a knee at the second batch", 2.2, [1, 2, 4, 8, 16, 32, 64, 128], None, {})):
         t0 = 0.05
         c = t0 / knee
         seconds = []

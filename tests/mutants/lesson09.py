@@ -148,6 +148,15 @@ def knee_batch(batches, step_seconds):
     return statistics.mean(s for _, s in pairs[:2]) / statistics.mean(s / b for b, s in pairs[-2:])
 """,
          r"leaving out the one point that is far off the rest moves your knee"),
+        ("each asymptote from a fixed half of the points (copy test r18)",
+         """
+import statistics
+def knee_batch(batches, step_seconds):
+    pairs = sorted(zip(batches, step_seconds))
+    half = len(pairs) // 2
+    return statistics.median(s for _, s in pairs[:half]) / statistics.median(s / b for b, s in pairs[half:])
+""",
+         r"not where the curve's two asymptotes cross"),
         ("the flat level taken as the mean of every point",
          """
 def knee_batch(batches, step_seconds):
