@@ -139,11 +139,14 @@ def matmul_rate(device: torch.device | str, batch: int, d_model: int = 1024, rep
     return 2 * batch * d_model * 4 * d_model / statistics.median(times[1:])
 
 
+@course_only("grader.serving.time_steps")
 def time_steps(model: DecodeStack, batches: Sequence[int], device: torch.device | str, repeats: int = 3,
                past: int = 16) -> dict[int, list[float]]:
     """Seconds of one decode step (one new position per sequence, `past` positions cached) per batch, interleaved.
 
-    The batches take turns within each repeat, so a busy spell on a shared machine hits them all alike.
+    The batches take turns within each repeat, so a busy spell on a shared machine hits them all alike. What lesson
+    09's two predictions are about: called from a cell before a prediction's first guess, it is that prediction's
+    reveal (recorded; copy test r18 timed a batch-1 step with it before guessing).
     """
     d, h = model.d_model, model.n_heads
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)

@@ -410,8 +410,11 @@ def decode_rows(seconds: dict, weight_bytes: float, kv_bytes_per_sequence: float
 def lesson09_decode(device: torch.device, quick: bool, batches: list[int] | None = None, d_model: int | None = None,
                     layers: int | None = None, repeats: int = 5, dtype: torch.dtype = torch.bfloat16) -> dict:
     """Lesson 09 on a GPU: one decode step of a bf16 GPT stack several times the L2 against batch; tokens/s and MBU."""
-    from grader import serving
+    from grader import serving, shortcuts
 
+    # uncounted: time_steps is what lesson 09's predictions are about, and a cell calling it before a guess stamps a
+    # reveal in predictions.json; this script keeps no such record and must write none in the folder it runs in
+    time_steps = shortcuts._INNER.get(serving.time_steps, serving.time_steps)
     d_model = d_model or (1024 if quick else 4096)
     cache = dev.last_level_cache_bytes(device)
     if layers is None:  # layers_for counts float32 weights: in bf16 the stack is half that, still 4x the L2 or more
@@ -419,7 +422,7 @@ def lesson09_decode(device: torch.device, quick: bool, batches: list[int] | None
     batches = batches or ([1, 8, 64] if quick else [1, 4, 16, 64, 128, 256, 512])
     model = serving.DecodeStack(layers, d_model, n_heads=max(1, d_model // 128)).to(device=device, dtype=dtype)
     past = 16
-    seconds = serving.time_steps(model, batches, device, repeats=repeats, past=past)
+    seconds = time_steps(model, batches, device, repeats=repeats, past=past)
     element = torch.empty((), dtype=dtype).element_size()
     kv_per_sequence = 2 * layers * d_model * past * element  # K and V of every past position, every layer (MHA)
     chip = chip_for(dev.name(device)) if device.type == "cuda" else None

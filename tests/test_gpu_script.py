@@ -110,8 +110,12 @@ def test_lesson09_decode_runs_on_the_cpu_and_its_mbu_is_bytes_over_time_over_ban
     sys.path.insert(0, str(ROOT / "scripts"))
     import gpu_run
 
+    from grader import predictions
+    from grader.checks import lesson09  # noqa: F401  its predictions listen for calls of serving.time_steps
+
     found = gpu_run.lesson09_decode(torch.device("cpu"), quick=True, batches=[1, 2], d_model=64, layers=2, repeats=1,
                                     dtype=torch.float32)
+    assert not predictions.path().exists()  # it timed what lesson 09's predictions are about, and stamped no reveal
     assert [r["batch"] for r in found["rows"]] == [1, 2] and all(r["step_seconds"] > 0 for r in found["rows"])
     assert found["chip"] is None and all(r["mbu"] is None for r in found["rows"])
     assert found["weight_bytes"] == 2 * 12 * 64 * 64 * 4 + 2 * 2 * 2 * 64 * 4  # Linear weights and layer norms

@@ -482,3 +482,17 @@ def test_a_quantizer_hidden_in_torchscript_is_noticed():
         with pytest.raises(CheckFailed, match="calls TorchScript, which turns off the check's watch"):
             lesson09.check_quantize_int8(quantize)
     lesson09.check_quantize_int8(lambda weight: finish(weight, _rows_amax(weight)))  # the same, in Python: it passes
+
+
+def test_timing_a_decode_step_before_guessing_is_the_reveal(capsys):
+    """Copy test r18 timed a batch-1 step with serving.time_steps before its first TOKENS_PER_SECOND_PREDICTION guess
+    and landed inside the band on the 'here' key. Called from a cell before a prediction's first guess, it is now that
+    prediction's reveal, recorded for both (both are about what it measures)."""
+    predictions.note_measured(LESSON, **MEASURED)
+    model = serving.DecodeStack(2, 32, 2)
+    exec(compile("serving.time_steps(model, [1], 'cpu', repeats=1)", "<cell>", "exec"), {"serving": serving,
+                                                                                         "model": model})
+    for check in (lesson09.check_tokens_per_second, lesson09.check_batch_prediction):
+        found = predictions.entry(LESSON, check.name)
+        assert found and found.get("revealed") and not predictions.committed(found), check.name
+    assert "serving.time_steps before your first guess" in capsys.readouterr().out

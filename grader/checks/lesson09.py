@@ -130,7 +130,8 @@ def _tps_said(context: dict) -> str:
 
 check_tokens_per_second = Prediction(LESSON, "TOKENS_PER_SECOND_PREDICTION", {_H100_KEY: "number", _HERE_KEY: "number"},
                                      points=2, band=_tps_band, mistakes=_tps_final, model=_tps_said,
-                                     watch=(_tps_mistake, _tps_targets, _ceiling), needs=_MEASURED_FIRST,
+                                     watch=(_tps_mistake, _tps_targets, _ceiling, serving.time_steps),
+                                     needs=_MEASURED_FIRST,
                                      waits=_after_the_model)
 
 
@@ -196,7 +197,8 @@ def _batch_said(context: dict) -> str:
 
 check_batch_prediction = Prediction(LESSON, "BATCH_PREDICTION", {_BATCH_KEY: "number"}, points=2, band=_batch_band,
                                     mistakes=lambda answer, context: _batch_mistake(answer[_BATCH_KEY]),
-                                    model=_batch_said, watch=(_batch_mistake, _batch_model, serving.model_knee_batch),
+                                    model=_batch_said,
+                                    watch=(_batch_mistake, _batch_model, serving.model_knee_batch, serving.time_steps),
                                     needs=_MEASURED_FIRST, waits=_after_the_model)
 
 
