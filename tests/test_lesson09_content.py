@@ -97,12 +97,21 @@ def test_the_package_holds_no_serving_answer():
 
 
 def _robust_knee(batches, seconds):
-    """Another honest fit: the flat level as the median of the smallest third, the time per sequence as the median
-    over the largest third."""
+    """Another honest fit: it decides which points belong to each asymptote, as the reference does, and takes each
+    level as a trimmed mean (the mean without its largest and smallest value, from 3 points up) instead of a median. A fixed split (the smallest third against the largest third) was this test's other fit until copy tests r18
+    and r19 passed the check with fixed splits: curves with a knee near either end of the sweep now fail them."""
+    def level(values):
+        values = sorted(values)
+        return statistics.mean(values[1:-1] if len(values) >= 3 else values)
+
     pairs = sorted(zip(batches, seconds))
-    third = max(3, len(pairs) // 3)
-    flat = statistics.median(s for _, s in pairs[:third])
-    return flat / statistics.median(s / b for b, s in pairs[-third:])
+    best = None
+    for k in range(1, len(pairs)):
+        flat, per = level([s for _, s in pairs[:k]]), level([s / b for b, s in pairs[k:]])
+        miss = sum(abs(math.log(max(flat, per * b) / s)) for b, s in pairs)
+        if best is None or miss < best[0]:
+            best = (miss, flat / per)
+    return best[1]
 
 
 def _least_squares_knee(batches, seconds):

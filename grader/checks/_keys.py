@@ -215,7 +215,7 @@ class Keyed(Check):
         if found in keys.get("pass", []):
             return
         # A known mistake is told before the other readings are tried: no mistake is one of them (its mutant would
-        # pass, and tests/test_mutants.py fails it), and each reading costs a digest (knee_batch has 728 of them).
+        # pass, and tests/test_mutants.py fails it), and each reading costs a digest (knee_batch has 255 of them).
         mistake = self.known_mistake(observation, found)
         if mistake:
             fail(mistake)

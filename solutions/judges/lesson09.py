@@ -162,10 +162,11 @@ def _knee_curves() -> dict[str, tuple[list[int], list[float], float]]:
             ("a first step that paid a warm-up", 18.0, [1, 2, 4, 8, 16, 32, 64, 128], None, {1: 1.45}),
             ("a quick point in the flat part", 7.0, [1, 2, 3, 4, 6, 8, 12, 16, 24, 32], None, {3: 0.74}),
             ("a last point at a quiet moment", 9.0, [1, 2, 4, 8, 16, 32, 64], None, {64: 0.72}),
-            # knees near either end of the sweep (copy test r18 passed with a fixed half-and-half split: medians of the
-            # first half's times and of the second half's times per sequence, right only when the knee is mid-sweep)
-            ("a knee near the end of the sweep", 100.0, [1, 2, 4, 8, 16, 32, 64, 128, 256], None, {}),
-            ("a knee at the second batch", 2.2, [1, 2, 4, 8, 16, 32, 64, 128], None, {})):
+            # knees near either end of the sweep, one point past the knee (copy tests r18 and r19 passed with fixed
+            # splits: the medians of the first half's (or three's) times and of the last half's (or three's) times per
+            # sequence, right only when the knee lies well inside the sweep)
+            ("a knee before the last batch", 180.0, [1, 2, 4, 8, 16, 32, 64, 128, 256], None, {}),
+            ("a knee before the second batch", 1.5, [1, 2, 4, 8, 16, 32, 64, 128], None, {})):
         t0 = 0.05
         c = t0 / knee
         seconds = []
