@@ -146,6 +146,22 @@ def test_knee_batch_fails_asymptotes_read_off_one_or_two_points():
             t / n for n, t in sorted(zip(b, s))[-2:]))
     with pytest.raises(Exception, match="leaving out the one point that is far off the rest moves your knee"):
         lesson09.check_knee_batch(_least_squares_knee)
+    # copy test r20: a split search with means for medians lands within a bucket of the reference, but one far point
+    # moves its knee by 10 %: the check asks every answer what the page asks of a fit
+    with pytest.raises(Exception, match="moves your knee by more than a twelfth"):
+        lesson09.check_knee_batch(_mean_split_knee)
+
+
+def _mean_split_knee(batches, seconds):
+    """The reference's split search with means in place of medians: right on clean points, moved by a far one."""
+    pairs = sorted(zip(batches, seconds))
+    best = None
+    for k in range(1, len(pairs)):
+        flat, per = statistics.mean(s for _, s in pairs[:k]), statistics.mean(s / b for b, s in pairs[k:])
+        miss = sum(abs(math.log(max(flat, per * b) / s)) for b, s in pairs)
+        if best is None or miss < best[0]:
+            best = (miss, flat / per)
+    return best[1]
 
 
 def _ratio(a, b):

@@ -174,6 +174,10 @@ class Keyed(Check):
     learner may give as an int or a float (16_000_000_000 and 1.6e10 are one answer).
     `accept=` lists other readings of an answer that are just as right (an
     answer that leaves out what the course lets it leave out, read with it added).
+    `strict=` says what every right answer also does, answer-free (lesson 09: a knee
+    that one far point moves by more than a twelfth is not the robust fit the page
+    asks for): it runs on every answer that is not a known mistake, before the keys
+    are read, so an answer that lands in the reference's bucket meets it too.
     """
 
     def __init__(self, lesson: str, what: str, name: str | None = None, cases: Iterable[tuple] | Callable = (), *,
@@ -181,7 +185,7 @@ class Keyed(Check):
                  hints: Callable[[Replay], None] | None = None, sig: int = 6,
                  observe: Callable | None = None, summary: Callable[[Any], Any] | None = None,
                  accept: Iterable[Callable[[Any], Any]] = (), inputs: Iterable[str] = (), announce: bool = True,
-                 floats: bool = False):
+                 floats: bool = False, strict: Callable[[Replay], None] | None = None):
         self._recording = observe is None or summary is None  # judges of a recording read it replayed
         if observe is None:
             def observe(fn):
@@ -190,6 +194,7 @@ class Keyed(Check):
         self.lesson, self.name, self.unknown, self.public, self.hints, self.sig = lesson, name, unknown, public, hints, sig
         self.summary = summary or (as_floats if floats else outcomes)
         self.accept = tuple(accept)  # other readings of an answer that are as right when their key is the pass key
+        self.strict = strict
 
     def key(self, observation: Any) -> str:
         return digest(self.lesson, self.what, self.summary(observation), self.sig)
@@ -212,6 +217,12 @@ class Keyed(Check):
             fail(f"the course's keys for {self.what} are missing (grader/checks/keys/{self.lesson}.json): "
                  "reinstall the course, or ask whoever runs it to run scripts/build_keys.py")
         found = self.key(observation)
+        if self.strict is not None and found not in keys.get("pass", []):
+            mistake = self.known_mistake(observation, found)  # a known mistake is named for what it is, first
+            if mistake:
+                fail(mistake)
+        if self.strict is not None:
+            self.strict(self.view(observation))
         if found in keys.get("pass", []):
             return
         # A known mistake is told before the other readings are tried: no mistake is one of them (its mutant would

@@ -164,7 +164,7 @@ def knee_batch(batches, step_seconds):
     flat = sum(s for _, s in pairs) / len(pairs)
     return flat / (pairs[-1][1] / pairs[-1][0])
 """,
-         r"not where the curve's two asymptotes cross"),
+         r"moves your knee by more than a twelfth"),
     ],
     "kv_cache_bytes_check": [
         ("K or V missing", _kv(k_and_v="1"), r"one of K and V"),
