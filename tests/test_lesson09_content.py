@@ -390,6 +390,7 @@ def test_both_predictions_answers_wait_for_decode_step_seconds(check, capsys):
     check.reveal()
     said = capsys.readouterr().out
     assert "shown once `decode_step_seconds` has passed" in said and not re.search(r"\d", said.split(":", 1)[1])
+    assert "revealed on purpose" not in said  # a first guess is recorded: asking now changes nothing
     with pytest.raises(NotPassed):
         check.model()
     with skip_if_not_done(), check.revealed() as shown:  # the reveal cell skips with one line
@@ -521,3 +522,32 @@ def test_timing_a_decode_step_before_guessing_is_the_reveal(capsys):
         found = predictions.entry(LESSON, check.name)
         assert found and found.get("revealed") and not predictions.committed(found), check.name
     assert "serving.time_steps before your first guess" in capsys.readouterr().out
+
+
+def test_in_a_kernel_decode_step_seconds_waits_for_both_predictions(monkeypatch):
+    """Copy test r18: decode_step_seconds could be written first, with its check's messages, and the predictions then
+    answered with it. In a learner's kernel its check now waits for both predictions; a grader (and code outside a
+    kernel) runs it as it is, so no grade depends on the order."""
+    from grader.notebook import CheckFailed
+
+    from mutants.lesson09 import _step
+
+    ns: dict = {}
+    exec(_step(), ns)
+    in_a_kernel = lesson09._in_a_learners_kernel
+    monkeypatch.setattr(lesson09, "_in_a_learners_kernel", lambda: True)  # the record stays the test's own
+    predictions.note_measured(LESSON, **MEASURED)
+    with pytest.raises(CheckFailed, match="make TOKENS_PER_SECOND_PREDICTION and BATCH_PREDICTION first"):
+        lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    predictions.commit(LESSON, "TOKENS_PER_SECOND_PREDICTION", {"H100, 7B in bf16": 250.0, "here, batch 1": 10.0},
+                       "bytes over bandwidth")
+    with pytest.raises(CheckFailed, match="make BATCH_PREDICTION first"):
+        lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    lesson09.check_batch_prediction.reveal()  # a deliberate reveal answers it too
+    lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    monkeypatch.setattr(lesson09, "_in_a_learners_kernel", in_a_kernel)  # the course's tests, or a grader: as it is
+    predictions.path().unlink()
+    predictions._MEMORY.clear()
+    lesson09.check_decode_step_seconds(ns["decode_step_seconds"])
+    monkeypatch.setenv(predictions.ENV_GRADING, "1")
+    assert not lesson09._in_a_learners_kernel()

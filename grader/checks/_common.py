@@ -470,13 +470,18 @@ class Prediction(Check):
         from grader import predictions
         from grader.notebook import NotPassed
 
+        found = predictions.entry(self.lesson, self.name)
         try:
             self._wait()
         except NotPassed as waiting:
-            print(f"{self.name}: its answer is shown once `{waiting.name}` has passed in this kernel; nothing is "
-                  "recorded.")
+            if found and found.get("first"):
+                print(f"{self.name}: your first guess is recorded; its answer is shown once `{waiting.name}` has "
+                      "passed in this kernel.")
+            else:  # the choice not to guess is recorded now (lesson 09's model waits for it), the answer shown later
+                predictions.mark(self.lesson, self.name, "revealed")
+                print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment "
+                      f"credit): its answer is shown once `{waiting.name}` has passed in this kernel.")
             return
-        found = predictions.entry(self.lesson, self.name)
         if found and found.get("first"):  # predictions.mark stamps no reveal once a first guess is recorded
             print(f"{self.name}: your first guess is recorded, so seeing the model now changes nothing: {self.model()}")
             return
