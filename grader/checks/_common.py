@@ -466,7 +466,8 @@ class Prediction(Check):
         return predictions.revealed(self.lesson, self.name, shown)
 
     def reveal(self) -> None:
-        """The deliberate reveal: prints the model's answer and records that it was asked for."""
+        """The deliberate reveal: prints the model's answer and records that it was asked for. While `waits` holds the
+        answer back, it records the choice (before a first guess) and says when the answer will be shown."""
         from grader import predictions
         from grader.notebook import NotPassed
 
