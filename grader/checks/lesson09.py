@@ -303,10 +303,9 @@ def _public_knee(fn: Replay) -> None:
 
 
 def _knee_steady(fn: Replay) -> None:
-    """What the page asks of any fit, said with no answer: one far point moves the knee by a twelfth at most. A robust
-    split search moves it by 4 % at most on these curves; copy test r20 passed with least squares in log space, whose
-    knee moved by 8 to 12 %, and with means in place of medians (10 %), once the hint asked only a sixth and ran only
-    for answers outside the accepted buckets. It runs for every answer now (Keyed's strict=)."""
+    """What the page asks of any fit, said with no answer: leaving out a curve's one far point moves the knee by a
+    twelfth at most. It runs for every answer that is not a known mistake (Keyed's strict=): copy test r20 passed with
+    fits that one point moved by 8 to 12 %, when this asked only a sixth and ran only for unknown answers."""
     for label in _KNEE_FAR:
         whole, without = call(fn, *_KNEE_CURVES[label]), call(fn, *_without_far_point(label))
         if is_number(without) and float(without) > 0 and _ratio_off(float(whole), float(without)) > 1 + 1 / 12:
