@@ -340,8 +340,8 @@ def _waiting_for(check) -> str:
     from grader.notebook import NotPassed
 
     try:
-        if check is not None and check.waits is not None:
-            check.waits()
+        if check is not None:
+            check._wait()
     except NotPassed as waiting:
         return waiting.name
     return ""

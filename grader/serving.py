@@ -8,8 +8,8 @@ matrix larger than that cache) and `matmul_rate` (FLOP/s of a batch-b matmul who
 The exercises' answers are not here: the decode step's time, the knee of a step-time curve, the KV cache's
 bytes, the largest batch a set of cards serves and int8 rounding live with the instructor
 (solutions/judges/lesson09.py, never packaged), and the checks judge them by digests. What is here takes the
-learner's own functions (the figures, the will-it-serve widget, the int8 comparison, which also runs the learner's
-quantize_int8 on the tensor reshaped to (1, out x in)) or shows what no exercise asks (the H100's balance batch).
+learner's own functions (the figures, the will-it-serve widget, the int8 comparison, sealed) or shows what no
+exercise asks (the H100's balance batch).
 """
 
 from __future__ import annotations

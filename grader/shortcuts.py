@@ -283,7 +283,10 @@ def checking() -> bool:
 
 
 _OWN = {watching.__enter__.__code__, watching.__exit__.__code__}  # where the watch itself sets the profile function
-_TORCHSCRIPT = "TorchScript (it turns off the check's watch)"
+_UNWATCHED = "(it turns off the check's watch)"
+# Every watching notes a learner's code switching the watch off (a copy test called sys.setprofile(None) in decode)
+_UNWATCHING = {sys.setprofile: f"sys.setprofile {_UNWATCHED}", threading.setprofile: f"threading.setprofile {_UNWATCHED}"}
+_TORCHSCRIPT = f"TorchScript {_UNWATCHED}"
 
 
 def _compiled_entries() -> dict:
@@ -312,13 +315,10 @@ def _compiled_call(frame, kind: str) -> str | None:
         return None
     if kind == "module":
         return _TORCHSCRIPT if isinstance(frame.f_locals.get("self"), torch.jit.ScriptModule) else None
-    caller = frame.f_back
-    if caller is None or caller.f_code.co_filename.startswith((_PACKAGE, sys.prefix, sys.base_prefix)):
+    caller = frame.f_back  # module_code: a file name alone may be forged to pass for a library's
+    if caller is None or module_code(caller, (_PACKAGE, sys.prefix, sys.base_prefix)):
         return None
     return _TORCHSCRIPT
-_UNWATCHED = "(it turns off the check's watch)"
-# Every watching notes a learner's code switching the watch off (a copy test called sys.setprofile(None) in decode)
-_UNWATCHING = {sys.setprofile: f"sys.setprofile {_UNWATCHED}", threading.setprofile: f"threading.setprofile {_UNWATCHED}"}
 
 
 # Work started elsewhere, where a check's watch (a profile function, a torch dispatch mode) does not follow it: guards

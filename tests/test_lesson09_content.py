@@ -504,7 +504,14 @@ def test_a_quantizer_hidden_in_torchscript_is_noticed():
     def by_function(weight):
         return finish(weight, scripted(weight))
 
-    for quantize in (by_observer, by_function):
+    # ... and through code compiled under a library's file name (a copy test once passed a forged name for the course's)
+    import os
+    import sys
+
+    forged: dict = {"finish": finish, "scripted": scripted}
+    exec(compile("def by_forged(weight):\n    return finish(weight, scripted(weight))\n",
+                 os.path.join(sys.prefix, "lib", "forged.py"), "exec"), forged)
+    for quantize in (by_observer, by_function, forged["by_forged"]):
         with pytest.raises(CheckFailed, match="calls TorchScript, which turns off the check's watch"):
             lesson09.check_quantize_int8(quantize)
     lesson09.check_quantize_int8(lambda weight: finish(weight, _rows_amax(weight)))  # the same, in Python: it passes

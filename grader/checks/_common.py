@@ -472,18 +472,19 @@ class Prediction(Check):
         from grader.notebook import NotPassed
 
         found = predictions.entry(self.lesson, self.name)
+        guessed = bool(found and found.get("first"))  # predictions.mark stamps no reveal once a first guess is recorded
         try:
             self._wait()
         except NotPassed as waiting:
-            if found and found.get("first"):
-                print(f"{self.name}: your first guess is recorded; its answer is shown once `{waiting.name}` has "
-                      "passed in this kernel.")
+            later = f"its answer is shown once `{waiting.name}` has passed in this kernel."
+            if guessed:
+                print(f"{self.name}: your first guess is recorded; {later}")
             else:  # the choice not to guess is recorded now (lesson 09's model waits for it), the answer shown later
                 predictions.mark(self.lesson, self.name, "revealed")
                 print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment "
-                      f"credit): its answer is shown once `{waiting.name}` has passed in this kernel.")
+                      f"credit): {later}")
             return
-        if found and found.get("first"):  # predictions.mark stamps no reveal once a first guess is recorded
+        if guessed:
             print(f"{self.name}: your first guess is recorded, so seeing the model now changes nothing: {self.model()}")
             return
         print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): "

@@ -217,19 +217,17 @@ class Keyed(Check):
             fail(f"the course's keys for {self.what} are missing (grader/checks/keys/{self.lesson}.json): "
                  "reinstall the course, or ask whoever runs it to run scripts/build_keys.py")
         found = self.key(observation)
-        if self.strict is not None and found not in keys.get("pass", []):
-            mistake = self.known_mistake(observation, found)  # a known mistake is named for what it is, first
-            if mistake:
-                fail(mistake)
-        if self.strict is not None:
-            self.strict(self.view(observation))
-        if found in keys.get("pass", []):
-            return
-        # A known mistake is told before the other readings are tried: no mistake is one of them (its mutant would
-        # pass, and tests/test_mutants.py fails it), and each reading costs a digest (knee_batch has 255 of them).
-        mistake = self.known_mistake(observation, found)
+        passed = found in keys.get("pass", [])
+        # A known mistake is told first, before strict= and before the other readings are tried: no mistake is one of
+        # them (its mutant would pass, and tests/test_mutants.py fails it), and each reading costs a digest (knee_batch
+        # has 255 of them).
+        mistake = None if passed else self.known_mistake(observation, found)
         if mistake:
             fail(mistake)
+        if self.strict is not None:
+            self.strict(self.view(observation))
+        if passed:
+            return
         if any(digest(self.lesson, self.what, reading(observation), self.sig) in keys.get("pass", [])
                for reading in self.accept):
             return

@@ -261,7 +261,8 @@ def _without_far_point(label: str) -> tuple[list, list]:
 
 
 # The learner's knee_batch is called on every curve, then on each curve with a far point with that point left out: how
-# far one point moves the knee is said without any answer (hints), and only the first calls are keyed.
+# far one point moves the knee is asked of every answer without any answer held (strict=), and only the first calls
+# are keyed.
 _KNEE_CASES = [(b, s) for b, s in _KNEE_CURVES.values()] + [_without_far_point(label) for label in _KNEE_FAR]
 _KNEE_STEP = math.log(1.15)  # a knee is keyed to its bucket on a log scale, 15 % wide
 
