@@ -624,8 +624,12 @@ check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "
 
 
 # ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a
-# copy of the same size measured on it (printed: "copy_bandwidth", bytes/s) and set beside the matmul's rate.
+# copy of the same size measured on it (printed: "copy_bandwidth", bytes/s) and set beside the matmul's rate; and the
+# same add in bfloat16 on the H100, at ADD_H100_N², from its datasheet. A learner can time this machine's add before
+# guessing (copy test r10); nothing here measures the H100, so that key asks what limits an add and what it moves.
 _ADD_NEEDS = ("copy_bandwidth", "matmul_peak")
+ADD_H100_N = 8192
+ADD_H100_KEY = "H100 bf16 GFLOP/s"
 
 
 @course_only()
@@ -643,7 +647,19 @@ def _add_model(context: dict) -> float | None:
 
 @course_only()
 @sealed(LESSON, "ADD_PREDICTION")
+def _add_h100_model() -> float:
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
+
+
+@course_only()
+@sealed(LESSON, "ADD_PREDICTION")
 def _add_mistake(gflops: float, context: dict) -> str | None:
+    """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
+
+
+@course_only()
+@sealed(LESSON, "ADD_PREDICTION")
+def _add_h100_mistake(gflops: float) -> str | None:
     """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
@@ -665,10 +681,10 @@ def _add_said(context: dict) -> str:
     """Part of ADD_PREDICTION's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-check_add_prediction = OnThisMachine("01_crossover", "ADD_PREDICTION", {"add GFLOP/s": "number"}, points=1,
-                                     band=_add_band, mistakes=_add_final, model=_add_said,
+check_add_prediction = OnThisMachine("01_crossover", "ADD_PREDICTION", {"add GFLOP/s": "number", ADD_H100_KEY: "number"},
+                                     points=1, band=_add_band, mistakes=_add_final, model=_add_said,
                                      needs=_ADD_NEEDS, where="section 7's copy cell",
-                                     watch=(_add_mistake, _add_model, add_intensity))
+                                     watch=(_add_mistake, _add_model, add_intensity, _add_h100_model, _add_h100_mistake))
 
 
 

@@ -88,6 +88,14 @@ def _add_model(context: dict) -> float | None:
     return None if got is None else got["copy_bandwidth"] * add_intensity()
 
 
+def _add_h100_model() -> float:
+    """The model's FLOP/s of ADD_H100's add on the H100: bfloat16 a, b and c each cross its memory once (2 bytes per
+    element each, 6 per FLOP), at the datasheet's bandwidth; tensors of ADD_H100_N² are far past its L2."""
+    from grader import specs
+
+    return specs.chip(_BOUND_CHIP).bandwidth / (3 * torch.bfloat16.itemsize)
+
+
 def _add_mistake(gflops: float, context: dict) -> str | None:
     got = _measured(context, _ADD_NEEDS)
     if got is None:
@@ -106,32 +114,70 @@ def _add_mistake(gflops: float, context: dict) -> str | None:
     ]) or _named(flops, [(bw / 12 * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
 
 
+def _add_h100_mistake(gflops: float) -> str | None:
+    """The known mistake an H100 answer (GFLOP/s) makes, in words with no value in them; None if none."""
+    from grader import specs
+
+    chip = specs.chip(_BOUND_CHIP)
+    bw, flops = chip.bandwidth, gflops * 1e9
+    return _named(flops, [
+        (bw / 12, "it counts 4 bytes per element: in bfloat16 each of a, b and c is half the bytes of float32"),
+        (bw / 4, "it counts reading a and b but not writing c: the sum has to go to memory too"),
+        (bw / 8, "it counts c as read as well as written; count each array once, as the copy's bytes were counted"),
+        (bw / 3, "it counts elements, not bytes: the bandwidth is bytes per second"),
+        (bw / 2, "it counts one array's bytes: a, b and c all cross the memory"),
+        (bw, "it has the add doing one FLOP per byte moved"),
+        (chip.peak("bf16"), "it predicts the add at the tensor cores' rate: tensor cores multiply matrices, and an add "
+                            "cannot reuse an element, so the memory, not the arithmetic, sets its pace"),
+        (chip.peak("fp32"), "it predicts the add at the chip's arithmetic rate: an add cannot reuse an element, so the "
+                            "memory, not the arithmetic, sets its pace"),
+    ]) or _named(flops, [(bw / 6 * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
+
+
 def _add_band(first: dict, context: dict) -> tuple[float, str]:
-    """ADD_PREDICTION's first guess against the model fed with this run's copy bandwidth: full within 20%, half within 2×."""
+    """ADD_PREDICTION's first guess: this machine's add against the model fed with this run's copy bandwidth (full
+    within 20%, half within 2×), and the H100's bfloat16 add against the datasheet's (full within 10%, half within 2×);
+    the two keys count equally."""
     from grader import predictions
 
     want = _add_model(context)
-    if want is None:
-        return 0.0, _NO_CONTEXT
-    fraction = predictions.band(first["add GFLOP/s"] * 1e9, want, tight=0.2, loose=1.0)
+    here = 0.0 if want is None else predictions.band(first["add GFLOP/s"] * 1e9, want, tight=0.2, loose=1.0)
+    h100 = predictions.band(first[ADD_H100_KEY] * 1e9, _add_h100_model(), tight=0.1, loose=1.0)
+    fraction = (here + h100) / 2
     if fraction == 1.0:
-        return fraction, "your first guess is where the model puts it"
-    mistake = _add_mistake(first["add GFLOP/s"], context)
-    if mistake:
-        return fraction, f"your first guess: {mistake}"
-    return fraction, ("your first guess is outside the model's band: the add is memory-bound; how many bytes cross for "
-                      "each of its FLOPs, and how fast did this machine move bytes?")
+        return fraction, "your first guess is where the model puts both"
+    said = []
+    if want is None:
+        said.append(f"this machine: {_NO_CONTEXT}")
+    elif here < 1.0:
+        mistake = _add_mistake(first["add GFLOP/s"], context)
+        said.append(f"this machine: {mistake}" if mistake else
+                    "this machine's add is outside the model's band: how many bytes cross for each of its FLOPs, and "
+                    "how fast did this machine move bytes?")
+    if h100 < 1.0:
+        mistake = _add_h100_mistake(first[ADD_H100_KEY])
+        said.append(f"the H100: {mistake}" if mistake else
+                    "the H100's add is outside the model's band: what limits an add there, and how many bytes does "
+                    "each of its FLOPs move in bfloat16?")
+    return fraction, "your first guess, " + "; ".join(said)
 
 
 def _add_final(answer: dict, context: dict) -> str | None:
-    return _add_mistake(answer["add GFLOP/s"], context)
+    mistake = _add_mistake(answer["add GFLOP/s"], context)
+    if mistake:
+        return f"this machine: {mistake}"
+    mistake = _add_h100_mistake(answer[ADD_H100_KEY])
+    return f"the H100: {mistake}" if mistake else None
 
 
 def _add_said(context: dict) -> str:
     want = _add_model(context)
+    h100 = (f"the H100's {ADD_H100_N}² bfloat16 add at {_add_h100_model() / 1e9:.3g} GFLOP/s (its datasheet bandwidth at "
+            "the add's FLOPs per byte)")
     if want is None:
-        return "run the copy cell first: the model needs this machine's bandwidth"
-    return f"the model puts this machine's add at {want / 1e9:.3g} GFLOP/s (the copy's bandwidth at the add's FLOPs per byte)"
+        return f"run the copy cell first: the model needs this machine's bandwidth; it puts {h100}"
+    return (f"the model puts this machine's add at {want / 1e9:.3g} GFLOP/s (the copy's bandwidth at the add's FLOPs per "
+            f"byte) and {h100}")
 
 
 def _crossover_n(fixed: float, cpu_flops: float, gpu_flops: float, work_power: int = 3) -> float:
