@@ -394,3 +394,19 @@ def test_link_from_copies_is_asked_about_runs_that_a_line_through_their_totals_m
 
 def close_enough(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-6 * abs(b)
+
+
+def test_a_copy_guess_at_half_the_band_is_not_told_it_holds():
+    """Copy test r22: a first guess from the course's assumed constants (10 µs per copy, 31.5 GB/s) scored half the band
+    and was told "your first guess holds on the link the two copies imply". Half credit now says the guess is not
+    that link's, with no value in the message."""
+    from grader import shortcuts
+
+    band = shortcuts._INNER[lesson02._copy_band]
+    guess = {"1000 copies of 4 KiB": 1000 * (10e-6 + 4096 / 31.5e9), "1 copy of 4 MiB": 10e-6 + 4 * 2**20 / 31.5e9}
+    fraction, said = band(guess, {})
+    assert fraction == 0.5 and "holds" not in said and "not what the link" in said, (fraction, said)
+    assert not re.search(r"\d", said), said
+    latency, bandwidth = shortcuts._INNER[lesson02._implied_link]()
+    right = {"1000 copies of 4 KiB": 1000 * (latency + 4096 / bandwidth), "1 copy of 4 MiB": latency + 4 * 2**20 / bandwidth}
+    assert band(right, {}) == (1.0, "your first guess holds on the link the two copies imply")

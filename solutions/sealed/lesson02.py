@@ -52,8 +52,14 @@ def _copy_band(first: dict, context: dict) -> tuple[float, str]:
     want = _costs(*_implied_link())
     fraction = min(predictions.band(first[k], want[k], tight=0.25, loose=1.0) for k in _COPY_KEYS)
     mistake = _copy_mistake(first)
-    return fraction, ("your first guess holds on the link the two copies imply" if mistake is None
-                      else f"your first guess: {mistake}")
+    if mistake is not None:
+        return fraction, f"your first guess: {mistake}"
+    if fraction == 1.0:
+        return fraction, "your first guess holds on the link the two copies imply"
+    # half or none of the band with no known mistake (copy test r22: a guess from the course's assumed constants was
+    # told it held at half the band): say it does not, and what to go back to, with no value and no distance
+    return fraction, ("your first guess is not what the link the two copies imply predicts: work that link out from "
+                      "those two copies alone, not from figures for other links")
 
 
 def _copy_model(context: dict) -> str:
