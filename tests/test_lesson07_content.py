@@ -566,3 +566,38 @@ def test_the_ring_model_table_is_the_ring():
     for world in (2, 4, 8, 16):
         for case in ((1e9, world, 0.0, 5e10), (3e6, world, 2e-5, 1e10)):
             assert lesson07._ring_model(*case) == pytest.approx(judge._ring(*case), rel=1e-12)
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda n, b, lat, bw: 0.0 if b == 1 else (b - 1) * (lat + n / (b * bw)),  # one phase only
+    lambda n, b, lat, bw: 0.0 if b == 1 else 2 * (b - 1) * lat + 2 * n / bw,  # every step's chunk counted as the message
+])
+def test_an_unknown_allreduce_answer_gets_the_principle_not_an_accusation(wrong):
+    """Copy test r22: the hints called allreduce_seconds(0.0, 4, ...), a case the check never recorded, so an answer the
+    course did not know was told "the check has no recorded answer ... did your code change torch, grader or the
+    check?" and never saw the hint."""
+    with pytest.raises(CheckFailed) as failed:
+        lesson07.check_allreduce_seconds(wrong)
+    said = str(failed.value)
+    assert "no recorded answer" not in said and "Count the steps" in said, said
+
+
+def test_pricing_rings_with_the_course_model_before_the_check_fails_it():
+    """Copy test r22 read the ring's step count and share off synthetic_timings (latency 1 and no bytes, then the
+    reverse), run from a cell before writing allreduce_seconds."""
+    from grader import shortcuts
+
+    def ring(n, b, lat, bw):
+        steps = 2 * (b - 1)
+        return steps * lat + steps / b * n / bw
+
+    shortcuts._fresh_kernel()
+    try:
+        lesson07.synthetic_timings(4, 1.0, math.inf, None)  # a cell of its own, before the check
+        with pytest.raises(CheckFailed, match="before your allreduce_seconds was checked"):
+            lesson07.check_allreduce_seconds(ring)
+    finally:
+        shortcuts._fresh_kernel()
+    lesson07.check_allreduce_seconds(ring)  # a fresh kernel: the same function passes
+    lesson07.synthetic_timings(4, 1.0, math.inf, None)  # and once it has passed, the lesson may use the model freely
+    lesson07.check_allreduce_seconds(ring)

@@ -59,6 +59,7 @@ _AR_CASES = [
     (1e9, 16, 0.0, 4.5e11),  # bandwidth only
     (5e6, 1, 1e-4, 1e9),  # one rank: nothing to send
     (1e6, 3, 1e-4, 2e9),
+    (0.0, 4, 5e-6, 1e10),  # the second case without its bytes: the hints compare the two (a hint runs recorded cases only)
 ]
 
 
@@ -86,7 +87,10 @@ check_allreduce_seconds = guard(Keyed(
     unknown="allreduce_seconds is not the ring's time, nor a mistake the course knows. Count the steps of the ring's "
             "two phases (each waits one latency) and the bytes one rank sends in them (section 2), and check it on "
             "every case: one rank, no bytes, no latency."),
-    "allreduce_seconds", {_ring_model: "grader.checks.lesson07._ring_model"})
+    "allreduce_seconds", {_ring_model: "grader.checks.lesson07._ring_model"},
+    # copy test r22 priced rings of 2 to 16 ranks with synthetic_timings (latency 1 and no bytes, then the reverse) in a
+    # cell of its own and read the step count and the share off them: a call before the check passed counts
+    earlier=("grader.checks.lesson07._ring_model",))
 
 
 # --- fit_latency_bandwidth -------------------------------------------------------------------------

@@ -47,8 +47,8 @@ def _judge_allreduce_seconds(fn: Callable) -> None:
             2 * (b - 1) * lat + 2 * (b - 1) * n / bw,
         "only one latency: every step of the ring waits one latency; count the steps of both phases":
             lat + 2 * (b - 1) / b * n / bw,
-        "one step too many in each phase: count how many steps it takes a ring of n ranks to pass every chunk round "
-        "once":
+        "each phase has the wrong number of steps: follow one chunk round a ring of 4 ranks, step by step, until "
+        "every rank has added its part to it, then until every rank holds the sum":
             2 * b * lat + 2 * b / b * n / bw,
         "bandwidth multiplied instead of divided (bytes ÷ bytes-per-second is seconds)":
             2 * (b - 1) * lat + 2 * (b - 1) / b * n * bw,

@@ -44,12 +44,12 @@ MUTANTS = {
 """, r"with one rank there is nobody to exchange"),
         ("2n steps", _AR + """
     return 2 * world * latency + 2 * nbytes / bandwidth
-""", r"with one rank there is nobody|one step too many in each phase"),
+""", r"with one rank there is nobody|the wrong number of steps"),
         ("2n steps, world 1 special-cased", _AR + """
     if world == 1:
         return 0.0
     return 2 * world * latency + 2 * nbytes / bandwidth
-""", r"one step too many in each phase"),
+""", r"the wrong number of steps"),
     ],
     "fit_latency_bandwidth_check": [
         ("unweighted least squares", _FIT_HEAD + """
