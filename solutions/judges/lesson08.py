@@ -114,7 +114,9 @@ def _fits(BM: int, BN: int, BK: int, b: int, stages: int, smem: int, regs: int) 
 # What best_tiles' cases (grader.checks.lesson08._BEST_CASES) tell apart, kept here because it names tiles:
 # case 7 is fp16 on an H100 with 3 stages, where 256 × 256 fits shared memory only (its accumulator is the whole
 # register file); case 8 has half the registers, so 128 × 256 spills too; case 9 a quarter, where fp16's 2 bytes
-# (the accumulator counted at dtype_bytes) would still admit 256 × 64.
+# (the accumulator counted at dtype_bytes) would still admit 256 × 64. Case 10 has three quarters of the registers: on
+# register files of a power of two, an accumulator counted at 2 bytes and one allowed the whole file pick the same
+# tiles (copy test r22 was told the second for the first); here they part.
 def _best(M, N, K, BK, b, smem, regs, stages, sizes, fits=_fits):
     """The (BM, BN) with the least traffic among those `fits` admits (ties: smaller footprint, larger BM)."""
     ok = [(BM, BN) for BM in sizes for BN in sizes if fits(BM, BN, BK, b, stages, smem, regs)]
@@ -135,6 +137,9 @@ _BUDGET_MISTAKES = [  # (what the mistaken budget admits, what the learner is to
     (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * b < regs,
      "The accumulator was counted at dtype_bytes per element. tl.dot accumulates in single precision whatever the "
      "inputs, so the accumulator takes 4 bytes per element of the tile."),
+    (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * 2 < regs,
+     "The accumulator was counted at 2 bytes per element, as if it were half precision. tl.dot accumulates in single "
+     "precision whatever the inputs, so the accumulator takes 4 bytes per element of the tile."),
     (lambda BM, BN, BK, b, s, smem, regs: _footprint(BM, BN, BK, b, s) <= smem and BM * BN * 4 <= regs,
      "A tile whose accumulator needs the whole register file was taken as fitting. Nothing would be left for the "
      "threads' addresses, the pieces of A and B they multiply, or the loop: it spills."),

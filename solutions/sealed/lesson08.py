@@ -29,7 +29,7 @@ def _tile_said(answer: dict) -> list[str]:
             said.append("that tile does not fit on chip: count both footprints, the staged pieces of A and B in "
                         "shared memory and the float32 accumulator in the registers")
         else:
-            said.append("that tile fits, but a bigger one that also fits moves less traffic")
+            said.append("that tile fits, but another tile that also fits moves less traffic")
     if _tile_key(answer["256x256"]) != _tile_keys()["limit"]:
         said.append("what stops 256 × 256: work out its staged pieces against the shared memory and its float32 "
                     "accumulator against the register file, each from data/sm.csv's figures")

@@ -263,6 +263,10 @@ def fusion_bytes(rows, cols, dtype_bytes):
     fits = [(bm, bn) for bm in sizes for bn in sizes
             if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * dtype_bytes < regs_bytes]
 """ + _BEST_PICK, r"single precision whatever the inputs"),
+        ("the accumulator at 2 bytes whatever the inputs (r22)", _BEST + """
+    fits = [(bm, bn) for bm in sizes for bn in sizes
+            if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * 2 < regs_bytes]
+""" + _BEST_PICK, r"counted at 2 bytes per element"),
         ("an accumulator as big as the register file taken as fitting", _BEST + """
     fits = [(bm, bn) for bm in sizes for bn in sizes
             if num_stages * (bm * BK + BK * bn) * dtype_bytes <= smem_bytes and bm * bn * 4 <= regs_bytes]
@@ -387,7 +391,10 @@ def fusion_bytes(rows, cols, dtype_bytes):
         ("shared memory blamed", "TILE_PREDICTION = {'tile': '256x128', '256x256': 'shared memory', 'why': 'too big'}",
          r"what stops 256 × 256"),
         ("a tile that fits but is not the best", "TILE_PREDICTION = {'tile': '128x128', '256x256': 'registers', 'why': 'safe'}",
-         r"a bigger one that also fits moves less traffic"),
+         r"another tile that also fits moves less traffic"),
+        ("a tile of the best's area, not the best's shape (r22: told 'a bigger one')",
+         "TILE_PREDICTION = {'tile': '512x64', '256x256': 'registers', 'why': 'as big as fits'}",
+         r"another tile that also fits moves less traffic"),
         ("prediction without a reason", "TILE_PREDICTION = {'tile': '128x256', '256x256': 'registers'}",
          r"needs exactly the keys"),
         ("a tile as two numbers", "TILE_PREDICTION = {'tile': (256, 128), '256x256': 'registers', 'why': 'x'}",
