@@ -266,3 +266,18 @@ def test_a_copy_of_a_course_kernel_launched_before_the_check_counts(tmp_path, mo
     finally:
         sys.modules.pop("copied_gelu", None)
         shortcuts._fresh_kernel()
+
+
+def test_show_cells_call_the_learners_functions_before_they_draw():
+    """Copy test r22: the attention-memory cell drew its figure, then called flash_traffic and skipped, so a learner
+    without it saw half a cell. A show cell under skip_if_not_done calls the learner's functions before it displays."""
+    from conftest import ROOT, read_notebook
+
+    learner = ("flash_traffic(", "tile_traffic(", "best_tiles(", "attention_blocked(", "fusion_bytes(")
+    for cell in read_notebook(ROOT / "solutions" / "08_inside_a_kernel" / "08_inside_a_kernel.ipynb").cells:
+        source = cell.source
+        if cell.cell_type != "code" or "skip_if_not_done" not in source or "display(fig)" not in source:
+            continue
+        drawn = source.index("display(fig)")
+        calls = [source.index(f) for f in learner if f in source and "def " + f not in source]
+        assert all(at < drawn for at in calls), source[:200]
