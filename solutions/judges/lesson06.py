@@ -442,12 +442,12 @@ def _verdict(verdict: Callable) -> None:
         fail("verdict misjudged the run that follows the reference step for step, where the reference's last raw "
              "loss is one noisy step 30 % up.")
     if answers["rising with a rising reference"] != "diverged":
-        fail("verdict misjudged the run whose loss rose 3 % a step alongside a reference that rose too: it was "
-             "judged by the reference alone. Section 4: which of the three words looks at a run on its own, "
-             "whatever the reference did?")
+        fail("verdict misjudged the run whose loss rose 3 % a step alongside a reference that rose too: go back to "
+             "what each of the three words says about a run (section 4).")
     if answers["flat and noisy"] != "stalled":
-        fail("verdict misjudged the flat run with ±30 % noise whose last raw loss is above its first: a noisy run "
-             "is judged on its smoothed curve, not on its raw first and last losses (section 4).")
+        fail("verdict misjudged the flat run with ±30 % noise whose last raw loss is above its first: it neither blew "
+             "up nor ended worse than it started by more than its noise. Look at what your test of 'ended worse' "
+             "compares (section 4): which values, and with what allowance.")
     if answers["5.2 % above"] != "stalled" or answers["4.8 % below"] != "agrees":
         fail("near the tolerance verdict misjudged the run 5.2 % above the reference or the one 4.8 % below it "
              "(rtol 5 %).")

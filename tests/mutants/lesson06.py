@@ -394,7 +394,7 @@ def smooth(losses, beta, steps=None):
         return "agrees"
     return "diverged" if s[-1] > s[0] * (1 + rtol) else "stalled"
 """,
-            r"alongside a reference that rose too",
+            r"alongside a reference that rose too: go back to what each of the three words says",
         ),
         (
             "tolerance relative to the run",
@@ -418,7 +418,19 @@ def smooth(losses, beta, steps=None):
     s, r = _smooth(run, beta), _smooth(reference, beta)
     return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
 """,
-            r"judged on its smoothed curve, not on its raw first and last losses",
+            r"by more than its noise. Look at what your test of 'ended worse'",
+        ),
+        (
+            "rise judged on the smoothed curve with no allowance (r22)",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if s[-1] > s[0]:
+        return "diverged"
+    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
+""",
+            r"by more than its noise. Look at what your test of 'ended worse'",
         ),
         (
             "the reference left unsmoothed",
