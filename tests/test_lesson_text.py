@@ -70,3 +70,15 @@ def test_stub_docstrings_state_the_contract_not_the_answer(lesson):
                 doc = ast.get_docstring(node) or ""
                 assert doc, f"{lesson}: {node.name} has no docstring stating its contract"
                 assert not _FORMULA.search(doc), f"{lesson}: {node.name}'s docstring gives a formula or recipe: {doc!r}"
+
+
+def test_exercises_are_numbered_once_each_in_order():
+    """Copy test r22: lesson 02 had two exercise 3s (the quiz and sync_points), so its "five things" read as four."""
+    import json
+
+    for path in sorted((ROOT / "solutions").glob("0*/*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        seq = [(int(m.group(1)), m.group(2)) for c in cells
+               for m in re.finditer(r"\*\*Exercise (\d+)([a-z]?)\b", "".join(c["source"]))]
+        assert seq == sorted(set(seq)), (path.name, seq)
+        assert sorted({n for n, _ in seq}) == list(range(1, max(n for n, _ in seq) + 1)), (path.name, seq)
