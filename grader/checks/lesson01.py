@@ -39,6 +39,18 @@ def _public_matmul_flops(matmul_flops: Replay) -> None:
         fail(f"matmul_flops(4) returned a {type(got).__name__}; FLOP counts are whole numbers, return an int.")
 
 
+def _flop_formulas() -> dict:
+    """{function: label} for torch.utils.flop_counter's per-op FLOP formulas (mm_flop, addmm_flop, ...): the module's
+    names, what they wrap, and the registry's entries (copy test r22 passed matmul_flops with mm_flop((n, n), (n, n)))."""
+    import torch.utils.flop_counter as counter
+
+    label = "torch.utils.flop_counter's FLOP formulas (torch's own count of a matmul's work)"
+    found = [v for n, v in vars(counter).items() if n.endswith("_flop") and callable(v)]
+    found += list(getattr(counter, "flop_registry", {}).values())
+    found += [getattr(f, "__wrapped__") for f in found if callable(getattr(f, "__wrapped__", None))]
+    return {f: label for f in found}
+
+
 check_matmul_flops = guard(Keyed(
     "01_crossover", "matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,), (3,)], public=_public_matmul_flops,
     unknown="matmul_flops is not the work of an n×n matmul, nor a mistake the course knows. Go back to section 2 "
@@ -47,7 +59,7 @@ check_matmul_flops = guard(Keyed(
     "matmul_flops", {FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)",
                      torch.profiler.profile: "torch.profiler.profile (its with_flops counts the FLOPs)",
                      torch.autograd.profiler.profile: "torch.autograd.profiler.profile (its with_flops counts the "
-                                                      "FLOPs)"})
+                                                      "FLOPs)", **_flop_formulas()})
 
 
 def _public_matmul_bytes(matmul_bytes: Replay) -> None:
