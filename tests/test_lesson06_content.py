@@ -366,3 +366,24 @@ def test_the_gpu_parameters_are_not_launch_bound_and_no_activation_has_a_weights
     model, x, y = amp.make_task(seed=0, d_in=64, width=128, batch=128)  # the old shape: batch == width
     copies = amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), torch.bfloat16)["weight_copies"]
     assert copies > 128 * 2  # an activation of the weight's shape is miscounted as a copy: why the batch differs
+
+
+def test_reading_a_made_up_formats_limits_before_smallest_kept_fails_it():
+    """Copy test r22: Format('x', 6, 9, None).smallest_subnormal, read from a cell before the check, answered the case
+    no table lists; inside the function it was noticed, in a cell of its own it was not."""
+    from grader import floats, shortcuts
+    from grader.checks import lesson06
+    from grader.notebook import CheckFailed
+
+    from notebook_cells import solution_cells
+
+    namespace: dict = {}
+    exec(solution_cells("06_mixed_precision")["smallest_kept"], namespace)
+    shortcuts._fresh_kernel()
+    try:
+        floats.Format("x", 6, 9, None).smallest_subnormal  # a cell of its own
+        with pytest.raises(CheckFailed, match="before your smallest_kept was checked"):
+            lesson06.check_smallest_kept(namespace["smallest_kept"])
+    finally:
+        shortcuts._fresh_kernel()
+    lesson06.check_smallest_kept(namespace["smallest_kept"])
