@@ -70,7 +70,12 @@ def _public_matmul_bytes(matmul_bytes: Replay) -> None:
 
 
 def _hints_matmul_bytes(matmul_bytes: Replay) -> None:
-    """An unknown answer that ignores the dtype, or the output's dtype."""
+    """An unknown answer that does not grow as n², ignores the dtype, or the output's dtype."""
+    small, large = call(matmul_bytes, 8, torch.float32), call(matmul_bytes, 16, torch.float32)
+    if is_number(small) and is_number(large) and small > 0 and not math.isclose(large / small, 4.0, rel_tol=1e-9):
+        # copy test r22: 2n³·itemsize was told the output's dtype was ignored, which was true but not its mistake
+        fail(f"matmul_bytes(16, torch.float32) is {large / small:.3g}× matmul_bytes(8, torch.float32): doubling n "
+             "should multiply the traffic by as much as it multiplies what the matrices hold.")
     if call(matmul_bytes, 8, torch.float16) == call(matmul_bytes, 8, torch.float32):
         fail("matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. An element's size "
              "depends on its dtype (dtype.itemsize).")

@@ -54,6 +54,11 @@ def _matmul_bytes(matmul_bytes) -> None:
         fail("matmul_bytes counts bits: dtype.itemsize is the bytes of one element, and memory traffic is counted in "
              "bytes.")
     if got != 3 * n * n * torch.float32.itemsize:
+        large = call(matmul_bytes, 2 * n, torch.float32)
+        if is_number(got) and is_number(large) and got and not close(float(large) / float(got), 4.0):
+            # copy test r22: 2n³·itemsize was told the output's dtype was ignored (by the hints), not its mistake
+            fail(f"matmul_bytes(16, torch.float32) is {float(large) / float(got):.3g}× matmul_bytes(8, torch.float32): "
+                 "doubling n should multiply the traffic by as much as it multiplies what the matrices hold.")
         fail("matmul_bytes is not the least traffic a matmul must cause: which matrices have to come in from memory, "
              "which has to go back out, and how many bytes is each of them?")
     half = call(matmul_bytes, n, torch.float16)
