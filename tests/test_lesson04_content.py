@@ -352,3 +352,15 @@ def test_training_bytes_asks_for_a_layout_no_probe_measures():
     assert any(n % 256 for n, _, _ in lesson04._8BIT_CASES if n >= 4096) and any(n < 4096 for n, _, _ in lesson04._8BIT_CASES)
     text = _markdown()
     assert "256 consecutive values" in text and "fewer than 4096 values" in text and "Optimizer2State.init_state" in text
+
+
+def test_the_activation_measurements_wait_for_predict_saved_bytes_to_pass():
+    """Copy test r22 replaced the stub with `return 0`, ran the measuring cell, and read every measurement the check's
+    cases are made of. The cell now waits for the check to pass in this kernel (needs), before any recorder runs."""
+    from conftest import ROOT, read_notebook
+    from grader.checks import lesson04
+
+    assert isinstance(getattr(lesson04.check_predict_saved_bytes, "passed", None), list)
+    cell = next(c.source for c in read_notebook(ROOT / "solutions" / "04_memory" / "04_memory.ipynb").cells
+                if "memory.ACTIVATIONS" in c.source and "SavedTensors" in c.source)
+    assert cell.index("needs(lesson04.check_predict_saved_bytes)") < cell.index("memory.SavedTensors"), cell
