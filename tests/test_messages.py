@@ -301,6 +301,9 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("matmul_flops_check", "from torch.utils.flop_counter import mm_flop\n\n"
          "def matmul_flops(n):\n    return int(mm_flop((n, n), (n, n)))\n",
          r"calls torch\.utils\.flop_counter's FLOP formulas"),
+        ("matmul_flops_check", "from torch.utils.flop_counter import conv_flop_count\n\n"
+         "def matmul_flops(n):\n    return int(conv_flop_count([n, n, 1], [n, n, 1], [n, n, 1]))\n",
+         r"calls torch\.utils\.flop_counter's FLOP formulas"),
         # round 4: measure's way with a fixed 100 extra warm-up calls, longer than any case's ramp
         ("time_op_check", "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
          "    for _ in range(warmup + 100):\n        fn()\n    sync()\n    samples = []\n"

@@ -45,7 +45,9 @@ def _flop_formulas() -> dict:
     import torch.utils.flop_counter as counter
 
     label = "torch.utils.flop_counter's FLOP formulas (torch's own count of a matmul's work)"
-    found = [v for n, v in vars(counter).items() if n.endswith("_flop") and callable(v)]
+    # every function of the module that counts (r23 used conv_flop_count: a width-1 convolution is a matmul)
+    found = [v for n, v in vars(counter).items() if "flop" in n and callable(v) and not isinstance(v, type)
+             and getattr(v, "__module__", None) == counter.__name__ and n != "register_flop_formula"]
     found += list(getattr(counter, "flop_registry", {}).values())
     found += [getattr(f, "__wrapped__") for f in found if callable(getattr(f, "__wrapped__", None))]
     return {f: label for f in found}

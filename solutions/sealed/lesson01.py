@@ -136,13 +136,15 @@ def _add_h100_mistake(gflops: float) -> str | None:
 
 def _add_band(first: dict, context: dict) -> tuple[float, str]:
     """ADD_PREDICTION's first guess: this machine's add against the model fed with this run's copy bandwidth (full
-    within 20%, half within 2×), and the H100's bfloat16 add against the datasheet's (full within 10%, half within 2×);
+    within 20%, half within 2×), and the H100's bfloat16 add against the datasheet's (the same band);
     the two keys count equally."""
     from grader import predictions
 
     want = _add_model(context)
     here = 0.0 if want is None else predictions.band(first["add GFLOP/s"] * 1e9, want, tight=0.2, loose=1.0)
-    h100 = predictions.band(first[ADD_H100_KEY] * 1e9, _add_h100_model(), tight=0.1, loose=1.0)
+    # 20% as this machine's: a real H100 streams an add below its datasheet bandwidth (copy test r23 recalled about
+    # 85-90%), and a learner who allows for that has reasoned as well as one who does not
+    h100 = predictions.band(first[ADD_H100_KEY] * 1e9, _add_h100_model(), tight=0.2, loose=1.0)
     fraction = (here + h100) / 2
     if fraction == 1.0:
         return fraction, "your first guess is where the model puts both"
