@@ -555,6 +555,9 @@ _VERDICT_CASES = {  # the runs verdict is tried on (inputs only: what each shoul
     "big losses, 2 % above": ([v * 1e6 for v in _REF], [v * 1e6 * 1.02 for v in _REF], 0.9, 0.05),
     "flat, both curves × 1e6": ([v * 1e6 for v in _REF], [1.0] * 40, 0.9, 0.05),
     "rising, both curves × 1e6": ([v * 1e6 for v in _REF], [1.05**i for i in range(40)], 0.9, 0.05),
+    # copy test r23 passed a verdict that judged the rise against the reference's start: this run starts 4× higher and
+    # halves, so it ends better than it started and still above where the reference started
+    "started high and fell by half": (_REF, _curve(40, 4.0, 2.0, 0.05, 1e-6, 7), 0.9, 0.05),
 }
 _SCALED_TWINS = {"flat": "flat, both curves × 1e6", "rising": "rising, both curves × 1e6"}  # the same runs, other units
 

@@ -463,6 +463,12 @@ def _verdict(verdict: Callable) -> None:
         fail("verdict misjudged a run whose smoothed loss rose 5 % a step: it ended far worse than it started.")
     if answers["one noisy last value"] != "agrees" or answers["same last value only"] != "stalled":
         fail("verdict judged single noisy losses somewhere: every judgement is on the smoothed curves.")
+    if answers["started high and fell by half"] == "diverged":
+        fail("verdict called a run 'diverged' that started four times above its reference and fell by half: it ended "
+             "better than it started. Whose start does 'ended worse than it started' compare with?")
+    if answers["started high and fell by half"] != "stalled":
+        fail("verdict misjudged the run that started four times above its reference and fell by half: it never blew "
+             "up, never got worse, and ended far from where the reference ended.")
 
 
 # --- the smallest number a format keeps --------------------------------------------------------------

@@ -433,6 +433,18 @@ def smooth(losses, beta, steps=None):
             r"by more than its noise. Look at what your test of 'ended worse'",
         ),
         (
+            "rise judged against the reference's start (r23)",
+            _VERDICT_HEAD + """
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if s[-1] > r[0] * (1 + rtol):
+        return "diverged"
+    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
+""",
+            r"Whose start does 'ended worse than it started' compare with",
+        ),
+        (
             "the reference left unsmoothed",
             _VERDICT_HEAD + """
     if not all(math.isfinite(v) for v in run):
