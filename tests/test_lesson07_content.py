@@ -34,7 +34,7 @@ def _line(xs, ts, weights):
 @pytest.mark.parametrize("world,latency,bandwidth,seed", [f for f in lesson07._FITS if f[3] is not None])
 def test_noisy_fit_data_tell_a_weighted_fit_from_a_plain_one(world, latency, bandwidth, seed):
     """On the check's noisy data the plain fit's latency is off by more than half; the weighted one within 5%."""
-    xs, ts = lesson07.synthetic_timings(world, latency, bandwidth, seed)
+    xs, ts = lesson07._synthetic_timings(world, latency, bandwidth, seed)
     steps = 2 * (world - 1)
     a, _ = _line(xs, ts, [1 / t**2 for t in ts])
     plain, _ = _line(xs, ts, [1.0] * len(ts))
@@ -43,8 +43,8 @@ def test_noisy_fit_data_tell_a_weighted_fit_from_a_plain_one(world, latency, ban
 
 
 def test_synthetic_timings_are_the_same_every_time_and_noise_free_without_a_seed():
-    assert lesson07.synthetic_timings(2, 1e-4, 1e9, 15) == lesson07.synthetic_timings(2, 1e-4, 1e9, 15)
-    xs, ts = lesson07.synthetic_timings(4, 1e-4, 1e9, None)
+    assert lesson07._synthetic_timings(2, 1e-4, 1e9, 15) == lesson07._synthetic_timings(2, 1e-4, 1e9, 15)
+    xs, ts = lesson07._synthetic_timings(4, 1e-4, 1e9, None)
     assert ts[0] == pytest.approx(6 * 1e-4 + 1.5 * xs[0] / 1e9, rel=1e-12)
     assert xs[0] == 256 and xs[-1] == 2**28
 
@@ -451,7 +451,7 @@ def test_the_lesson_names_ddps_4_bytes_and_deepspeeds_layout():
 def test_fit_hint_warns_of_float32():
     """07 cell 14: the lstsq hint led into float32, where the latency comes out about 0."""
     text = _lesson_text()
-    assert "Work in float64" in text and "np.polyfit" in text
+    assert "Work in float64" in text and "torch.linalg.lstsq" in text  # (np.polyfit is no longer named: r22)
 
 
 def test_gpipe_holds_m_micro_batches_and_1f1b_at_most_p():
@@ -546,13 +546,13 @@ def test_the_textbook_bubble_holds_for_equal_stages_and_fails_for_unequal_ones()
 
 
 def test_the_fit_check_runs_on_data_no_table_in_the_package_knows():
-    """Copy test, round 3: _FITS and synthetic_timings regenerate the check's data, and a fit that returned the
+    """Copy test, round 3: _FITS and _synthetic_timings regenerate the check's data, and a fit that returned the
     parameters of the data it recognised passed. The check also fits noise-free data drawn when it runs."""
     from grader.notebook import CheckFailed
 
     def lookup(nbytes, seconds, world):
         for w, lat, bw, seed in lesson07._FITS:
-            if w == world and lesson07.synthetic_timings(w, lat, bw, seed)[1] == list(seconds):
+            if w == world and lesson07._synthetic_timings(w, lat, bw, seed)[1] == list(seconds):
                 return lat, bw
         return 1e-4, 1e9
 
@@ -583,7 +583,7 @@ def test_an_unknown_allreduce_answer_gets_the_principle_not_an_accusation(wrong)
 
 
 def test_pricing_rings_with_the_course_model_before_the_check_fails_it():
-    """Copy test r22 read the ring's step count and share off synthetic_timings (latency 1 and no bytes, then the
+    """Copy test r22 read the ring's step count and share off _synthetic_timings (latency 1 and no bytes, then the
     reverse), run from a cell before writing allreduce_seconds."""
     from grader import shortcuts
 
@@ -593,11 +593,31 @@ def test_pricing_rings_with_the_course_model_before_the_check_fails_it():
 
     shortcuts._fresh_kernel()
     try:
-        lesson07.synthetic_timings(4, 1.0, math.inf, None)  # a cell of its own, before the check
+        lesson07._synthetic_timings(4, 1.0, math.inf, None)  # a cell of its own, before the check
         with pytest.raises(CheckFailed, match="before your allreduce_seconds was checked"):
             lesson07.check_allreduce_seconds(ring)
     finally:
         shortcuts._fresh_kernel()
     lesson07.check_allreduce_seconds(ring)  # a fresh kernel: the same function passes
-    lesson07.synthetic_timings(4, 1.0, math.inf, None)  # and once it has passed, the lesson may use the model freely
+    lesson07._synthetic_timings(4, 1.0, math.inf, None)  # and once it has passed, the lesson may use the model freely
     lesson07.check_allreduce_seconds(ring)
+
+
+def test_the_fit_exercise_leaves_the_weighting_to_the_learner():
+    """Copy test r22: the page said why a plain fit fails, to count each point by its relative error and to read what
+    np.polyfit's w does, so polyfit(x, y, 1, w=1/y) restated it. The page now gives the data's noise, not the weights;
+    the messages name what went wrong (the latency lost, the points weighted too steeply), not the recipe."""
+    from notebook_cells import solution_cells
+
+    text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "07_data_parallel" / "07_data_parallel.ipynb").cells)
+    for recipe in ("relative", "polyfit's `w`", "plain least-squares", "weighted by"):
+        assert recipe not in text, recipe
+    assert "relative" not in lesson07._fit_keyed.unknown
+    namespace: dict = {}
+    exec("import numpy as np\ndef fit_latency_bandwidth(nbytes, seconds, world):\n"
+         "    b, a = np.polyfit(nbytes, seconds, 1)\n"
+         "    return float(a) / (2 * (world - 1)), 2 * (world - 1) / (world * float(b))\n", namespace)
+    with pytest.raises(CheckFailed) as failed:
+        lesson07.check_fit_latency_bandwidth(namespace["fit_latency_bandwidth"])
+    assert "relative" not in str(failed.value) and "lost the latency" in str(failed.value), str(failed.value)
+    solution_cells("07_data_parallel")  # the solution still passes: tests/test_mutants runs it

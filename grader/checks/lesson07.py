@@ -88,7 +88,7 @@ check_allreduce_seconds = guard(Keyed(
             "two phases (each waits one latency) and the bytes one rank sends in them (section 2), and check it on "
             "every case: one rank, no bytes, no latency."),
     "allreduce_seconds", {_ring_model: "grader.checks.lesson07._ring_model"},
-    # copy test r22 priced rings of 2 to 16 ranks with synthetic_timings (latency 1 and no bytes, then the reverse) in a
+    # copy test r22 priced rings of 2 to 16 ranks with _synthetic_timings (latency 1 and no bytes, then the reverse) in a
     # cell of its own and read the step count and the share off them: a call before the check passed counts
     earlier=("grader.checks.lesson07._ring_model",))
 
@@ -96,7 +96,9 @@ check_allreduce_seconds = guard(Keyed(
 # --- fit_latency_bandwidth -------------------------------------------------------------------------
 
 
-def synthetic_timings(world: int, latency: float, bandwidth: float, seed: int | None,
+# private: the ring model's times for any latency and bandwidth, which copy test r23 read the step count and share off
+# in a separate process (the earlier= watch sees only this kernel)
+def _synthetic_timings(world: int, latency: float, bandwidth: float, seed: int | None,
                       sigma: float = 0.05) -> tuple[list[int], list[float]]:
     """Message sizes 256 B .. 256 MiB and ring-model times with log-normal noise of `sigma` (None: no noise)."""
     rng = random.Random(seed)
@@ -114,7 +116,7 @@ _FITS = [(2, 150e-6, 1.3e9, None), (8, 20e-6, 2e10, None), (2, 150e-6, 1.3e9, 15
 
 def _fit_case(world: int, latency: float, bandwidth: float, seed: int | None) -> tuple:
     """fit_latency_bandwidth's arguments for data made with these values: (nbytes, seconds, world)."""
-    return (*synthetic_timings(world, latency, bandwidth, seed), world)
+    return (*_synthetic_timings(world, latency, bandwidth, seed), world)
 
 
 def _fit_cases() -> list[tuple]:
@@ -192,8 +194,8 @@ def _fit_summary(observation: Any) -> list:
 _fit_keyed = _FitKeyed(
     "07_data_parallel", "fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, sig=4, summary=_fit_summary,
     public=_public_fit, unknown="fit_latency_bandwidth did not recover the latency and bandwidth its data were made "
-    "with: fit the straight line that your ring model is for a fixed number of ranks, each point counted by its "
-    "relative error, and work back from its intercept and slope to the latency and bandwidth.")
+    "with: fit the straight line that your ring model is for a fixed number of ranks, with each point counted as its "
+    "noise allows, and work back from its intercept and slope to the latency and bandwidth.")
 
 
 
@@ -247,7 +249,7 @@ def _judge_fit_on(observation: dict, world: int, latency: float, bandwidth: floa
 
 fit_on = Check("fit_latency_bandwidth on other data", _observe_fit_on, _judge_fit_on,
                inputs=("world", "latency", "bandwidth", "seed"), announce=False)
-fit_on.__doc__ = "Hidden test: the fit recovers `latency` and `bandwidth` from synthetic_timings(world, latency, bandwidth, seed)."
+fit_on.__doc__ = "Hidden test: the fit recovers `latency` and `bandwidth` from _synthetic_timings(world, latency, bandwidth, seed)."
 
 
 # --- bucket_plan -----------------------------------------------------------------------------------

@@ -84,10 +84,9 @@ def _weighted_fit(nbytes: list[float], seconds: list[float], world: int, power: 
 def _fit_weights(data: tuple, label: str, latency: float, bandwidth: float) -> Callable:
     """The wrongly weighted fits of `data` (1/t⁴ and 1/t on the squared residuals), told from the right one."""
     def weights(lat: float, bw: float, lat_tol: float, bw_tol: float) -> None:
-        for power, words in ((4, "1/t⁴ on the squared residuals: more than relative error asks for (read what "
-                                 "np.polyfit does with its w, if you gave it one)"),
-                             (1, "1/t on the squared residuals: that minimises neither the absolute nor the relative "
-                                 "error")):
+        for power, words in ((4, "1/t⁴ on the squared residuals: more steeply than the points' noise calls for (if "
+                                 "you gave np.polyfit a w, read what it does with it)"),
+                             (1, "1/t on the squared residuals: less steeply than the points' noise calls for")):
             wrong = _weighted_fit(*data, power)
             if close(lat, wrong[0], 1e-6) and close(bw, wrong[1], 1e-6) and not (
                     close(lat, latency, lat_tol) and close(bw, bandwidth, bw_tol)):

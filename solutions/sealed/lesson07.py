@@ -38,14 +38,12 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
     if weights is not None:
         weights(lat, bw, lat_tol, bw_tol)
     if noisy and (lat < 0 or not close(lat, latency, 0.5)) and close(bw, bandwidth, 0.15):
-        fail(f"fit_latency_bandwidth{label} found the bandwidth but lost the latency: an unweighted least-squares fit. "
-             "Its errors are absolute, so the largest messages (hundreds of ms, a few % noise: milliseconds) decide "
-             "the line and the latency, a few hundred µs, drowns in their noise. Count every point by its relative "
-             "error, and the small messages set the latency.")
+        fail(f"fit_latency_bandwidth{label} found the bandwidth but lost the latency. Which of the points decide your "
+             "line, and how large is their noise next to the latency?")
     if not close(lat, latency, lat_tol) or not close(bw, bandwidth, bw_tol):
         fail(f"fit_latency_bandwidth{label} returned latency {lat:.4g} s and bandwidth {bw:.4g} B/s, not what the data "
              "were made with" + (" (with 5% noise)" if noisy else " (without noise)") + ". Fit the straight line "
-             "that your ring model is for a fixed number of ranks, each point counted by its relative error, and "
+             "that your ring model is for a fixed number of ranks, with each point counted as its noise allows, and "
              "work back from its intercept and slope to the latency and bandwidth.")
 
 

@@ -56,7 +56,7 @@ MUTANTS = {
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0] * len(seconds))
     return a / (2 * (world - 1)), 2 * (world - 1) / (world * b)
-""", r"an unweighted least-squares fit"),
+""", r"found the bandwidth but lost the latency. Which of the points decide your line"),
         ("ring factor missing", _FIT_HEAD + """
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
