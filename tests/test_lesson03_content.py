@@ -472,3 +472,14 @@ def test_a_watch_a_cell_opens_does_not_hide_a_made_up_formats_limits():
     exec(compile("with watching({}):\n    Format('e5m6', 5, 6, None).smallest_subnormal\n", "<cell>", "exec"),
          {"Format": Format, "watching": shortcuts.watching})
     assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
+
+
+def test_the_page_gives_the_cast_rule_not_the_cut_off_for_zero():
+    """Copy test r22 found ZERO_SHARE and predict_vanishing TRANSCRIBE: the paragraph before them said to work out the
+    smallest nonzero number a format holds and which values are nearer to 0 than to it, and a show cell printed that
+    half the smallest subnormal goes to 0. The page keeps the principle (a cast keeps the nearest number, ties to even;
+    what an all-zero exponent field stores) and leaves the cut-off to the learner."""
+    text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "03_float_formats" / "03_float_formats.ipynb").cells)
+    for recipe in ("smallest nonzero number a format holds", "nearer to 0 than to it", "half the smallest subnormal"):
+        assert recipe not in text, recipe
+    assert "a cast keeps the" in text and "last mantissa bit is 0" in text
