@@ -542,3 +542,18 @@ def test_no_cell_source_states_idle_guess_answer():
             assert said not in cell.source, (said, cell.source[:200])
     assert lesson05.idle_split_reading.course_only in lesson05.check_idle_guess.watched
     assert "grader.loading.with_workers" in lesson05.check_idle_guess.watched
+
+
+def test_diagnose_lists_its_verdicts_in_no_order_of_precedence():
+    """Copy test r22 wrote section 1's readings as ifs in the order the exercise listed the verdicts, which was the
+    order they must be tested in. The list and the stub now name them in no such order: which comes first is the
+    learner's to work out (what ends a run, what only wastes it)."""
+    from notebook_cells import solution_cells
+
+    text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "05_reading_the_machine" /
+                                                     "05_reading_the_machine.ipynb").cells)
+    start = text.index("Return what the machine is doing")
+    order = sorted(("near-oom", "waiting", "slowed", "tiny-kernels", "busy"), key=lambda w: text.index(f'`"{w}"`', start))
+    assert order != ["near-oom", "waiting", "slowed", "tiny-kernels", "busy"], order
+    stub = solution_cells("05_reading_the_machine", student=True)["diagnose"]
+    assert "'near-oom', 'waiting', 'slowed', 'tiny-kernels', 'busy'" not in stub
