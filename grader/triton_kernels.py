@@ -53,11 +53,11 @@ def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, s, scale, D: tl.constexpr
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # this program's query rows
     rd = tl.arange(0, D)
-    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :], mask=rm[:, None] < s, other=0.0)  # (BLOCK_M, D), read once
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :], mask=rm[:, None] < s, other=0.0)  # (BLOCK_M, D)
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)  # running max per query row
     l = tl.zeros((BLOCK_M,), tl.float32)  # running sum per query row
     acc = tl.zeros((BLOCK_M, D), tl.float32)
-    for j in range(0, s, BLOCK_N):  # every key block: all of K and V, for every query block
+    for j in range(0, s, BLOCK_N):
         rn = j + tl.arange(0, BLOCK_N)
         k = tl.load(k_ptr + rn[:, None] * D + rd[None, :], mask=rn[:, None] < s, other=0.0)  # (BLOCK_N, D)
         v = tl.load(v_ptr + rn[:, None] * D + rd[None, :], mask=rn[:, None] < s, other=0.0)

@@ -281,3 +281,17 @@ def test_show_cells_call_the_learners_functions_before_they_draw():
         drawn = source.index("display(fig)")
         calls = [source.index(f) for f in learner if f in source and "def " + f not in source]
         assert all(at < drawn for at in calls), source[:200]
+
+
+def test_the_flash_kernel_leaves_its_traffic_to_be_read_from_its_code():
+    """Copy test r22 restated flash_traffic from the kernel's comments ('read once', 'all of K and V, for every query
+    block') and the page's 'walking all keys': the exercise asks the learner to read the kernel, so neither says it."""
+    from conftest import ROOT, read_notebook
+    from grader import triton_kernels
+
+    source = triton_kernels.source("flash_attention_kernel")
+    for told in ("read once", "all of K and V", "every query block"):
+        assert told not in source, told
+    text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "08_inside_a_kernel" /
+                                                     "08_inside_a_kernel.ipynb").cells)
+    assert "walking all keys" not in text
