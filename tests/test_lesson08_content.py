@@ -295,3 +295,17 @@ def test_the_flash_kernel_leaves_its_traffic_to_be_read_from_its_code():
     text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "08_inside_a_kernel" /
                                                      "08_inside_a_kernel.ipynb").cells)
     assert "walking all keys" not in text
+
+
+def test_fusion_bytes_gives_the_principle_not_the_count():
+    """Copy test r22 restated fusion_bytes from its text: 'count each tensor each time a kernel reads or writes it; a
+    value a kernel uses many times (the bias, one per column) comes from memory once'. The text now points to lesson
+    01's least traffic; which tensors cross, and the bias once, are the learner's to work out."""
+    from conftest import ROOT, read_notebook
+
+    text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "08_inside_a_kernel" /
+                                                     "08_inside_a_kernel.ipynb").cells)
+    flat = " ".join(text.split())
+    for told in ("each time a kernel reads or writes it", "comes from memory once", "the bias, one per column"):
+        assert told not in flat, told
+    assert "least bytes" in text

@@ -50,7 +50,7 @@ def _fusion_bytes(fn: Callable) -> None:
              "with y, and what does GELU?")
     if not close(unfused, want_u):
         fail(f"{label}: the unfused count is off. Go kernel by kernel: which tensors does each read, which does it "
-             "write, and how many elements each (the bias once per column)?")
+             "write, and how many of their elements must cross memory?")
     if not close(fused, want_f):
         fail(f"{label}: the fused count is off. One kernel reads its inputs once and writes its output once; the "
              "intermediate never leaves the chip.")
