@@ -322,7 +322,7 @@ def _at(predicate) -> int:
 
 @pytest.mark.parametrize("prediction,shown_in", [
     ("ADD_PREDICTION", "torch.add(add_a, add_b, out=add_out)"),
-    ("COMPUTE_BOUND_N", "compute-bound from n (your functions)"),
+    ("COMPUTE_BOUND_N", "lesson01.scores_rows()"),
     ("CROSSOVER_PREDICTION", "def matmul_rounds"),
     ("LINEAR_PREDICTION", "layer = torch.nn.Linear"),
 ])
@@ -355,14 +355,26 @@ def test_stub_docstrings_state_contracts_not_formulas():
 
 
 def test_the_compute_bound_prediction_is_the_roofline_of_the_h100():
+    """COMPUTE_BOUND_N asks for the scores matmul S = Q Kᵀ (Q, K s × 128, S s × s written to memory): its FLOP per byte
+    rises with s towards 2·d / itemsize, so fp32 crosses the H100's balance point and bf16 never does."""
     h100 = specs.chip("H100")
-    for fmt, size in (("fp32", 4), ("bf16", 2)):
-        n = math.ceil(shortcuts._INNER[lesson01._compute_bound_from]("H100", fmt, size))
 
-        def matmul_intensity(n: int) -> float:  # 2n³ FLOPs over three n×n matrices of `size` bytes, moved once
-            return 2 * n**3 / (3 * n * n * size)
+    def scores_intensity(s: int, size: int) -> float:  # 2·s²·d FLOPs over Q, K and S, each moved once
+        return 2 * s * s * 128 / ((2 * s * 128 + s * s) * size)
 
-        assert matmul_intensity(n) >= h100.balance(fmt) > matmul_intensity(n - 1)
+    first = shortcuts._INNER[lesson01._scores_bound_from]("fp32", 4)
+    s = math.ceil(first)
+    assert scores_intensity(s, 4) >= h100.balance("fp32") > scores_intensity(s - 1, 4) and s == 117
+    assert math.isinf(shortcuts._INNER[lesson01._scores_bound_from]("bf16", 2))
+    assert scores_intensity(10**9, 2) < 2 * 128 / 2 < h100.balance("bf16")
+
+
+def test_the_compute_bound_prediction_is_no_loop_of_the_learners_square_functions():
+    """Copy test r22 looped the learner's own matmul_flops, matmul_bytes, intensity and bound to the square question's
+    answer (120 and 887) and scored 1/1: those functions price square matmuls only, and this answer is none of them."""
+    band = shortcuts._INNER[lesson01._compute_bound_band]
+    assert band({"fp32": 120.0, "bf16 ever": True}, {})[0] == 0.25
+    assert band({"fp32": 117.0, "bf16 ever": False}, {})[0] == 1.0
 
 
 # --- third edition: the corrections the outside review asked for ------------------------------------
@@ -388,7 +400,7 @@ def test_last_level_cache_is_read_from_sysfs_on_the_cpu():
 
 
 def test_compute_bound_from_n_is_said_to_be_the_byte_count_only():
-    source = _cell_with("compute-bound from n (your functions)")
+    source = _cell_with("lesson01.scores_rows()")
     assert "byte count only" in source and "load_sm()" in source and "occupancy" in source
 
 
@@ -489,7 +501,7 @@ def test_the_machine_predictions_are_judged_against_this_runs_figures(fresh_pred
 def test_the_add_is_revealed_only_after_its_prediction():
     cell = _cell_with("torch.add(add_a, add_b, out=add_out)")
     assert "check_add_prediction.revealed()" in cell and "if shown:" in cell
-    for shown in ("layer = torch.nn.Linear", "compute-bound from n (your functions)"):
+    for shown in ("layer = torch.nn.Linear", "lesson01.scores_rows()"):
         assert ".revealed() as shown" in _cell_with(shown)
 
 
@@ -567,8 +579,7 @@ def test_what_to_remember_states_principles_not_formulas():
 @pytest.mark.parametrize("call,prediction", [
     ("lesson01.add_intensity()", "ADD_PREDICTION"),
     ("lesson01.crossover_n_at(100e9, 8.1e12)", "CROSSOVER_PREDICTION"),
-    ("lesson01.first_compute_bound_n((lambda n: 2 * n**3, lambda n, d: 3 * n * n * d.itemsize, lambda f, b: f / b, "
-     "lambda i, p, w: 'memory' if i < p / w else 'compute'), 'fp32', __import__('torch').float32)", "COMPUTE_BOUND_N"),
+    ("lesson01.scores_rows()", "COMPUTE_BOUND_N"),
 ])
 def test_the_reveal_cells_helpers_count_as_asking(fresh_predictions, call, prediction):
     """The reveal cells' helpers compute a prediction's answer: called from a cell before the first guess, recorded as

@@ -595,22 +595,26 @@ _NO_CONTEXT = ("no measurement of this machine was recorded with your first gues
                "run), so the model has nothing to judge it against")
 
 
-@course_only()
-@sealed(LESSON, "COMPUTE_BOUND_N")
-def _compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
-    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
-
-
+# COMPUTE_BOUND_N: the attention scores S = Q Kᵀ of one head (Q and K are s × SCORES_D, S is s × s and written to
+# memory), on the H100: from which s it is compute-bound in fp32, and whether it ever is in bf16. The learner's
+# matmul_flops and matmul_bytes price square matmuls only (a copy test looped them to the square question's answer,
+# r22): this one asks for the count of a matmul whose inner width stays fixed while the output grows as s².
+SCORES_D = 128
 _BOUND_CHIP = "H100"
 _BOUND_FORMATS = (("fp32", 4), ("bf16", 2))
 
 
 @course_only()
 @sealed(LESSON, "COMPUTE_BOUND_N")
-def first_compute_bound_n(functions: tuple[Callable, ...], fmt: str, dtype: torch.dtype, limit: int = 8192) -> int | None:
-    """The smallest n (up to `limit`) at which the learner's own (matmul_flops, matmul_bytes, intensity, bound) call an
-    n×n matmul of `dtype` compute-bound on the H100 in `fmt`; None if none does. COMPUTE_BOUND_N's reveal cell asks
-    them after the first guess; before it, calling this counts as asking for the answer."""
+def _scores_bound_from(fmt: str, itemsize: int, d: int = SCORES_D) -> float:
+    """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
+
+
+@course_only()
+@sealed(LESSON, "COMPUTE_BOUND_N")
+def scores_rows() -> list[dict]:
+    """COMPUTE_BOUND_N's reveal: the scores matmul's FLOP per byte at a few lengths, per format, and where it is
+    compute-bound on the H100 (course code: called before the first guess, it counts as asking for the answer)."""
 
 
 @course_only()
@@ -637,9 +641,9 @@ def _compute_bound_said(context: dict) -> str:
     """Part of COMPUTE_BOUND_N's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16": "number"}, points=1,
+check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16 ever": "bool"}, points=1,
                                    band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said,
-                                   watch=(_compute_bound_from, _compute_bound_mistake, first_compute_bound_n))
+                                   watch=(_scores_bound_from, _compute_bound_mistake, scores_rows))
 
 
 # ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a

@@ -3,67 +3,76 @@ scripts/build_keys.py seals each top-level function into grader/checks/keys/01_c
 grader/checks/lesson01.py's globals, where its stub is."""
 
 
-def _compute_bound_from(chip_name: str, fmt: str, itemsize: int) -> float:
-    """The n (not rounded) at which an n×n matmul's intensity reaches the chip's balance point in `fmt`."""
+def _scores_bound_from(fmt: str, itemsize: int, d: int = SCORES_D) -> float:
+    """The s (not rounded) from which S = Q Kᵀ, Q and K (s, d) and S (s, s) all of `itemsize` bytes and S written to
+    memory, reaches the H100's balance point in `fmt`; math.inf when it never does. Its intensity is
+    2·s²·d / ((2·s·d + s²)·itemsize) = 2·s·d / ((2·d + s)·itemsize), which rises towards 2·d / itemsize."""
     from grader import specs
 
-    chip = specs.chip(chip_name)
-    return 1.5 * itemsize * chip.balance(fmt)
+    balance = specs.chip(_BOUND_CHIP).balance(fmt)
+    room = 2 * d - balance * itemsize
+    return math.inf if room <= 0 else 2 * balance * itemsize * d / room
 
 
-def first_compute_bound_n(functions: tuple[Callable, ...], fmt: str, dtype: torch.dtype, limit: int = 8192) -> int | None:
-    """The smallest n (up to `limit`) at which the learner's own (matmul_flops, matmul_bytes, intensity, bound) call an
-    n×n matmul of `dtype` compute-bound on the H100 in `fmt`; None if none does. COMPUTE_BOUND_N's reveal cell asks
-    them after the first guess; before it, calling this counts as asking for the answer."""
+def scores_rows() -> list[dict]:
+    """COMPUTE_BOUND_N's reveal: the scores matmul's FLOP per byte at a few lengths, per format, and where it is
+    compute-bound on the H100 (course code: called before the first guess, it counts as asking for the answer)."""
     from grader import specs
 
-    matmul_flops, matmul_bytes, intensity, bound = functions
     chip = specs.chip(_BOUND_CHIP)
-    return next((n for n in range(1, limit + 1)
-                 if bound(intensity(matmul_flops(n), matmul_bytes(n, dtype)), chip.peak(fmt), chip.bandwidth) == "compute"),
-                None)
+    rows = []
+    for fmt, size in _BOUND_FORMATS:
+        row = {"format": fmt, "H100 balance FLOP/byte": round(chip.balance(fmt), 1)}
+        for s in (128, 1024, 8192, 65536):
+            row[f"s = {s:,}"] = round(2 * s * SCORES_D / ((2 * SCORES_D + s) * size), 1)
+        row["however long s"] = f"below {2 * SCORES_D / size:.0f}"
+        first = _scores_bound_from(fmt, size)
+        row["compute-bound from"] = "never" if math.isinf(first) else f"s = {math.ceil(first)}"
+        rows.append(row)
+    return rows
 
 
 def _compute_bound_mistake(got: dict) -> str | None:
     """The known mistake a COMPUTE_BOUND_N answer makes, in words with no value in them; None if none."""
     from grader import specs
 
-    chip = specs.chip(_BOUND_CHIP)
+    balance = specs.chip(_BOUND_CHIP).balance("fp32")
+    s = got["fp32"]
 
-    def near(value: float, target: float) -> bool:
-        return abs(value - target) <= max(1.0, 0.01 * target)
+    def near(target: float) -> bool:
+        return abs(s - target) <= max(0.5, 0.01 * target)
 
-    for fmt, size in _BOUND_FORMATS:
-        n, balance = got[fmt], chip.balance(fmt)
-        if near(n, 1.5 * balance):
-            return (f"the {fmt} answer makes the matmul's FLOPs per *element* reach the balance point, which is per "
-                    "byte: an element is several bytes")
-        if fmt == "bf16" and near(n, _compute_bound_from(_BOUND_CHIP, "bf16", 4)):
-            return ("the bf16 answer counts 4 bytes per element: bfloat16 is smaller (its dtype's itemsize), so the same "
-                    "matmul does more FLOPs per byte")
-        if near(n, balance):
-            return (f"the {fmt} answer is the balance point itself, a number of FLOP per byte, not a matrix size: find "
-                    "the n whose intensity reaches it")
-    if got["bf16"] <= got["fp32"]:
-        return ("it has bf16 compute-bound no later than fp32: the tensor cores raise the peak on the same memory, so "
-                "the balance point moves up and a matmul needs more reuse, a larger n, to keep them busy")
+    if near(balance * 4) or (got["bf16 ever"] and near(balance * 4)):
+        return ("it leaves the scores out of the traffic: a plain attention writes S to memory, and S has s² "
+                "elements where Q and K have s·d")
+    if near(1.5 * 4 * balance):
+        return ("it prices a square n×n matmul: here only S is s×s; Q and K are s×d, and d stays 128 however long the "
+                "sequence")
+    if near(2 * balance * SCORES_D / (2 * SCORES_D - balance)):
+        return "it counts elements, not bytes: the balance point is FLOP per byte, and a float32 element is several"
+    if near(balance):
+        return "the fp32 answer is the balance point itself, a number of FLOP per byte, not a sequence length"
+    if got["bf16 ever"]:
+        return ("the bf16 answer: however long the sequence, how many FLOPs per byte can this matmul reach with d "
+                "fixed? Set that beside the tensor cores' balance point")
     return None
 
 
 def _compute_bound_band(first: dict, context: dict) -> tuple[float, str]:
-    """COMPUTE_BOUND_N's first guess: per format, full within 2% of the model's n, half within a factor 1.5."""
+    """COMPUTE_BOUND_N's first guess: the fp32 length (full within 2% of the model's s, half within a factor 1.5) and
+    the bf16 yes or no count one half each."""
     from grader import predictions
 
-    parts = [predictions.band(first[fmt], _compute_bound_from(_BOUND_CHIP, fmt, size), tight=0.02, loose=0.5)
-             for fmt, size in _BOUND_FORMATS]
-    fraction = sum(parts) / len(parts)
+    fp32 = predictions.band(first["fp32"], _scores_bound_from("fp32", 4), tight=0.02, loose=0.5)
+    bf16 = 0.0 if first["bf16 ever"] else 1.0
+    fraction = (fp32 + bf16) / 2
     if fraction == 1.0:
         return fraction, "your first guess is where the model puts both"
     mistake = _compute_bound_mistake(first)
     if mistake:
         return fraction, f"your first guess: {mistake}"
-    return fraction, ("your first guess is outside the model's band: an n×n matmul's intensity grows with n (your "
-                      "matmul_flops and matmul_bytes say how); find the smallest n at which it reaches the H100's "
+    return fraction, ("your first guess is outside the model's band: count the scores matmul's FLOPs and the least "
+                      "bytes it must move, as section 2 counted a square one's, and set their ratio beside the H100's "
                       "balance point in each format")
 
 
@@ -72,8 +81,10 @@ def _compute_bound_final(answer: dict, context: dict) -> str | None:
 
 
 def _compute_bound_said(context: dict) -> str:
-    fp32, bf16 = (math.ceil(_compute_bound_from(_BOUND_CHIP, fmt, size)) for fmt, size in _BOUND_FORMATS)
-    return f"on the H100 an n×n matmul is compute-bound from n = {fp32} in fp32 and n = {bf16} in bf16 (datasheet)"
+    fp32 = math.ceil(_scores_bound_from("fp32", 4))
+    return (f"on the H100, S = Q Kᵀ with d = {SCORES_D} and S written to memory is compute-bound from s = {fp32} in "
+            f"fp32, and never in bf16: its FLOPs per byte stay below {2 * SCORES_D // 2} however long the sequence, "
+            "under the tensor cores' balance point (datasheet)")
 
 
 def add_intensity() -> float:

@@ -475,14 +475,16 @@ def crossover_size(sizes, cpu, gpu):
 # included, which the message test would read as a leak.
 PREDICTION_MUTANTS = {
     "COMPUTE_BOUND_N_check": [
-        ("compute-bound n in elements", "COMPUTE_BOUND_N = {'fp32': 30, 'bf16': 443, 'why': 'n over 1.5'}",
-         r"FLOPs per \*element\*"),
-        ("bf16 elements taken as 4 bytes", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 1773, 'why': 'both 4 bytes'}",
-         r"counts 4 bytes per element"),
-        ("tensor cores compute-bound sooner", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 60, 'why': 'faster cores'}",
-         r"no later than fp32.*balance point moves up"),
-        ("the balance point taken as n", "COMPUTE_BOUND_N = {'fp32': 20, 'bf16': 295, 'why': 'the balance'}",
+        ("the scores left out of the traffic", "COMPUTE_BOUND_N = {'fp32': 80, 'bf16 ever': True, 'why': 'Q and K only'}",
+         r"leaves the scores out of the traffic"),
+        ("a square matmul's answer (r22's loop of the learner's functions)",
+         "COMPUTE_BOUND_N = {'fp32': 120, 'bf16 ever': True, 'why': 'n over 6 reaches 20'}", r"prices a square n×n matmul"),
+        ("elements, not bytes", "COMPUTE_BOUND_N = {'fp32': 22, 'bf16 ever': False, 'why': 'per element'}",
+         r"counts elements, not bytes"),
+        ("the balance point taken as s", "COMPUTE_BOUND_N = {'fp32': 20, 'bf16 ever': False, 'why': 'the balance'}",
          r"the balance point itself"),
+        ("bf16 compute-bound at a long enough s", "COMPUTE_BOUND_N = {'fp32': 117, 'bf16 ever': True, 'why': 'grows'}",
+         r"the bf16 answer: however long the sequence"),
     ],
     "ADD_PREDICTION_check": [
         ("the add without its write", _add("bw / 8 / 1e9"), r"not writing c"),
@@ -509,8 +511,10 @@ PREDICTION_MUTANTS = {
 }
 
 MUTANTS["COMPUTE_BOUND_N_check"] = [
-    ("prediction without a reason", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 887}", r"needs exactly the keys"),
-    ("prediction as a list", "COMPUTE_BOUND_N = [120, 887]", r"should be a dict"),
+    ("prediction without a reason", "COMPUTE_BOUND_N = {'fp32': 117, 'bf16 ever': False}", r"needs exactly the keys"),
+    ("prediction as a list", "COMPUTE_BOUND_N = [117, False]", r"should be a dict"),
+    ("the square question's keys", "COMPUTE_BOUND_N = {'fp32': 120, 'bf16': 887, 'why': 'x'}", r"needs exactly the keys"),
+    ("bf16 as a length", "COMPUTE_BOUND_N = {'fp32': 117, 'bf16 ever': 887, 'why': 'x'}", r"write True or False"),
 ]
 MUTANTS["ADD_PREDICTION_check"] = [
     ("prediction as a bare number", "ADD_PREDICTION = 1.1", r"should be a dict"),
