@@ -28,7 +28,7 @@ __all__ = ["expect", "check_diagnose", "check_busy_fraction", "check_top_ops", "
            "loader_on", "check_mfu", "mfu_on", "check_mfu_guess", "check_idle_guess", "LESSON"]
 
 LESSON = "05_reading_the_machine"  # the lesson's name in the predictions record (grader.predictions)
-ANSWERS = ("near-oom", "waiting", "slowed", "tiny-kernels", "busy")
+ANSWERS = ("busy", "near-oom", "slowed", "tiny-kernels", "waiting")  # alphabetical: the order to test them in is the exercise
 # the course's own code that would answer an exercise: {function: its name} (guard). A copy test handed a made-up
 # profile to the recording's summary, whose busy share is the union busy_fraction asks for.
 _SHORTCUTS: dict = {_gpu.profile_figures: "grader.gpu.profile_figures (the recording's busy share, a union of intervals)",
@@ -66,6 +66,9 @@ _D = {  # neutral labels: a copy test read descriptive names of these readings a
     "reading 12": reading(99.0, 260.0, 700.0, 900.0, 1980.0, {"hw_slowdown": 0.95, "hw_power_brake_slowdown": 0.95}),
     "reading 13": reading(99.0, 610.0, 700.0, 1980.0, 1980.0, {"hw_slowdown": 0.03}),  # one sample in 30
     "reading 14": reading(96.0, 520.0, 700.0),
+    # copy test r24 passed with near-oom tested after slowed and tiny-kernels: nothing put those together
+    "reading 15": reading(99.0, 300.0, 700.0, 990.0, 1980.0, {"hw_thermal_slowdown": 1.0}, 79_900.0, 78_000.0),
+    "reading 16": reading(100.0, 140.0, 700.0, 1980.0, 1980.0, {}, 79_900.0, 78_000.0),
 }
 _DIAGNOSE_NAMES = list(_D)
 _DIAGNOSE_CASES = [(_D[n],) for n in _DIAGNOSE_NAMES]

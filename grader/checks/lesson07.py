@@ -188,14 +188,13 @@ def _fit_summary(observation: Any) -> list:
     return tidy(as_floats(observation))
 
 
-# The fit's answers (a weighted least-squares line) are not here: its known mistakes are told apart by digests made
+# The fit's answers are not here: its known mistakes are told apart by digests made
 # from the instructor's judge (solutions/judges/lesson07.py). sig=4: a right fit computed in another order
 # (np.polyfit, torch.linalg.lstsq, the normal equations) agrees to more figures than that.
 _fit_keyed = _FitKeyed(
     "07_data_parallel", "fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, sig=4, summary=_fit_summary,
     public=_public_fit, unknown="fit_latency_bandwidth did not recover the latency and bandwidth its data were made "
-    "with: fit the straight line that your ring model is for a fixed number of ranks, with each point counted as its "
-    "noise allows, and work back from its intercept and slope to the latency and bandwidth.")
+    "with: go back to which of the points can tell you each of the two, and whether your fit lets them.")
 
 
 

@@ -268,10 +268,8 @@ def _hints_fusion_bytes(fn: Replay) -> None:
 
 check_fusion_bytes = _bytes_check(
     "fusion_bytes", _FUSION_CASES, "(unfused_bytes, fused_bytes), two numbers of bytes", True, _hints_fusion_bytes,
-    unknown="fusion_bytes is not the bytes the two kernels and the fused one move, nor a mistake the course knows. "
-            "Go kernel by kernel: which tensors does each read, which does it write, and how many elements each (a "
-            "value used by many rows comes from memory once); in the fused kernel the intermediate never leaves the "
-            "chip.",
+    unknown="fusion_bytes is not the least bytes the two kernels and the fused one move, nor a mistake the course "
+            "knows. Go kernel by kernel, and for each tensor ask what must cross memory at the least (section 2).",
     earlier=_earlier("unfused_bias_gelu", "bias_add_kernel", "gelu_kernel"))
 
 # (rows, cols, BLOCK, strided): strided x is the first `cols` columns of a (rows, 2·cols + 3) tensor

@@ -33,6 +33,7 @@ _DIAGNOSE_WANT = {  # name of the package's reading (lesson05._D): the answer, w
     "hw_slow": "slowed", "brake": "slowed",  # held down all along: a fault
     "flash": "busy",  # one sample in 30: a clock change, not a fault
     "mid": "busy",  # three quarters of the limit: the chip works
+    "oom_hot": "near-oom", "oom_tiny": "near-oom",  # torch's peak at nearly the card, beside a slowdown, beside low power
 }
 
 
@@ -62,7 +63,7 @@ def _diagnose(diagnose: Callable) -> None:
     if got["oom_idle"] != "near-oom" and got["oom_busy"] == "near-oom":
         fail(f"{was('oom_idle')}: you read the utilisation before the memory. torch's peak allocated is nearly the "
              "whole card: the run is one longer sequence away from an out-of-memory error.")
-    if n := off("near-oom", "oom_idle", "oom_busy"):
+    if n := off("near-oom", "oom_idle", "oom_busy", "oom_hot", "oom_tiny"):
         fail(f"{was(n)}: torch's peak allocated is nearly all of the card's memory. peak_allocated_mib and total_mib "
              "are both MiB: their ratio is a fraction of the card, and a run that peaks this close to the total is "
              "near an OOM whatever else the reading says.")

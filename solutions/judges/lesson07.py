@@ -84,8 +84,7 @@ def _weighted_fit(nbytes: list[float], seconds: list[float], world: int, power: 
 def _fit_weights(data: tuple, label: str, latency: float, bandwidth: float) -> Callable:
     """The wrongly weighted fits of `data` (1/t⁴ and 1/t on the squared residuals), told from the right one."""
     def weights(lat: float, bw: float, lat_tol: float, bw_tol: float) -> None:
-        for power, words in ((4, "1/t⁴ on the squared residuals: more steeply than the points' noise calls for (if "
-                                 "you gave np.polyfit a w, read what it does with it)"),
+        for power, words in ((4, "1/t⁴ on the squared residuals: more steeply than the points' noise calls for"),
                              (1, "1/t on the squared residuals: less steeply than the points' noise calls for")):
             wrong = _weighted_fit(*data, power)
             if close(lat, wrong[0], 1e-6) and close(bw, wrong[1], 1e-6) and not (

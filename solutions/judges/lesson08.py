@@ -43,8 +43,8 @@ def _fusion_bytes(fn: Callable) -> None:
         fail(f"{label}: only the reads were counted. Writes move bytes too: each separate op writes its result, and "
              "the fused kernel writes its output.")
     if close(unfused, 5 * n * b) or close(fused, 3 * n * b):
-        fail(f"{label}: the bias counted once per element. The bias has one value per column, and a value used by "
-             "many rows comes from memory once (a cache keeps it; the counter's unique bytes show it).")
+        fail(f"{label}: the bias counted once per element of x. How many of its values are there, and how often "
+             "must each cross memory?")
     if close(unfused, (3 * n + cols) * b):
         fail(f"{label}: the unfused count has the intermediate y once. Go kernel by kernel: what does the bias add do "
              "with y, and what does GELU?")
@@ -52,8 +52,7 @@ def _fusion_bytes(fn: Callable) -> None:
         fail(f"{label}: the unfused count is off. Go kernel by kernel: which tensors does each read, which does it "
              "write, and how many of their elements must cross memory?")
     if not close(fused, want_f):
-        fail(f"{label}: the fused count is off. One kernel reads its inputs once and writes its output once; the "
-             "intermediate never leaves the chip.")
+        fail(f"{label}: the fused count is off. In one kernel, which tensors must cross memory at all?")
     for case in _FUSION_CASES[1:]:
         got, want = call(fn, *case), _fusion(*case)
         if not (close(float(got[0]), want[0]) and close(float(got[1]), want[1])):

@@ -42,9 +42,8 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
              "line, and how large is their noise next to the latency?")
     if not close(lat, latency, lat_tol) or not close(bw, bandwidth, bw_tol):
         fail(f"fit_latency_bandwidth{label} returned latency {lat:.4g} s and bandwidth {bw:.4g} B/s, not what the data "
-             "were made with" + (" (with 5% noise)" if noisy else " (without noise)") + ". Fit the straight line "
-             "that your ring model is for a fixed number of ranks, with each point counted as its noise allows, and "
-             "work back from its intercept and slope to the latency and bandwidth.")
+             "were made with" + (" (with 5% noise)" if noisy else " (without noise)") + ". Go back to which of the "
+             "points can tell you each of the two, and whether your fit lets them.")
 
 
 def _allreduce_model() -> dict:

@@ -111,6 +111,13 @@ MUTANTS = {
          r"you read the power share before"),
         ("event reasons never read", _diagnose(slowed="False"), r"a thermal slowdown is active"),
         ("utilisation read before memory", _diagnose(util_first=True), r"read the utilisation before the memory"),
+        ("memory read after the clock and the power (r24: the verdicts' list taken as the order)",
+         "def diagnose(r):\n"
+         f"    if {_FAULTS} & {_LASTING}: return 'slowed'\n"
+         "    if r['util_pct'] >= 50 and r['power_w'] / r['power_limit_w'] < 0.5: return 'tiny-kernels'\n"
+         "    if r['peak_allocated_mib'] / r['total_mib'] >= 0.9: return 'near-oom'\n"
+         "    if r['util_pct'] < 50: return 'waiting'\n"
+         "    return 'busy'\n", r"near an OOM whatever else the reading says"),
         ("utilisation as a fraction", _diagnose(waiting='r["util_pct"] < 0.5'), r"util_pct is a percent"),
         ("power share compared as a percent", _diagnose(tiny='r["power_w"] / r["power_limit_w"] < 50'),
          r"a\s+fraction \(0 to 1\), not a percent"),
