@@ -364,3 +364,16 @@ def test_the_activation_measurements_wait_for_predict_saved_bytes_to_pass():
     cell = next(c.source for c in read_notebook(ROOT / "solutions" / "04_memory" / "04_memory.ipynb").cells
                 if "memory.ACTIVATIONS" in c.source and "SavedTensors" in c.source)
     assert cell.index("needs(lesson04.check_predict_saved_bytes)") < cell.index("memory.SavedTensors"), cell
+
+
+def test_the_page_does_not_spell_out_activation_bytes_rules():
+    """Copy test r22 restated activation_bytes from the page: the markdown after the check listed the rules (a weight
+    is not an activation, one storage counted once, a view keeps its whole storage) and the BatchNorm cell's source
+    named the buffers. The contract stays (only activations, each byte once); the rules are the learner's."""
+    from conftest import ROOT, read_notebook
+
+    text = " ".join(" ".join(c.source for c in read_notebook(ROOT / "notebooks" / "04_memory" / "04_memory.ipynb").cells)
+                    .split())
+    for told in ("buffers, held by the model", "a saved view keeps its whole storage alive",
+                 "saved by the ReLU and again by the next Linear, one storage"):
+        assert told not in text, told
