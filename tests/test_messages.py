@@ -301,6 +301,10 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("matmul_flops_check", "from torch.utils.flop_counter import mm_flop\n\n"
          "def matmul_flops(n):\n    return int(mm_flop((n, n), (n, n)))\n",
          r"calls torch\.utils\.flop_counter's FLOP formulas"),
+        ("matmul_flops_check", "import torch\n\ndef matmul_flops(n):\n"
+         "    a = torch.ones(n, n)\n    with torch.autograd.profiler_legacy.profile(with_flops=True) as prof:\n"
+         "        torch.mm(a, a)\n    return int(sum(e.flops for e in prof.function_events if e.name == 'aten::mm'))\n",
+         r"calls torch\.autograd\.profiler_legacy\.profile"),
         ("matmul_flops_check", "from torch.utils.flop_counter import conv_flop_count\n\n"
          "def matmul_flops(n):\n    return int(conv_flop_count([n, n, 1], [n, n, 1], [n, n, 1]))\n",
          r"calls torch\.utils\.flop_counter's FLOP formulas"),

@@ -61,7 +61,10 @@ check_matmul_flops = guard(Keyed(
     "matmul_flops", {FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)",
                      torch.profiler.profile: "torch.profiler.profile (its with_flops counts the FLOPs)",
                      torch.autograd.profiler.profile: "torch.autograd.profiler.profile (its with_flops counts the "
-                                                      "FLOPs)", **_flop_formulas()})
+                                                      "FLOPs)",
+                     # copy test r24: the legacy profiler is a class of its own
+                     torch.autograd.profiler_legacy.profile: "torch.autograd.profiler_legacy.profile (its with_flops "
+                                                             "counts the FLOPs)", **_flop_formulas()})
 
 
 def _public_matmul_bytes(matmul_bytes: Replay) -> None:
@@ -82,6 +85,10 @@ def _hints_matmul_bytes(matmul_bytes: Replay) -> None:
         fail("matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. An element's size "
              "depends on its dtype (dtype.itemsize).")
     if call(matmul_bytes, 8, torch.bfloat16, torch.float32) == call(matmul_bytes, 8, torch.bfloat16):
+        if call(matmul_bytes, 8, torch.float16) * 2 != call(matmul_bytes, 8, torch.float32):
+            # copy test r24: C always written as float32 was told it ignored out_dtype, the opposite of its mistake
+            fail("matmul_bytes(8, torch.float16) is not half of matmul_bytes(8, torch.float32): with no out_dtype, in "
+                 "what dtype does the product go out?")
         fail("matmul_bytes(8, torch.bfloat16, torch.float32) gives the bytes of a product written in bfloat16: the "
              "output's dtype was ignored.")
 

@@ -65,6 +65,9 @@ def _matmul_bytes(matmul_bytes) -> None:
     if half == got:
         fail("matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. An element's size "
              "depends on its dtype (dtype.itemsize).")
+    if half == n * n * (2 * 2 + 4):  # copy test r24: C always written as float32, whatever the inputs
+        fail("matmul_bytes(8, torch.float16) is not half of matmul_bytes(8, torch.float32): with no out_dtype, in "
+             "what dtype does the product go out?")
     if got != 2 * half or call(matmul_bytes, n, torch.float64) != 2 * got:
         fail("matmul_bytes must be proportional to the element size of the dtype.")
     if call(matmul_bytes, 2 * n, torch.float32) != 4 * got:
