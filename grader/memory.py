@@ -120,6 +120,12 @@ def training_terms(precision: str, optimizer: str) -> dict[str, float]:
 # --- activations: what autograd saves for backward -------------------------------------------
 
 
+@course_only("grader.memory.SavedTensors")
+def _recording() -> None:
+    """Stands for a SavedTensors recording, so that a cell recording before a check is counted (a copy test measured
+    predict_saved_bytes's answers with the recorder in a scratch cell, r22)."""
+
+
 class SavedTensors:
     """Record what autograd saves for backward inside a `with` block: the course's one recorder.
 
@@ -160,6 +166,7 @@ class SavedTensors:
         return kept
 
     def __enter__(self) -> "SavedTensors":
+        _recording()  # counted when a cell records (lesson 04's predict_saved_bytes notices it, earlier=)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self._hooks.__enter__()
         return self
@@ -217,6 +224,7 @@ def relu_mlp(widths: Iterable[int], seed: int = 0) -> nn.Sequential:
     return mlp(widths, "relu", seed)
 
 
+@course_only("grader.memory.saved_bytes")
 def saved_bytes(model: nn.Module, batch: torch.Tensor) -> int:
     """Bytes `model(batch)` saves for backward, measured with `SavedTensors` (parameters excluded)."""
     with SavedTensors(exclude=model.parameters()) as saved:

@@ -11,6 +11,8 @@ import re
 import sys
 
 import nbformat
+import pytest
+import torch
 from conftest import ROOT
 
 LESSON = "04_memory"
@@ -377,3 +379,27 @@ def test_the_page_does_not_spell_out_activation_bytes_rules():
     for told in ("buffers, held by the model", "a saved view keeps its whole storage alive",
                  "saved by the ReLU and again by the next Linear, one storage"):
         assert told not in text, told
+
+
+@pytest.mark.parametrize("cell", ["memory.saved_bytes(memory.mlp([8, 6, 4], 'gelu'), torch.randn(3, 8))",
+                                  "with memory.SavedTensors() as s:\n    memory.mlp([8, 6, 4])(torch.randn(3, 8))"])
+def test_recording_activations_before_predict_saved_bytes_fails_it(cell):
+    """Copy test r22 measured predict_saved_bytes's cases with the course's recorder in a scratch cell, then fitted them.
+    A recording from a cell before the check passed now fails it; once it passed, the lesson's cells record freely."""
+    from grader import memory, shortcuts
+    from grader.checks import lesson04
+    from grader.notebook import CheckFailed
+    from notebook_cells import solution_cells
+
+    namespace: dict = {}
+    exec(solution_cells("04_memory")["predict_saved_bytes"], namespace)
+    shortcuts._fresh_kernel()
+    try:
+        exec(compile(cell, "<cell>", "exec"), {"memory": memory, "torch": torch})
+        with pytest.raises(CheckFailed, match="before your predict_saved_bytes was checked"):
+            lesson04.check_predict_saved_bytes(namespace["predict_saved_bytes"])
+    finally:
+        shortcuts._fresh_kernel()
+    lesson04.check_predict_saved_bytes(namespace["predict_saved_bytes"])
+    exec(compile(cell, "<cell>", "exec"), {"memory": memory, "torch": torch})
+    lesson04.check_predict_saved_bytes(namespace["predict_saved_bytes"])
