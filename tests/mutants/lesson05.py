@@ -111,6 +111,13 @@ MUTANTS = {
          r"you read the power share before"),
         ("event reasons never read", _diagnose(slowed="False"), r"a thermal slowdown is active"),
         ("utilisation read before memory", _diagnose(util_first=True), r"read the utilisation before the memory"),
+        ("power read before utilisation (r25: told util_pct is a percent)",
+         "def diagnose(r):\n"
+         "    if r['peak_allocated_mib'] / r['total_mib'] >= 0.9: return 'near-oom'\n"
+         f"    if {_FAULTS} & {_LASTING}: return 'slowed'\n"
+         "    if r['power_w'] / r['power_limit_w'] < 0.5: return 'tiny-kernels'\n"
+         "    if r['util_pct'] < 50: return 'waiting'\n"
+         "    return 'busy'\n", r"an idle GPU draws little power too"),
         ("memory read after the clock and the power (r24: the verdicts' list taken as the order)",
          "def diagnose(r):\n"
          f"    if {_FAULTS} & {_LASTING}: return 'slowed'\n"
