@@ -505,3 +505,46 @@ def test_the_two_worker_loader_before_idle_guess_is_a_reveal(record, capsys):
     assert check({"shrinks": "waiting", "why": "measured it first"}) == 0.0
     assert predictions.entry(lesson05.LESSON, check.name).get("revealed")
     assert "called grader.loading.with_workers before your first guess" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("lesson,prediction,check,cells,function", [
+    ("01_crossover", "check_compute_bound_n", "check_linear_forecast", ("intensity", "roofline", "linear_forecast"),
+     "linear_forecast"),
+    ("01_crossover", "check_linear_prediction", "check_linear_forecast", ("intensity", "roofline", "linear_forecast"),
+     "linear_forecast"),
+    ("03_float_formats", "check_zero_share", "check_predict_vanishing", ("predict_vanishing",), "predict_vanishing"),
+    ("07_data_parallel", "check_zero_prediction", "check_bytes_per_rank", ("bytes_per_rank",), "bytes_per_rank"),
+    ("08_inside_a_kernel", "check_tile_prediction", "check_best_tiles", ("tile_traffic",), "best_tiles"),
+])
+def test_a_later_function_that_answers_a_prediction_is_a_reveal_if_it_passes_first(lesson, prediction, check, cells,
+                                                                                    function):
+    """Copy tests r22 to r25 wrote a later exercise first (linear_forecast, best_tiles, predict_vanishing), ran its check,
+    and read the prediction's answer off their own function: passing that check before the first guess is recorded is
+    asking for the answer. After a first guess, passing it changes nothing."""
+    import importlib
+
+    from grader import predictions
+    from notebook_cells import solution_cells
+
+    module = importlib.import_module(f"grader.checks.lesson{lesson[:2]}")
+    namespace: dict = {}
+    sources = solution_cells(lesson)
+    for cell in cells:
+        exec(sources[cell], namespace)
+    getattr(module, check)(namespace[function])
+    name = getattr(module, prediction).name
+    assert predictions.entry(lesson, name).get("revealed"), "passing the later check first is a reveal"
+
+
+def test_passing_the_later_check_after_the_first_guess_is_no_reveal():
+    from grader import predictions
+    from grader.checks import lesson07
+    from notebook_cells import solution_cells
+
+    namespace: dict = {}
+    exec(solution_cells("07_data_parallel")["ZERO_PREDICTION"], namespace)
+    lesson07.check_zero_prediction(namespace["ZERO_PREDICTION"])
+    exec(solution_cells("07_data_parallel")["bytes_per_rank"], namespace)
+    lesson07.check_bytes_per_rank(namespace["bytes_per_rank"])
+    entry = predictions.entry("07_data_parallel", "ZERO_PREDICTION")
+    assert entry.get("first") and not entry.get("revealed"), entry

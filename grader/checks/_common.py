@@ -113,6 +113,8 @@ class Check:
     def __call__(self, *learner: Any, **kwargs: Any) -> None:
         observation = _plain.roundtrip(self.observe(*learner, **self.observed(kwargs)))
         self.judge(observation, **kwargs)
+        for then in self.__dict__.get("on_pass", ()):  # answered_by: a prediction this check's function answers
+            then()
         if self.announce:
             passed(self.what)
 
@@ -317,7 +319,7 @@ class Prediction(Check):
         for label in self.watched:
             shortcuts.on_call(label, self._called_before_guess)
 
-    def _called_before_guess(self, label: str) -> None:
+    def _called_before_guess(self, label: str, said: str | None = None) -> None:
         """A cell called the model this prediction is scored against: before a first guess, that is asking for the
         answer, stamped in the record at once (a later reset of the kernel's counts, or a restart, keeps it)."""
         from grader import predictions
@@ -329,7 +331,7 @@ class Prediction(Check):
             return
         _ASKED.add((self.lesson, self.name))  # this kernel asked, whichever record was in use (GRADER_PREDICTIONS)
         predictions.mark(self.lesson, self.name, "revealed")
-        print(f"{self.name}: a cell called {label} before your first guess was recorded. That is the model this "
+        print(said or f"{self.name}: a cell called {label} before your first guess was recorded. That is the model this "
               "prediction is scored against, so it counts as asking for the answer: recorded as a reveal, and a guess "
               "after it earns no commitment credit.")
 
@@ -508,3 +510,20 @@ shortcuts.runs_what_it_is_handed(expect)  # ... but not the hidden tests' check,
 # --- shortcuts: the course's own code called from a learner's function (grader.shortcuts, the one place) ---------
 
 from grader.shortcuts import guard  # noqa: E402,F401  lessons call _common.guard; it lives in grader.shortcuts
+
+
+def answered_by(prediction: "Prediction", *checks: Check) -> None:
+    """Count each of `checks` passing, before `prediction`'s first guess is recorded, as asking for its answer: each
+    check's function, once it passes, computes that answer (a copy test wrote a later exercise first, ran its check,
+    and read the prediction off its own function, r22 to r25). After a first guess, passing changes nothing."""
+    for check in checks:
+        label = f"your {check.what}"
+
+        def then(prediction: Prediction = prediction, label: str = label) -> None:
+            prediction._called_before_guess(label, said=(
+                f"{prediction.name}: {label} passed its check before your first guess of {prediction.name} was recorded. "
+                f"Once it passes, that function computes {prediction.name}'s answer, so this counts as asking for it: "
+                "recorded as a reveal, and a guess after it earns no commitment credit. (Predict first, then write "
+                "the function: the lesson is in that order.)"))
+
+        check.__dict__.setdefault("on_pass", []).append(then)

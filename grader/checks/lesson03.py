@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 import torch
 
-from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, record, require_callable, same
+from grader.checks._common import (Check, Prediction, Replay, answered_by, call, fail, guard, is_number, record,
+                                   require_callable, same)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.checks._keys import Keyed, outcomes
 from grader.floats import FORMATS, Format, _made_up_limits, fp8_fields
@@ -806,3 +807,8 @@ def _judge_scaler_on(observation: dict, settings: dict, flags: list, want: list,
 scaler_on = Check("LossScaler on given overflows", _observe_scaler_on, _judge_scaler_on, inputs=("settings", "flags"),
                   announce=False)
 scaler_on.__doc__ = "Hidden test: LossScaler(**settings) fed `flags`; its (returned, scale) after each update must be `want`."
+
+# Later exercises whose functions answer a prediction once their checks pass (copy test r10 read ZERO_SHARE off its
+# own predict_vanishing): passing them before the first guess counts as asking for the answer.
+answered_by(check_zero_share, check_predict_vanishing)
+answered_by(check_scaler_forecast, check_loss_scaler)

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from grader import memory
-from grader.checks._common import Check, Prediction, Replay, call, fail, guard, is_number, require_callable, same
+from grader.checks._common import (Check, Prediction, Replay, answered_by, call, fail, guard, is_number,
+                                   require_callable, same)
 from grader.checks._keys import Keyed
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson04.expect
 from grader.notebook import CheckFailed, NotDone
@@ -436,3 +437,6 @@ check_max_batch = Keyed(
     "04_memory", "max_batch", "max_batch", _MAX_BATCH_CASES, public=_public_max_batch, hints=_hints_max_batch,
     unknown="max_batch is not the largest batch that fits, nor a mistake the course knows (section 5: what in a "
             "step's peak grows with the batch, what does not, and which moment of the step is its peak?).")
+
+# state_bytes, once it passes, measures BYTES_PER_PARAM's answer on the MLP: passing it first counts as asking for it.
+answered_by(check_bytes_per_param, check_state_bytes)

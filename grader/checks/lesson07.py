@@ -25,8 +25,8 @@ from torch import nn
 from grader import distributed as _distributed
 from grader import memory as _memory
 from grader import widgets as _widgets
-from grader.checks._common import (Check, Prediction, Raised, Replay, call, close, fail, guard, is_number, record,
-                                   recorded, require_callable)
+from grader.checks._common import (Check, Prediction, Raised, Replay, answered_by, call, close, fail, guard, is_number,
+                                   record, recorded, require_callable)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson07.expect
 from grader.checks._keys import Keyed, as_floats, outcomes
 from grader.notebook import CheckFailed, NotDone
@@ -822,3 +822,6 @@ check_zero_prediction = Prediction(
     LESSON, "ZERO_PREDICTION", {"stage": _ZERO_CHOICES}, points=1, band=_zero_band,
     model=lambda context: f"the first stage at which {ZERO_MODEL} fits {ZERO_WORLD} H100s: {_zero_answer()}",
     mistakes=lambda answer, context: _zero_said(answer["stage"]), watch=(_zero_answer, _zero_fits, _zero_said,))
+
+# bytes_per_rank, once it passes, prices every stage: passing it before ZERO_PREDICTION's first guess counts as asking.
+answered_by(check_zero_prediction, check_bytes_per_rank)
