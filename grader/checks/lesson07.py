@@ -99,7 +99,7 @@ check_allreduce_seconds = guard(Keyed(
 # private: the ring model's times for any latency and bandwidth, which copy test r23 read the step count and share off
 # in a separate process (the earlier= watch sees only this kernel)
 def _synthetic_timings(world: int, latency: float, bandwidth: float, seed: int | None,
-                      sigma: float = 0.05) -> tuple[list[int], list[float]]:
+                       sigma: float = 0.05) -> tuple[list[int], list[float]]:
     """Message sizes 256 B .. 256 MiB and ring-model times with log-normal noise of `sigma` (None: no noise)."""
     rng = random.Random(seed)
     nbytes = [2**k for k in range(8, 29)]
@@ -188,9 +188,9 @@ def _fit_summary(observation: Any) -> list:
     return tidy(as_floats(observation))
 
 
-# The fit's answers are not here: its known mistakes are told apart by digests made
-# from the instructor's judge (solutions/judges/lesson07.py). sig=4: a right fit computed in another order
-# (np.polyfit, torch.linalg.lstsq, the normal equations) agrees to more figures than that.
+# The fit's answers are not here: its known mistakes are told apart by digests made from the instructor's judge
+# (solutions/judges/lesson07.py). sig=4: a right fit computed in another order (np.polyfit, torch.linalg.lstsq, the
+# normal equations) agrees to more figures than that.
 _fit_keyed = _FitKeyed(
     "07_data_parallel", "fit_latency_bandwidth", "fit_latency_bandwidth", _fit_cases, sig=4, summary=_fit_summary,
     public=_public_fit, unknown="fit_latency_bandwidth did not recover the latency and bandwidth its data were made "
