@@ -281,7 +281,7 @@ def revealed(lesson: str, name: str, shown: str = ""):
         print(f"your first guess for {name}: {describe(found['first'])} (recorded {found['at']}); "
               f"your answer now: {describe(found.get('last') or found['first'])}" + (f". {shown}" if shown else ""))
     else:
-        print(f"{name}: revealed on purpose before any guess" + (f". {shown}" if shown else ""))
+        print(f"{name}: its answer was asked for before any guess" + (f". {shown}" if shown else ""))
     yield True
 
 

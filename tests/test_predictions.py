@@ -158,7 +158,7 @@ def test_a_model_called_then_forgotten_is_still_a_reveal(record, capsys):
                  "<cell>", "exec"), {})
     shortcuts.reset()
     assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
-    assert "revealed on purpose" in capsys.readouterr().out
+    assert "asked for before any guess" in capsys.readouterr().out
 
 
 def test_a_model_asked_under_another_record_is_still_a_reveal(record, capsys, tmp_path, monkeypatch):
@@ -548,3 +548,21 @@ def test_passing_the_later_check_after_the_first_guess_is_no_reveal():
     lesson07.check_bytes_per_rank(namespace["bytes_per_rank"])
     entry = predictions.entry("07_data_parallel", "ZERO_PREDICTION")
     assert entry.get("first") and not entry.get("revealed"), entry
+
+
+def test_a_later_check_run_in_halves_is_a_reveal_too_and_the_score_says_what_happened():
+    """Copy test r26 ran check.judge(check.observe(fn)) for linear_forecast, which stamped nothing (the hook was in
+    __call__), and read the score line "revealed on purpose" after a pass it had not asked to be a reveal."""
+    from grader import predictions
+    from grader.checks import lesson01
+    from notebook_cells import solution_cells
+
+    namespace: dict = {}
+    for cell in ("intensity", "roofline", "linear_forecast"):
+        exec(solution_cells("01_crossover")[cell], namespace)
+    check = lesson01.check_linear_forecast
+    check.judge(check.observe(namespace["linear_forecast"]))
+    assert predictions.entry("01_crossover", "COMPUTE_BOUND_N").get("revealed")
+    points, said = lesson01.check_compute_bound_n._score({"fp32": 117, "bf16 ever": False, "why": "x"},
+                                                        predictions._load())
+    assert points == 0.0 and "on purpose before" not in said and "later exercise" in said, said

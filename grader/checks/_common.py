@@ -102,7 +102,14 @@ class Check:
     def __init__(self, what: str, observe: Callable, judge: Callable, inputs: Iterable[str] = (), announce: bool = True):
         self.what = what
         self.observe = observe
-        self.judge = judge
+
+        def judged(*args: Any, **kwargs: Any) -> Any:
+            result = judge(*args, **kwargs)
+            for then in self.__dict__.get("on_pass", ()):  # answered_by: a prediction this check's function answers
+                then()  # here, not in __call__: copy test r26 ran check.judge(check.observe(fn)) and stamped nothing
+            return result
+
+        self.judge = judged
         self.inputs = frozenset(inputs)  # keyword arguments that go to observe; every other keyword stays with judge
         self.announce = announce
 
@@ -113,8 +120,6 @@ class Check:
     def __call__(self, *learner: Any, **kwargs: Any) -> None:
         observation = _plain.roundtrip(self.observe(*learner, **self.observed(kwargs)))
         self.judge(observation, **kwargs)
-        for then in self.__dict__.get("on_pass", ()):  # answered_by: a prediction this check's function answers
-            then()
         if self.announce:
             passed(self.what)
 
@@ -263,6 +268,10 @@ _ASKED: set[tuple[str, str]] = set()  # (lesson, name) whose model this kernel c
 PREDICTIONS: dict[tuple[str, str], "Prediction"] = {}  # (lesson, name) -> its check, for the end-of-lesson table
 
 
+# what "asked for" covers (copy test r26 read "revealed on purpose" after passing a later exercise's check)
+_ASKED_HOW = "a reveal on purpose, a cell that called its model, or a later exercise that computes it passing its check"
+
+
 class Prediction(Check):
     """A prediction's graded cell: validates the dict, records the first guess, returns credit in points.
 
@@ -386,7 +395,7 @@ class Prediction(Check):
         found = predictions.entry(self.lesson, self.name, record if isinstance(record, dict) else {})
         lines = []
         if not found or not found.get("first"):
-            why = ("it was revealed on purpose before any guess" if found and found.get("revealed") else
+            why = (f"its answer was asked for before any guess ({_ASKED_HOW})" if found and found.get("revealed") else
                    "no first guess is recorded (predictions.json, written beside the notebook when its check first "
                    "runs, was not handed in, or the check never ran before grading)")
             return 0.0, f"{self.name}: 0 / {self.points:g}: {why}."
