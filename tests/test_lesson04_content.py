@@ -366,6 +366,10 @@ def test_the_activation_measurements_wait_for_predict_saved_bytes_to_pass():
     cell = next(c.source for c in read_notebook(ROOT / "solutions" / "04_memory" / "04_memory.ipynb").cells
                 if "memory.ACTIVATIONS" in c.source and "SavedTensors" in c.source)
     assert cell.index("needs(lesson04.check_predict_saved_bytes)") < cell.index("memory.SavedTensors"), cell
+    # r26: the naive recorder's cell printed the course recorder's figure for one stack before the check passed
+    naive = next(c.source for c in read_notebook(ROOT / "solutions" / "04_memory" / "04_memory.ipynb").cells
+                 if "the naive recorder reports" in c.source)
+    assert naive.index("needs(lesson04.check_predict_saved_bytes)") < naive.index("memory.saved_bytes"), naive
 
 
 def test_the_page_does_not_spell_out_activation_bytes_rules():
