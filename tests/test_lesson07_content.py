@@ -330,13 +330,18 @@ def test_gloo_peers_of_an_ended_rank_fail_at_once_and_only_a_hung_rank_waits_for
     def rank(r, mode, store, timeout_s, send):
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
         dist.init_process_group("gloo", store=dist.FileStore(store, 2), rank=r, world_size=2,
-                                timeout=timedelta(seconds=timeout_s))
+                                timeout=timedelta(seconds=120))
+        # both connected before rank 1 ends or hangs: on a loaded machine rank 1 had ended while rank 0 was still
+        # connecting, and rank 0 failed in init_process_group, outside the probe (seen twice at load 12). The hang's
+        # short timeout is a group of its own, made once both are in.
+        dist.barrier()
+        group = dist.new_group([0, 1], timeout=timedelta(seconds=timeout_s))
         if r == 1:
             if mode == "hang":
                 time.sleep(timeout_s + 5)
             os._exit(1)
         try:
-            dist.all_reduce(torch.ones(1))
+            dist.all_reduce(torch.ones(1), group=group)
             send.send("ok")
         except RuntimeError as exc:
             send.send(str(exc))  # a pipe writes at once: os._exit would drop what a Queue's thread still holds
