@@ -8,7 +8,7 @@ import re
 import pytest
 
 from grader import predictions, shortcuts
-from grader.checks import lesson01
+from grader.checks import _common, lesson01
 from grader.notebook import CheckFailed, NotDone
 from grader.pipeline.judging import judge_cell
 
@@ -197,7 +197,7 @@ def test_other_ways_to_ask_before_guessing_are_reveals(record, capsys, monkeypat
                                "\ndel os.environ['GRADER_GRADING']",
             "laundered": "from grader.checks._common import call\ncall(lesson01._crossover_n, *lesson01._crossover_inputs())"}
     if how == "grading toggled":  # a kernel reads only what it was started with; here, a test process, pretend so
-        monkeypatch.setattr(predictions, "_in_kernel", lambda: True)
+        monkeypatch.setattr(_common, "_in_a_kernel", lambda: True)
         monkeypatch.setattr(predictions, "_started_with", lambda name: str(record) if name == predictions.ENV_PATH else None)
     exec(compile(cell[how], "<cell>", "exec"), {"check": CHECK, "lesson01": lesson01})
     assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
@@ -517,7 +517,7 @@ def test_the_two_worker_loader_before_idle_guess_is_a_reveal(record, capsys):
     ("08_inside_a_kernel", "check_tile_prediction", "check_best_tiles", ("tile_traffic",), "best_tiles"),
 ])
 def test_a_later_function_that_answers_a_prediction_is_a_reveal_if_it_passes_first(lesson, prediction, check, cells,
-                                                                                    function):
+                                                                                    function, monkeypatch):
     """Copy tests r22 to r25 wrote a later exercise first (linear_forecast, best_tiles, predict_vanishing), ran its check,
     and read the prediction's answer off their own function: passing that check before the first guess is recorded is
     asking for the answer. After a first guess, passing it changes nothing."""
@@ -526,6 +526,7 @@ def test_a_later_function_that_answers_a_prediction_is_a_reveal_if_it_passes_fir
     from grader import predictions
     from notebook_cells import solution_cells
 
+    monkeypatch.setattr(_common, "_in_a_kernel", lambda: True)  # a learner's kernel: where the stamp is made
     module = importlib.import_module(f"grader.checks.lesson{lesson[:2]}")
     namespace: dict = {}
     sources = solution_cells(lesson)
@@ -536,8 +537,10 @@ def test_a_later_function_that_answers_a_prediction_is_a_reveal_if_it_passes_fir
     assert predictions.entry(lesson, name).get("revealed"), "passing the later check first is a reveal"
 
 
-def test_passing_the_later_check_after_the_first_guess_is_no_reveal():
+def test_passing_the_later_check_after_the_first_guess_is_no_reveal(monkeypatch):
     from grader import predictions
+
+    monkeypatch.setattr(_common, "_in_a_kernel", lambda: True)
     from grader.checks import lesson07
     from notebook_cells import solution_cells
 
@@ -550,13 +553,14 @@ def test_passing_the_later_check_after_the_first_guess_is_no_reveal():
     assert entry.get("first") and not entry.get("revealed"), entry
 
 
-def test_a_later_check_run_in_halves_is_a_reveal_too_and_the_score_says_what_happened():
+def test_a_later_check_run_in_halves_is_a_reveal_too_and_the_score_says_what_happened(monkeypatch):
     """Copy test r26 ran check.judge(check.observe(fn)) for linear_forecast, which stamped nothing (the hook was in
     __call__), and read the score line "revealed on purpose" after a pass it had not asked to be a reveal."""
     from grader import predictions
     from grader.checks import lesson01
     from notebook_cells import solution_cells
 
+    monkeypatch.setattr(_common, "_in_a_kernel", lambda: True)
     namespace: dict = {}
     for cell in ("intensity", "roofline", "linear_forecast"):
         exec(solution_cells("01_crossover")[cell], namespace)
@@ -566,3 +570,19 @@ def test_a_later_check_run_in_halves_is_a_reveal_too_and_the_score_says_what_hap
     points, said = lesson01.check_compute_bound_n._score({"fp32": 117, "bf16 ever": False, "why": "x"},
                                                         predictions._load())
     assert points == 0.0 and "on purpose before" not in said and "later exercise" in said, said
+
+
+def test_a_later_check_passing_outside_a_kernel_stamps_nothing(tmp_path, monkeypatch):
+    """Grading a class (stop 47): the class grader judges linear_forecast in its own process, not a kernel, and the
+    hook stamped COMPUTE_BOUND_N's reveal into a predictions.json beside the instructor. Outside a kernel it is a no-op."""
+    from grader import predictions
+    from grader.checks import lesson01
+    from notebook_cells import solution_cells
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(predictions.ENV_PATH, raising=False)
+    namespace: dict = {}
+    for cell in ("intensity", "roofline", "linear_forecast"):
+        exec(solution_cells("01_crossover")[cell], namespace)
+    lesson01.check_linear_forecast(namespace["linear_forecast"])
+    assert not (tmp_path / predictions.FILE_NAME).exists()

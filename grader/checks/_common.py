@@ -521,6 +521,13 @@ shortcuts.runs_what_it_is_handed(expect)  # ... but not the hidden tests' check,
 from grader.shortcuts import guard  # noqa: E402,F401  lessons call _common.guard; it lives in grader.shortcuts
 
 
+def _in_a_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (a learner's; a grader's kernel records nothing anyway)."""
+    from grader import predictions
+
+    return predictions._in_kernel()
+
+
 def answered_by(prediction: "Prediction", *checks: Check) -> None:
     """Count each of `checks` passing, before `prediction`'s first guess is recorded, as asking for its answer: each
     check's function, once it passes, computes that answer (a copy test wrote a later exercise first, ran its check,
@@ -529,6 +536,8 @@ def answered_by(prediction: "Prediction", *checks: Check) -> None:
         label = f"your {check.what}"
 
         def then(prediction: Prediction = prediction, label: str = label) -> None:
+            if not _in_a_kernel():  # a learner's kernel only: the class grader judges in its own process, where a
+                return  # stamp wrote a record beside the instructor (found grading a class, stop 47)
             prediction._called_before_guess(label, said=(
                 f"{prediction.name}: {label} passed its check before your first guess of {prediction.name} was recorded. "
                 f"Once it passes, that function computes {prediction.name}'s answer, so this counts as asking for it: "
