@@ -66,6 +66,7 @@ def _naive() -> tuple[float, float]:
 
 
 _COPY_KEYS = {"1000 copies of 4 KiB": "number", "1 copy of 4 MiB": "number"}
+_COPY_TIGHT = 0.15  # COPY_PREDICTION's full band: both costs within a factor 1.15 of the two copies' link
 
 
 @course_only()

@@ -71,14 +71,13 @@ def _diagnose(diagnose: Callable) -> None:
         if got["tiny"] == "waiting" or got["mid"] == "waiting":
             fail("diagnose returned 'waiting' for a GPU at full utilisation: utilisation is the share of time a kernel "
                  "ran, so a GPU that waits reads low, not high.")
+        idle = (f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most "
+                "of the time, waiting for the host or for data.")
         if got["waiting_full"] == "tiny-kernels":  # copy test r25: told util_pct is a percent, which it had read so
             # the same answers come from reading the power first and from util_pct read as a fraction: name both
-            fail(f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most "
-                 "of the time, waiting for the host or for data. Two readings lead here: an idle GPU draws little "
-                 "power too (which of the two numbers says why it is low?), and util_pct is a percent (0 to 100), not "
-                 "a fraction.")
-        fail(f"{was('waiting_full')}: a kernel ran in only a small share of the samples, so the GPU sat idle most of "
-             "the time, waiting for the host or for data. util_pct is a percent (0 to 100), not a fraction.")
+            fail(f"{idle} Two readings lead here: an idle GPU draws little power too (which of the two numbers says "
+                 "why it is low?), and util_pct is a percent (0 to 100), not a fraction.")
+        fail(f"{idle} util_pct is a percent (0 to 100), not a fraction.")
     if got["same_share_big"] == "slowed" or got["mid"] == "slowed":
         fail(f"{was('same_share_big')}: you called a high power draw a fault. Sitting at the power cap is the normal "
              "state of dense tensor-core work: the chip draws all it may, and the firmware trims the clock to stay "

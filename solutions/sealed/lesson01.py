@@ -27,7 +27,7 @@ def scores_rows() -> list[dict]:
             row[f"s = {s:,}"] = round(2 * s * SCORES_D / ((2 * SCORES_D + s) * size), 1)
         row["however long s"] = f"below {2 * SCORES_D / size:.0f}"
         first = _scores_bound_from(fmt, size)
-        row["compute-bound from"] = "never" if math.isinf(first) else f"s = {math.ceil(first)}"
+        row["compute-bound from s"] = "never" if math.isinf(first) else math.ceil(first)
         rows.append(row)
     return rows
 
@@ -42,7 +42,7 @@ def _compute_bound_mistake(got: dict) -> str | None:
     def near(target: float) -> bool:
         return abs(s - target) <= max(0.5, 0.01 * target)
 
-    if near(balance * 4) or (got["bf16 ever"] and near(balance * 4)):
+    if near(balance * 4):
         return ("it leaves the scores out of the traffic: a plain attention writes S to memory, and S has s² "
                 "elements where Q and K have s·d")
     if near(1.5 * 4 * balance):

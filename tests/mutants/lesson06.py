@@ -76,6 +76,18 @@ def _smooth(values, beta):
 def verdict(reference, run, beta, rtol):
 """
 
+
+def _verdict(rise: str = "s[-1] > s[0] * (1 + rtol)", agree: str = "abs(s[-1] - r[-1]) <= rtol * abs(r[-1])") -> str:
+    """The reference verdict with its rise test or its agreement test changed: each mutant below is one mistake."""
+    return _VERDICT_HEAD + f"""
+    if not all(math.isfinite(v) for v in run):
+        return "diverged"
+    s, r = _smooth(run, beta), _smooth(reference, beta)
+    if {rise}:
+        return "diverged"
+    return "agrees" if {agree} else "stalled"
+"""
+
 MUTANTS = {
     "amp_step_check": [
         ("clipped while the gradients still carry the scale", _forward_then("""
@@ -398,50 +410,22 @@ def smooth(losses, beta, steps=None):
         ),
         (
             "tolerance relative to the run",
-            _VERDICT_HEAD + """
-    if not all(math.isfinite(v) for v in run):
-        return "diverged"
-    s, r = _smooth(run, beta), _smooth(reference, beta)
-    if s[-1] > s[0] * (1 + rtol):
-        return "diverged"
-    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(s[-1]) else "stalled"
-""",
+            _verdict(agree="abs(s[-1] - r[-1]) <= rtol * abs(s[-1])"),
             r"near the tolerance",
         ),
         (
             "rise judged on the raw first and last losses",
-            _VERDICT_HEAD + """
-    if not all(math.isfinite(v) for v in run):
-        return "diverged"
-    if run[-1] > run[0] * (1 + rtol):
-        return "diverged"
-    s, r = _smooth(run, beta), _smooth(reference, beta)
-    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
-""",
+            _verdict(rise="run[-1] > run[0] * (1 + rtol)"),
             r"by more than its noise. Look at what your test of 'ended worse'",
         ),
         (
             "rise judged on the smoothed curve with no allowance (r22)",
-            _VERDICT_HEAD + """
-    if not all(math.isfinite(v) for v in run):
-        return "diverged"
-    s, r = _smooth(run, beta), _smooth(reference, beta)
-    if s[-1] > s[0]:
-        return "diverged"
-    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
-""",
+            _verdict(rise="s[-1] > s[0]"),
             r"by more than its noise. Look at what your test of 'ended worse'",
         ),
         (
             "rise judged against the reference's start (r23)",
-            _VERDICT_HEAD + """
-    if not all(math.isfinite(v) for v in run):
-        return "diverged"
-    s, r = _smooth(run, beta), _smooth(reference, beta)
-    if s[-1] > r[0] * (1 + rtol):
-        return "diverged"
-    return "agrees" if abs(s[-1] - r[-1]) <= rtol * abs(r[-1]) else "stalled"
-""",
+            _verdict(rise="s[-1] > r[0] * (1 + rtol)"),
             r"Whose start does 'ended worse than it started' compare with",
         ),
         (
@@ -482,26 +466,12 @@ def smooth(losses, beta, steps=None):
         ),
         (  # a copy test: a run ending far below its reference "agreed" and no case told
             "one-sided tolerance: a run far below the reference agrees",
-            _VERDICT_HEAD + """
-    if not all(math.isfinite(v) for v in run):
-        return "diverged"
-    s, r = _smooth(run, beta), _smooth(reference, beta)
-    if s[-1] > s[0] * (1 + rtol):
-        return "diverged"
-    return "agrees" if s[-1] <= r[-1] * (1 + rtol) else "stalled"
-""",
+            _verdict(agree="s[-1] <= r[-1] * (1 + rtol)"),
             r"ended 30 % below the reference 'agrees'",
         ),
         (
             "absolute instead of relative tolerance",
-            _VERDICT_HEAD + """
-    if not all(math.isfinite(v) for v in run):
-        return "diverged"
-    s, r = _smooth(run, beta), _smooth(reference, beta)
-    if s[-1] > s[0] * (1 + rtol):
-        return "diverged"
-    return "agrees" if abs(s[-1] - r[-1]) <= rtol else "stalled"
-""",
+            _verdict(agree="abs(s[-1] - r[-1]) <= rtol"),
             r"what section 4 says rtol is relative to",
         ),
     ],
