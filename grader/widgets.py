@@ -220,7 +220,7 @@ def bit_explorer(decode: Callable[[float, str], tuple[int, int, int]], value: st
 def data_parallel_explorer(
     models: Sequence[dict],
     chips: Sequence[Chip],
-    bytes_per_rank: Callable[[float, int, str], float],
+    bytes_per_rank: Callable[[float, int, str, str], float],
     allreduce_seconds: Callable[[float, int, float, float], float],
     card_bytes: Callable[[Chip], int],
 ) -> widgets.Widget:
@@ -246,7 +246,8 @@ def data_parallel_explorer(
         params = float(row["n_params"])
         bars = {}
         for stage in stages:
-            one, many = bytes_per_rank(params, 1, stage), bytes_per_rank(params, n, stage)
+            # torch autocast with Adam: the layout whose gradients the all-reduce below prices, section 6's question
+            one, many = bytes_per_rank(params, 1, stage, "autocast"), bytes_per_rank(params, n, stage, "autocast")
             shard = (one - many) * n / (n - 1)
             bars[stage] = {"kept whole on every GPU": one - shard, f"this GPU's 1/{n} of the sharded part": shard / n}
         memory = card_bytes(chip)
@@ -264,7 +265,7 @@ def data_parallel_explorer(
                 + f" takes at least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth terms only, phases "
                 "one after another).")
         fig = plots.memory_per_rank({row["model"]: bars}, [(chip.name, memory)],
-                                    f"Training state per GPU on {n} GPUs (mixed-precision Adam)")
+                                    f"Training state per GPU on {n} GPUs (torch autocast + Adam)")
         return html, fig
 
     return _figure_panel([(model_box, chip_box, gpus)], draw)

@@ -159,8 +159,8 @@ def test_memory_per_rank_draws_a_panel_per_model_with_every_chip_line():
 
 
 def test_data_parallel_explorer_offers_only_chips_with_nvlink_and_says_what_fits():
-    def bytes_per_rank(n, world, stage):
-        shard = {"ddp": 0, "zero1": 12, "zero2": 14, "zero3": 16}[stage]
+    def bytes_per_rank(n, world, stage, layout="deepspeed"):
+        shard = {"ddp": 0, "zero1": 8, "zero2": 12, "zero3": 16}[stage]  # autocast's layout: the widget draws it
         return (16 - shard) * n + shard * n / world
 
     def allreduce_seconds(nbytes, world, latency, bandwidth):
@@ -369,8 +369,8 @@ def test_gloo_peers_of_an_ended_rank_fail_at_once_and_only_a_hung_rank_waits_for
 
 
 def _explorer_verdict(n_gpus: int) -> str:
-    def bytes_per_rank(n, world, stage):
-        shard = {"ddp": 0, "zero1": 12, "zero2": 14, "zero3": 16}[stage]
+    def bytes_per_rank(n, world, stage, layout="deepspeed"):
+        shard = {"ddp": 0, "zero1": 8, "zero2": 12, "zero3": 16}[stage]  # autocast's layout: the widget draws it
         return (16 - shard) * n + shard * n / world
 
     def allreduce_seconds(nbytes, world, latency, bandwidth):
@@ -447,10 +447,15 @@ def test_ddp_buckets_follow_the_order_forward_used_the_parameters_not_registrati
     assert distributed.live_ranks() == []
 
 
-def test_the_lesson_names_ddps_4_bytes_and_deepspeeds_layout():
-    """07 cells 29, 34: gradients all-reduced at 2 bytes per parameter."""
+def test_the_lesson_leaves_autocasts_layout_to_the_learner_and_never_says_2_bytes():
+    """07 section 6 said DDP all-reduced gradients at 2 bytes per parameter (second edition); since r27 it lists only
+    DeepSpeed's layout and leaves torch autocast's, tensor by tensor, to the learner (the copy test read it off the
+    page). It must still say that the gradients go in their own dtype, and name the hook that compresses them."""
     text = _lesson_text()
-    assert "4 bytes per parameter" in text and "DeepSpeed's layout" in text and "fp16_compress_hook" in text
+    assert "DeepSpeed's layout" in text and "fp16_compress_hook" in text
+    assert "in the dtype they have" in text
+    assert "2 bytes per parameter" not in text
+    assert "keeps the weights and their gradients in fp32" not in text and "fp32 gradients of torch autocast" not in text
 
 
 def test_fit_hint_warns_of_float32():

@@ -467,7 +467,7 @@ def test_mfu_guess_model_reads_nothing_a_cell_can_write(record):
     "distributed.cluster_allreduce_seconds(1e9, links, lambda b, n, l, bw: 0.0)\n",
     "from grader import distributed\ndistributed.cluster_links(900, 16, chip='NVIDIA H100 SXM5 80GB')\n",
     "from grader import memory, specs, widgets\n"
-    "widgets.data_parallel_explorer([{'model': 'x', 'n_params': 2.5e8}], specs.load_chips(), lambda n, w, s: 1.0,\n"
+    "widgets.data_parallel_explorer([{'model': 'x', 'n_params': 2.5e8}], specs.load_chips(), lambda n, w, s, l: 1.0,\n"
     "                               lambda b, n, l, bw: 0.0, memory.card_bytes)\n",
 ], ids=["cluster_allreduce_seconds", "cluster_links", "data_parallel_explorer"])
 def test_the_cluster_allreduce_before_the_guess_is_a_reveal(record, capsys, cell):

@@ -691,8 +691,8 @@ def _hints_bytes_per_rank(fn: Replay) -> None:
             fail(f"bytes_per_rank(1e9, 8, stage, {layout!r}) does not fall from one ZeRO stage to the next: each stage "
                  "shards one more kind of tensor among the ranks.")
     if all(close(float(call(fn, _PSI, 8, s, "autocast")), float(call(fn, _PSI, 8, s, "deepspeed")), 1e-9) for s in STAGES):
-        fail("bytes_per_rank gives the same bytes for both layouts at every stage: read again what each layout keeps "
-             "per parameter, and in which dtype (section 6).")
+        fail("bytes_per_rank gives the same bytes for both layouts at every stage: the two layouts keep different "
+             "tensors, in different dtypes. Which does each keep per parameter?")
 
 
 check_bytes_per_rank = guard(Keyed(
@@ -700,12 +700,16 @@ check_bytes_per_rank = guard(Keyed(
     floats=True, public=_public_bytes_per_rank,
     hints=_hints_bytes_per_rank,
     unknown="bytes_per_rank is not what the layout keeps per rank, nor a mistake the course knows. For each layout, "
-            "list the tensors training keeps per parameter and what each costs in its dtype (section 6), then which "
-            "kinds each stage divides among the ranks."),
+            "list the tensors training keeps per parameter and what each costs in its dtype (DeepSpeed's in section 6; "
+            "autocast's from what autocast casts and what it leaves alone), then which kinds each stage divides among "
+            "the ranks."),
     # lesson 04's measured layouts answer the bytes per parameter (a copy test built bytes_per_rank on training_terms)
+    # (copy test r27 read them off in a cell of its own, before writing the function: a call before the check passed
+    # counts too)
     "bytes_per_rank", {_memory.training_terms: "grader.memory.training_terms",
                        _memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
-                       _memory._probe: "grader.memory._probe"})
+                       _memory._probe: "grader.memory._probe"},
+    earlier=("grader.memory.training_terms", "grader.memory.probe_bytes_per_parameter", "grader.memory._probe"))
 
 
 # --- bubble_fraction -------------------------------------------------------------------------------

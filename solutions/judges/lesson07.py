@@ -243,10 +243,15 @@ def _bytes_per_rank(fn: Callable) -> None:
              "n_params and world as given.")
     if all(close(a[s], g[s], 1e-9) for s in STAGES):
         fail("bytes_per_rank(1e9, 8, stage, 'autocast') is what DeepSpeed's layout keeps, at every stage: torch "
-             "autocast keeps other tensors, in other dtypes (section 6).")
+             "autocast keeps other tensors, in other dtypes. What does autocast cast, and what does it leave as the "
+             "model was built?")
     if close(a["ddp"], 20 * _PSI, 1e-9):
         fail("bytes_per_rank(1e9, 8, 'ddp', 'autocast') counts a tensor torch autocast does not keep: a second copy "
              "of weights that are float32 already.")
+    if close(a["ddp"], 14 * _PSI, 1e-9) or close(a["ddp"], 12 * _PSI, 1e-9):
+        fail("bytes_per_rank(1e9, 8, 'ddp', 'autocast') keeps some of autocast's state at 2 bytes. The low-precision "
+             "copies autocast makes do not outlast the step; what dtype does a parameter's .grad have, and Adam's "
+             "state for it?")
     for stage in STAGES:
         if not close(a[stage], bytes_reference(_PSI, 8, stage, "autocast"), 1e-9):
             fail(f"bytes_per_rank(1e9, 8, {stage!r}, 'autocast') is off, though DeepSpeed's layout is right: which of "

@@ -340,6 +340,22 @@ def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
         4.0 * n_params, 2.0 * n_params, 8.0 * n_params)
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
             "zero3": (w + g + o) / world}[stage]
+""", r"keeps some of autocast's state at 2 bytes"),
+        ("autocast's Adam moments taken as bf16", """
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
+    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
+        4.0 * n_params, 4.0 * n_params, 4.0 * n_params)
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
+""", r"keeps some of autocast's state at 2 bytes"),
+        ("autocast's stage 1 shards the gradients too", """
+def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
+    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
+        4.0 * n_params, 4.0 * n_params, 8.0 * n_params)
+    if layout == "autocast" and stage == "zero1":
+        return w + (g + o) / world
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
 """, r"'autocast'\) is off, though DeepSpeed's layout is right"),
         ("weights not sharded at stage 3", _MEM + """
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
