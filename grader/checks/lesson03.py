@@ -763,11 +763,11 @@ def _hints_loss_scaler(observation: dict) -> None:
             last = (i + 1) % n == 0
             if got and not last:
                 fail(f"LossScaler({settings}) said to step the optimizer after micro-batch {i % n + 1} of a window of "
-                     f"{n}: the optimizer steps once a window, on the gradients of all its micro-batches summed.")
+                     f"{n}: what would that step apply, while the rest of the window's gradients are still to come?")
             if not last and float(scale) != before:
                 fail(f"LossScaler({settings}) changed its scale after micro-batch {i % n + 1} of a window of {n}: "
-                     "the gradients already summed in .grad carry the old scale, the rest of the window would carry "
-                     "the new one, and one unscale divides them all by one number.")
+                     "what scale do the gradients already summed in .grad carry, what scale would the rest of the "
+                     "window's carry, and how many numbers does the one unscale divide them by?")
             before = float(scale)
 
 

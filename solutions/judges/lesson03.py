@@ -572,14 +572,15 @@ def _judge_loss_scaler_windows(observation: dict) -> None:
             window = flags[i - i % n:i - i % n + n]
             if g and not last:
                 fail(f"LossScaler({settings}) said to step the optimizer after micro-batch {i % n + 1} of a window of "
-                     f"{n}: the optimizer steps once a window, on the gradients of all its micro-batches summed.")
+                     f"{n}: what would that step apply, while the rest of the window's gradients are still to come?")
             if not last and sc != before:
                 fail(f"LossScaler({settings}) changed its scale after micro-batch {i % n + 1} of a window of {n}, "
-                     "where it overflowed: the gradients already summed in .grad carry the old scale, the rest of the "
-                     "window would carry the new one, and one unscale divides them all by one number.")
+                     "where it overflowed: what scale do the gradients already summed in .grad carry, what scale would "
+                     "the rest of the window's carry, and how many numbers does the one unscale divide them by?")
             if last and g and not w:
                 fail(f"LossScaler({settings}) stepped the optimizer after a window whose micro-batch "
-                     f"{window.index(True) + 1} overflowed: the inf is in the summed gradients whatever came after it.")
+                     f"{window.index(True) + 1} overflowed: what is in .grad once that micro-batch's gradients were "
+                     "added to it?")
             if last and sum(window) > 1 and sc < wsc:
                 fail(f"LossScaler({settings}) lowered its scale more than once for one window with "
                      f"{sum(window)} overflowing micro-batches: the step skipped is one step. How much does one "
