@@ -655,8 +655,10 @@ check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "
 
 # ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a
 # copy of the same size measured on it (printed: "copy_bandwidth", bytes/s) and set beside the matmul's rate; and the
-# same add in bfloat16 on the H100, at ADD_H100_N², from its datasheet. A learner can time this machine's add before
-# guessing (copy test r10); nothing here measures the H100, so that key asks what limits an add and what it moves.
+# add on the H100 in bfloat16, from its datasheet: a row of ADD_H100_N broadcast onto an ADD_H100_N² matrix. A learner
+# can time this machine's add before guessing (copy test r10); nothing here measures the H100, so that key asks what
+# limits an add and what it moves, and the broadcast row asks which elements must cross at all (r24 called three
+# equal arrays section 7's copy rule again).
 _ADD_NEEDS = ("copy_bandwidth", "matmul_peak")
 ADD_H100_N = 8192
 ADD_H100_KEY = "H100 bf16 GFLOP/s"

@@ -100,11 +100,13 @@ def _add_model(context: dict) -> float | None:
 
 
 def _add_h100_model() -> float:
-    """The model's FLOP/s of ADD_H100's add on the H100: bfloat16 a, b and c each cross its memory once (2 bytes per
-    element each, 6 per FLOP), at the datasheet's bandwidth; tensors of ADD_H100_N² are far past its L2."""
+    """The model's FLOP/s of ADD_H100's add on the H100: c = a + b in bfloat16, a and c ADD_H100_N² (far past its
+    L2) and b one row of ADD_H100_N broadcast over a's rows. a comes in once and c goes out once; b's one row comes in
+    once and is reused for every row (it stays in L2). One FLOP per element of c, at the datasheet's bandwidth."""
     from grader import specs
 
-    return specs.chip(_BOUND_CHIP).bandwidth / (3 * torch.bfloat16.itemsize)
+    n, width = ADD_H100_N, torch.bfloat16.itemsize
+    return specs.chip(_BOUND_CHIP).bandwidth * n * n / ((2 * n * n + n) * width)
 
 
 def _add_mistake(gflops: float, context: dict) -> str | None:
@@ -132,17 +134,18 @@ def _add_h100_mistake(gflops: float) -> str | None:
     chip = specs.chip(_BOUND_CHIP)
     bw, flops = chip.bandwidth, gflops * 1e9
     return _named(flops, [
-        (bw / 12, "it counts 4 bytes per element: in bfloat16 each of a, b and c is half the bytes of float32"),
-        (bw / 4, "it counts reading a and b but not writing c: the sum has to go to memory too"),
-        (bw / 8, "it counts c as read as well as written; count each array once, as the copy's bytes were counted"),
-        (bw / 3, "it counts elements, not bytes: the bandwidth is bytes per second"),
-        (bw / 2, "it counts one array's bytes: a, b and c all cross the memory"),
+        (bw / 6, "it counts b as a whole matrix crossing memory: b is one row that every row of c uses; how often "
+                 "must its elements cross?"),
+        (bw / 12, "it counts 4 bytes per element, and b as a whole matrix: in bfloat16 an element is 2 bytes, and b "
+                  "is one row"),
+        (bw / 8, "it counts 8 bytes per FLOP: in bfloat16 an element is 2 bytes, and c is written, not read"),
+        (bw / 2, "it counts 2 bytes per FLOP: the traffic of one matrix, where a comes in and c goes out"),
         (bw, "it has the add doing one FLOP per byte moved"),
         (chip.peak("bf16"), "it predicts the add at the tensor cores' rate: tensor cores multiply matrices, and an add "
-                            "cannot reuse an element, so the memory, not the arithmetic, sets its pace"),
-        (chip.peak("fp32"), "it predicts the add at the chip's arithmetic rate: an add cannot reuse an element, so the "
+                            "reuses no element of a, so the memory, not the arithmetic, sets its pace"),
+        (chip.peak("fp32"), "it predicts the add at the chip's arithmetic rate: an add reuses no element of a, so the "
                             "memory, not the arithmetic, sets its pace"),
-    ]) or _named(flops, [(bw / 6 * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
+    ]) or _named(flops, [(_add_h100_model(), "it is in FLOP/s; the key asks for GFLOP/s")])
 
 
 def _add_band(first: dict, context: dict) -> tuple[float, str]:
@@ -185,8 +188,9 @@ def _add_final(answer: dict, context: dict) -> str | None:
 
 def _add_said(context: dict) -> str:
     want = _add_model(context)
-    h100 = (f"the H100's {ADD_H100_N}² bfloat16 add at {_add_h100_model() / 1e9:.3g} GFLOP/s (its datasheet bandwidth at "
-            "the add's FLOPs per byte)")
+    h100 = (f"the H100's bfloat16 add of a {ADD_H100_N}-wide row to a {ADD_H100_N}² matrix at "
+            f"{_add_h100_model() / 1e9:.3g} GFLOP/s (its datasheet bandwidth at the add's FLOPs per byte: a in, c out, "
+            "b's one row once)")
     if want is None:
         return f"run the copy cell first: the model needs this machine's bandwidth; it puts {h100}"
     return (f"the model puts this machine's add at {want / 1e9:.3g} GFLOP/s (the copy's bandwidth at the add's FLOPs per "

@@ -24,7 +24,7 @@ SHOWN = {"here_bandwidth": MEASURED["copy_bandwidth"], "here_peak": MEASURED["ma
 _HERE = "_m = {'copy_bandwidth': here_bandwidth, 'matmul_peak': here_peak, 'linear_d': linear_d}\n"
 
 
-def _add(expression: str, why: str = "a guess with a reason", h100: str = "3350 / 6") -> str:
+def _add(expression: str, why: str = "a guess with a reason", h100: str = "3350 / 4") -> str:
     """An ADD_PREDICTION in GFLOP/s: this machine's from this run's figures, `bw` (copy, bytes/s) and `peak` (matmul,
     FLOP/s); the H100's bfloat16 add from its datasheet, `hbw` (bytes/s), `hpeak` and `hfp32` (FLOP/s)."""
     return (_HERE + "bw, peak = _m['copy_bandwidth'], _m['matmul_peak']\n"
@@ -496,11 +496,12 @@ PREDICTION_MUTANTS = {
         ("the add at the matmul's rate", _add("peak / 1e9"), r"at the matmul's rate"),
         ("bandwidth times bytes per FLOP", _add("bw * 12 / 1e9"), r"multiplies the bandwidth"),
         ("FLOP/s where GFLOP/s is asked", _add("bw / 12"), r"in FLOP/s"),
-        ("the H100's add in float32 bytes", _add("bw / 12 / 1e9", h100="hbw / 12 / 1e9"), r"H100: it counts 4 bytes"),
+        ("the H100's add with b as a whole matrix", _add("bw / 12 / 1e9", h100="hbw / 6 / 1e9"), r"H100: it counts b as a whole matrix"),
+        ("the H100's add in float32 bytes, b whole", _add("bw / 12 / 1e9", h100="hbw / 12 / 1e9"), r"H100: it counts 4 bytes"),
         ("the H100's add at the tensor cores' rate", _add("bw / 12 / 1e9", h100="hpeak / 1e9"), r"tensor cores' rate"),
         ("the H100's add at its float32 rate", _add("bw / 12 / 1e9", h100="hfp32 / 1e9"), r"arithmetic rate"),
-        ("the H100's add without its write", _add("bw / 12 / 1e9", h100="hbw / 4 / 1e9"), r"H100: it counts reading a"),
-        ("the H100's add in elements", _add("bw / 12 / 1e9", h100="hbw / 3 / 1e9"), r"H100: it counts elements"),
+        ("the H100's add in float32 bytes, b read once", _add("bw / 12 / 1e9", h100="hbw / 8 / 1e9"), r"H100: it counts 8 bytes per FLOP"),
+        ("the H100's add in elements, b read once", _add("bw / 12 / 1e9", h100="hbw / 2 / 1e9"), r"H100: it counts 2 bytes per FLOP"),
     ],
     "LINEAR_PREDICTION_check": [
         ("time grows with the work", _linear("2 * b * d * d / peak"), r"grows the time with the work"),
@@ -521,10 +522,10 @@ MUTANTS["COMPUTE_BOUND_N_check"] = [
 ]
 MUTANTS["ADD_PREDICTION_check"] = [
     ("prediction as a bare number", "ADD_PREDICTION = 1.1", r"should be a dict"),
-    ("prediction without a reason", "ADD_PREDICTION = {'add GFLOP/s': 1.1, 'H100 bf16 GFLOP/s': 558}",
+    ("prediction without a reason", "ADD_PREDICTION = {'add GFLOP/s': 1.1, 'H100 bf16 GFLOP/s': 837}",
      r"needs exactly the keys"),
     ("prediction of this machine only", "ADD_PREDICTION = {'add GFLOP/s': 1.1, 'why': 'x'}", r"needs exactly the keys"),
-    ("prediction of a negative rate", "ADD_PREDICTION = {'add GFLOP/s': -1.0, 'H100 bf16 GFLOP/s': 558, 'why': 'x'}",
+    ("prediction of a negative rate", "ADD_PREDICTION = {'add GFLOP/s': -1.0, 'H100 bf16 GFLOP/s': 837, 'why': 'x'}",
      r"positive number"),
 ]
 MUTANTS["LINEAR_PREDICTION_check"] = [
