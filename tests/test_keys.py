@@ -75,7 +75,7 @@ def test_a_known_mistake_gets_its_message_from_the_keys_and_an_unknown_one_the_p
         lesson01.check_matmul_bytes(lambda n, dtype, out_dtype=None: 2 * n * n * dtype.itemsize)
     with pytest.raises(CheckFailed, match="dtype was ignored"):  # unknown to the keys; the hint names it
         lesson01.check_matmul_bytes(lambda n, dtype, out_dtype=None: 7 * n * n)
-    with pytest.raises(CheckFailed, match="which\\s+matrices have to come in"):
+    with pytest.raises(CheckFailed, match="what must\\s+cross memory at the very least"):
         lesson01.check_matmul_bytes(lambda n, dtype, out_dtype=None: 7 * n * n * dtype.itemsize + n * n * (out_dtype or dtype).itemsize)
 
 

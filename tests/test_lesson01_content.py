@@ -307,10 +307,15 @@ def test_linear_forecast_judge_refuses_forged_observations():
               {"name": "f", "calls": [[_key(a), {"value": {**r, "bound": ["memory"]}}] for a, r in zip(args, right)]},
               {"name": "f", "calls": [[_key(a), {"value": {**r, "extra": 1}}] for a, r in zip(args, right)]},
               {"name": "f", "calls": [[_key(a), {"raised": "X", "message": "m"}] for a in args]}]
+    inner = lesson01.check_linear_forecast.inner  # the keyed check under its shortcut guard (r27)
     for observation in forged:
         with pytest.raises(Exception):
-            lesson01.check_linear_forecast.judge(observation)
-    lesson01.check_linear_forecast.judge({"name": "f", "calls": [[_key(a), {"value": r}] for a, r in zip(args, right)]})
+            inner.judge(observation)
+        with pytest.raises(Exception):
+            lesson01.check_linear_forecast.judge({"observed": observation, "shortcuts": []})
+    honest = {"name": "f", "calls": [[_key(a), {"value": r}] for a, r in zip(args, right)]}
+    inner.judge(honest)
+    lesson01.check_linear_forecast.judge({"observed": honest, "shortcuts": []})
 
 
 # --- every exercise makes the learner think (issue 20) ---------------------------------------------

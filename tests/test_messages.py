@@ -323,6 +323,28 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "from grader import specs\nfrom grader.checks import lesson01\nCROSSOVER_PREDICTION = {'n': lesson01.crossover_model("
          "lesson01.gpu_fixed_seconds(), lesson01.CROSSOVER_CPU_FLOPS, specs.chip('T4').peak('fp32')), 'why': 'x'}\n",
          "gone"),
+        # copy test r27: lesson 08's traffic counter under a matmul kernel, its unique bytes read off (here without
+        # a kernel: the counter's property on a Counts of no regions; the watch sees the call either way)
+        ("matmul_bytes_check", "from grader import triton_counter\n\n"
+         "def matmul_bytes(n, dtype, out_dtype=None):\n    triton_counter.Counts('k', (1,), 1, {}).unique_bytes\n"
+         "    return (2 * n * n * dtype.itemsize + n * n * (out_dtype or dtype).itemsize)\n",
+         r"calls grader\.triton_counter\.Counts\.unique_bytes"),
+        ("matmul_bytes_check", "from grader import triton_counter\n\n"
+         "def matmul_bytes(n, dtype, out_dtype=None):\n    try:\n        triton_counter.launch(None, (1,))\n"
+         "    except Exception:\n        pass\n"
+         "    return (2 * n * n * dtype.itemsize + n * n * (out_dtype or dtype).itemsize)\n",
+         r"calls grader\.triton_counter\.launch"),
+        # copy test r27: linear_forecast's FLOPs from FlopCounterMode over a Linear of meta tensors
+        ("linear_forecast_check", "import torch\nfrom torch.utils.flop_counter import FlopCounterMode\n\n"
+         "def linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):\n"
+         "    with FlopCounterMode(display=False) as counter:\n"
+         "        torch.nn.functional.linear(torch.empty(batch, d_in, device='meta'), torch.empty(d_out, d_in, device='meta'))\n"
+         "    flops = counter.get_total_flops()\n"
+         "    nbytes = (batch * d_in + d_in * d_out + batch * d_out) * dtype.itemsize\n"
+         "    x = flops / nbytes\n    rate = min(peak_flops, x * bandwidth)\n"
+         "    return {'intensity': x, 'bound': 'memory' if x * bandwidth < peak_flops else 'compute',\n"
+         "            'seconds_per_sample': flops / rate / batch}\n",
+         r"calls torch\.utils\.flop_counter\.FlopCounterMode"),
         ("linear_forecast_check",
          "from grader.checks import lesson01\ndef linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):\n"
          "    return lesson01.linear_model(batch, d_in, d_out, dtype.itemsize, peak_flops, bandwidth)\n"

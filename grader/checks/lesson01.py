@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from grader import triton_counter
 from grader.checks._common import (Check, Prediction, answered_by, call, close, fail, guard, is_number, quote, recorded,
                                    require_callable, same)
 from grader.checks._common import Replay, expect  # noqa: F401  the hidden tests call lesson01.expect
@@ -53,18 +54,26 @@ def _flop_formulas() -> dict:
     return {f: label for f in found}
 
 
+# torch's own counters count a matmul's FLOPs (copy test r6: FlopCounterMode over a matmul of meta tensors; r27 built
+# linear_forecast on it too)
+_FLOP_COUNTERS = {FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)",
+                  torch.profiler.profile: "torch.profiler.profile (its with_flops counts the FLOPs)",
+                  torch.autograd.profiler.profile: "torch.autograd.profiler.profile (its with_flops counts the FLOPs)",
+                  # copy test r24: the legacy profiler is a class of its own
+                  torch.autograd.profiler_legacy.profile: "torch.autograd.profiler_legacy.profile (its with_flops "
+                                                          "counts the FLOPs)", **_flop_formulas()}
+# lesson 08's traffic counter measures a matmul's least bytes (copy test r27: its unique_bytes under a Triton matmul)
+_BYTE_COUNTERS = {triton_counter.launch: "grader.triton_counter.launch (the course's memory-traffic counter)",
+                  triton_counter.Counts.unique_bytes.fget: "grader.triton_counter.Counts.unique_bytes (the traffic "
+                                                           "of a perfect cache, measured)",
+                  triton_counter.Counts.unique_loaded_bytes.fget: "grader.triton_counter.Counts.unique_loaded_bytes "
+                                                                  "(the traffic of a perfect cache, measured)"}
+
 check_matmul_flops = guard(Keyed(
     "01_crossover", "matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,), (3,)], public=_public_matmul_flops,
     unknown="matmul_flops is not the work of an n×n matmul, nor a mistake the course knows. Go back to section 2 "
             "and count from what a matrix product is: a 2×2 product on paper, then a 3×3, is a good check."),
-    # torch's own counters count it (copy test r6: FlopCounterMode over a matmul of meta tensors)
-    "matmul_flops", {FlopCounterMode: "torch.utils.flop_counter.FlopCounterMode (torch's own FLOP counter)",
-                     torch.profiler.profile: "torch.profiler.profile (its with_flops counts the FLOPs)",
-                     torch.autograd.profiler.profile: "torch.autograd.profiler.profile (its with_flops counts the "
-                                                      "FLOPs)",
-                     # copy test r24: the legacy profiler is a class of its own
-                     torch.autograd.profiler_legacy.profile: "torch.autograd.profiler_legacy.profile (its with_flops "
-                                                             "counts the FLOPs)", **_flop_formulas()})
+    "matmul_flops", _FLOP_COUNTERS)
 
 
 def _public_matmul_bytes(matmul_bytes: Replay) -> None:
@@ -72,6 +81,9 @@ def _public_matmul_bytes(matmul_bytes: Replay) -> None:
     got = call(matmul_bytes, 8, torch.float32)
     if not is_number(got):
         fail(f"matmul_bytes(8, torch.float32) returned {quote(got)}; return a plain int number of bytes.")
+    if isinstance(got, float) or not float(got).is_integer():
+        # copy test r27: the right count as a float was told it was no mistake the course knows
+        fail(f"matmul_bytes(8, torch.float32) returned a {type(got).__name__}; bytes are whole, return an int.")
 
 
 def _hints_matmul_bytes(matmul_bytes: Replay) -> None:
@@ -95,15 +107,16 @@ def _hints_matmul_bytes(matmul_bytes: Replay) -> None:
 
 # (n, dtype) and (n, dtype, out_dtype): A and B in dtype, C written in out_dtype (16-bit inputs, a float32 output, as
 # torch.mm(a, b, out_dtype=torch.float32) writes on CUDA); every kernel accumulates in float32 on chip.
-check_matmul_bytes = Keyed(
+check_matmul_bytes = guard(Keyed(
     "01_crossover", "matmul_bytes", "matmul_bytes",
     lambda: [(8, torch.float32), (8, torch.float16), (8, torch.float64), (16, torch.float32), (5, torch.bfloat16),
              (8, torch.bfloat16, torch.float32), (16, torch.float16, torch.float32), (8, torch.float32, torch.float32),
              (8, torch.bfloat16, None), (8, torch.bfloat16)],
     public=_public_matmul_bytes, hints=_hints_matmul_bytes,
-    unknown="matmul_bytes is not the least traffic a matmul must cause, nor a mistake the course knows: which "
-            "matrices have to come in from memory, which has to go back out, and how many bytes is each of them, "
-            "as each is stored?")
+    unknown="matmul_bytes is not the least traffic a matmul must cause, nor a mistake the course knows: what must "
+            "cross memory at the very least, however clever the kernel, and at how many bytes an element, as each "
+            "matrix is stored?"),
+    "matmul_bytes", _BYTE_COUNTERS)
 
 
 def _public_intensity(intensity: Replay) -> None:
@@ -545,11 +558,12 @@ def _hints_linear_forecast(linear_forecast: Replay) -> None:
                  "element's size depends on its dtype (dtype.itemsize).")
 
 
-check_linear_forecast = Keyed(
+check_linear_forecast = guard(Keyed(
     "01_crossover", "linear_forecast", "linear_forecast", lambda: [_linear_args(*case) for case in _LINEAR_CASES],
     public=_public_linear_forecast, hints=_hints_linear_forecast,
     unknown="linear_forecast is not the roofline's forecast, nor a mistake the course knows: go back to section 8's "
-            "count of one call's work and bytes, and to your own intensity, bound and attainable_flops.")
+            "count of one call's work and bytes, and to your own intensity, bound and attainable_flops."),
+    "linear_forecast", {**_FLOP_COUNTERS, **_BYTE_COUNTERS})
 
 
 # --- predictions ------------------------------------------------------------------------------

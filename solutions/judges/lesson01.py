@@ -59,8 +59,8 @@ def _matmul_bytes(matmul_bytes) -> None:
             # copy test r22: 2n³·itemsize was told the output's dtype was ignored (by the hints), not its mistake
             fail(f"matmul_bytes(16, torch.float32) is {float(large) / float(got):.3g}× matmul_bytes(8, torch.float32): "
                  "doubling n should multiply the traffic by as much as it multiplies what the matrices hold.")
-        fail("matmul_bytes is not the least traffic a matmul must cause: which matrices have to come in from memory, "
-             "which has to go back out, and how many bytes is each of them?")
+        fail("matmul_bytes is not the least traffic a matmul must cause: what must cross memory at the very least, "
+             "however clever the kernel, and at how many bytes an element?")
     half = call(matmul_bytes, n, torch.float16)
     if half == got:
         fail("matmul_bytes gives the same bytes for float32 and float16: the dtype was ignored. An element's size "

@@ -63,6 +63,8 @@ MUTANTS = {
     ],
     "matmul_bytes_check": [
         ("elements not bytes", "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n", r"counts elements, not bytes"),
+        ("the right count as a float (r27)", "def matmul_bytes(n, dtype, out_dtype=None):\n"
+         "    return float(2 * n * n * dtype.itemsize + n * n * (out_dtype or dtype).itemsize)", r"return an int"),
         ("forgets writing C", "def matmul_bytes(n, dtype, out_dtype=None): return 2 * n * n * dtype.itemsize", r"nothing that goes back out"),
         ("ignores dtype", "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n * 4", r"dtype was ignored"),
         ("reads and writes C", "def matmul_bytes(n, dtype, out_dtype=None): return 4 * n * n * dtype.itemsize", r"counts C as read from memory as well as written"),
