@@ -4,6 +4,8 @@ What lesson 03's bit explorer and range picture need. It never decides how a
 number is rounded into fp32, tf32, fp16 or bf16: that is the learner's `decode`,
 passed in. It does read fp8 bit patterns (torch casts, then the raw byte), since
 no exercise asks for them, and it turns fields back into the value they store.
+It knows the limits and values of the formats the course names only: a made-up
+format's are what lessons 03 and 06 ask for, and it refuses them (MadeUpFormat).
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ from typing import Callable
 
 import torch
 
-from grader import shortcuts as _shortcuts
-from grader.shortcuts import course_only
+
+class MadeUpFormat(ValueError):
+    """Raised for the limits or the values of a format the course does not name."""
 
 
-@course_only("grader.floats.Format (a made-up format's limits)")
-def _made_up_limits(fmt: "Format") -> None:
-    """Stands for reading the limits or the values of a format the course does not name: from a cell, that is asking
-    the package for what lesson 03's ZERO_SHARE asks you to work out from the widths (copy test r14 read the (5, 6)
-    format's smallest subnormal off Format(...).smallest_subnormal, r15 its values off value_of), recorded as its reveal
-    before a first guess."""
+def _made_up(fmt: "Format") -> None:
+    """Refuse a made-up format's limits and values: they are what lessons 03 and 06 ask a learner to work out from the
+    widths (copy tests r14-r23 read them off Format(...).smallest_subnormal, value_of and max, in a cell, another
+    process or a function). The instructor's judges compute their own (solutions/judges/lesson03.py)."""
+    raise MadeUpFormat(f"grader.floats knows the limits and values of the formats the course names (fp32, tf32, fp16, "
+                       f"bf16, fp8 e4m3 and e5m2), not of a made-up one ({fmt.exponent_bits} exponent and "
+                       f"{fmt.mantissa_bits} mantissa bits): working those out from the bits is the exercise.")
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,9 @@ class Format:
     ieee_specials: bool = True  # all-ones exponent means inf/nan; False for e4m3fn (nan only, no inf)
 
     def _limits_asked(self) -> None:
-        # inside a check's watch (grader.shortcuts.guard) the check itself names a learner's function that asks: one
-        # mistake, one message, not a reveal of ZERO_SHARE besides
-        if (self.exponent_bits, self.mantissa_bits) not in _NAMED_WIDTHS and not _shortcuts.checking():
-            _made_up_limits(self)
+        # inside a check's watch (grader.shortcuts.guard) the check names a learner's function that asked, by its call
+        if (self.exponent_bits, self.mantissa_bits, self.ieee_specials) not in _NAMED_WIDTHS:
+            _made_up(self)
 
     @property
     def bits(self) -> int:
@@ -91,8 +94,10 @@ if hasattr(torch, "float8_e5m2"):
     FP8["fp8 e5m2"] = Format("fp8 e5m2", 5, 2, torch.float8_e5m2)
 
 
-# the widths of the formats the course names (FORMATS, FP8): reading their limits is what section 1 shows
-_NAMED_WIDTHS = {(4, 3), (5, 2), *((f.exponent_bits, f.mantissa_bits) for f in FORMATS.values())}
+# the formats the course names (FORMATS, and fp8's two whether or not this torch has them): their limits are what
+# lesson 03's section 1 shows. An IEEE-style (4, 3), which lesson 03's decode check tries, is not e4m3fn.
+_NAMED_WIDTHS = {(4, 3, False), (5, 2, True),
+                 *((f.exponent_bits, f.mantissa_bits, f.ieee_specials) for f in FORMATS.values())}
 
 
 def fp8_dtypes() -> list[torch.dtype]:
@@ -108,7 +113,7 @@ def fp8_fields(x: float, fmt: Format) -> tuple[int, int, int]:
 
 def value_of(sign: int, exponent: int, mantissa: int, fmt: Format) -> float:
     """The number that raw fields (sign, exponent, mantissa) store in `fmt`."""
-    fmt._limits_asked()  # a made-up format's values, from a cell: ZERO_SHARE's reveal (copy test r15)
+    fmt._limits_asked()  # a made-up format's values are refused (copy test r15 read ZERO_SHARE's off them)
     top = 2**fmt.exponent_bits - 1
     full = 2**fmt.mantissa_bits - 1
     if fmt.ieee_specials and exponent == top:

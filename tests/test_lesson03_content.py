@@ -430,24 +430,32 @@ def test_loss_scaler_with_accumulation_is_gradscaler_once_a_window():
     assert "accumulation_steps" in text and "self.accumulation_steps = accumulation_steps" in text
 
 
-def test_a_made_up_formats_limits_read_from_a_cell_before_the_guess_are_a_reveal():
-    """Copy test r14: Format("e5m6", 5, 6, None).smallest_subnormal, public and unnoticed, gave ZERO_SHARE's threshold
-    before the first guess. Reading a made-up format's limits from a cell is now ZERO_SHARE's reveal; the named formats'
-    limits (section 1's table) are not."""
-    from grader import predictions
-    from grader.floats import FORMATS, Format
+def test_the_package_refuses_a_made_up_formats_limits_and_values_everywhere():
+    """Copy tests r14-r16 read a made-up (5, 6) format's smallest subnormal and values off grader.floats in a cell
+    (then recorded as ZERO_SHARE's reveal), r23 in another process, where no record reaches. The package now refuses
+    them wherever they are asked, a cell, another process or a watch of the learner's own; the named formats' limits
+    (section 1's table) are still there."""
+    import subprocess
+    import sys
 
-    FORMATS["tf32"].smallest_subnormal, FORMATS["fp16"].max  # section 1's table: named formats
-    assert not (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
-    exec(compile("Format('e5m6', 5, 6, None).smallest_subnormal", "<cell>", "exec"), {"Format": Format})
-    assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
+    from grader.floats import FORMATS, Format, MadeUpFormat, kind_of, value_of
+
+    assert FORMATS["tf32"].smallest_subnormal == 2.0**-136 and FORMATS["fp16"].max == 65504.0
+    assert value_of(0, 0, 1, FORMATS["fp16"]) == 2.0**-24
+    ieee_e4m3 = Format("made up", 4, 3, None)  # decode's IEEE-style (4, 3) is not fp8's e4m3fn
+    for ask in (lambda f: f.smallest_subnormal, lambda f: f.smallest_normal, lambda f: f.max,
+                lambda f: value_of(0, 0, 1, f), lambda f: kind_of(0, 1, f)):
+        for fmt in (Format("e5m6", 5, 6, None), ieee_e4m3, Format("x", 6, 9, None)):
+            with pytest.raises(MadeUpFormat, match="working those out from the bits is the exercise"):
+                ask(fmt)
+    other = subprocess.run([sys.executable, "-c", "from grader.floats import Format\n"
+                            "print(Format('e5m6', 5, 6, None).smallest_subnormal)"], capture_output=True, text=True)
+    assert other.returncode != 0 and "MadeUpFormat" in other.stderr and other.stdout == ""
 
 
-def test_a_made_up_formats_values_read_from_a_cell_before_the_guess_are_a_reveal():
-    """Copy test r15: floats.value_of over every field of a made-up (5, 6) Format gave its smallest nonzero number,
-    unnoticed. From a cell it is ZERO_SHARE's reveal; inside a check's watch (a learner's decode that calls it) the check
-    names the shortcut itself, and ZERO_SHARE is not stamped besides."""
-    from grader import predictions
+def test_a_decode_that_asks_the_package_is_named_by_the_check():
+    """Copy test r15's decode searched every field of a made-up format for the value nearest x with floats.value_of:
+    the package refuses it, and the check names the call rather than the exception it raised."""
     from grader.checks._common import CheckFailed
     from grader.floats import Format, value_of
 
@@ -455,23 +463,8 @@ def test_a_made_up_formats_values_read_from_a_cell_before_the_guess_are_a_reveal
         return max(((s, e, m) for s in (0, 1) for e in range(32) for m in range(64)),
                    key=lambda f: -abs(value_of(*f, Format("made up", 5, 6, None)) - x))
 
-    with pytest.raises(CheckFailed):
+    with pytest.raises(CheckFailed, match=r"calls grader\.floats\."):
         lesson03.check_decode(decode)
-    assert not (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
-    exec(compile("value_of(0, 0, 1, Format('e5m6', 5, 6, None))", "<cell>", "exec"),
-         {"Format": Format, "value_of": value_of})
-    assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
-
-
-def test_a_watch_a_cell_opens_does_not_hide_a_made_up_formats_limits():
-    """Copy test r16: `with shortcuts.watching({}):` around Format(5, 6).smallest_subnormal kept the read unrecorded
-    (the marker was silent under any watch). Only a check's own watch silences it now."""
-    from grader import predictions, shortcuts
-    from grader.floats import Format
-
-    exec(compile("with watching({}):\n    Format('e5m6', 5, 6, None).smallest_subnormal\n", "<cell>", "exec"),
-         {"Format": Format, "watching": shortcuts.watching})
-    assert (predictions.entry(lesson03.LESSON, "ZERO_SHARE") or {}).get("revealed")
 
 
 def test_the_page_gives_the_cast_rule_not_the_cut_off_for_zero():

@@ -368,22 +368,20 @@ def test_the_gpu_parameters_are_not_launch_bound_and_no_activation_has_a_weights
     assert copies > 128 * 2  # an activation of the weight's shape is miscounted as a copy: why the batch differs
 
 
-def test_reading_a_made_up_formats_limits_before_smallest_kept_fails_it():
-    """Copy test r22: Format('x', 6, 9, None).smallest_subnormal, read from a cell before the check, answered the case
-    no table lists; inside the function it was noticed, in a cell of its own it was not."""
-    from grader import floats, shortcuts
+def test_a_made_up_formats_limits_are_refused_before_smallest_kept_and_inside_it():
+    """Copy test r22 read Format('x', 6, 9, None).smallest_subnormal in a cell of its own before the check, r23 in
+    another process: the package now refuses a made-up format's limits (floats.MadeUpFormat), and a smallest_kept that
+    asks for them is named by the check."""
+    from grader import floats
     from grader.checks import lesson06
     from grader.notebook import CheckFailed
 
     from notebook_cells import solution_cells
 
+    with pytest.raises(floats.MadeUpFormat):
+        floats.Format("x", 6, 9, None).smallest_subnormal  # a cell of its own
+    with pytest.raises(CheckFailed, match=r"calls grader\.floats\.Format\.smallest_subnormal"):
+        lesson06.check_smallest_kept(lambda e, m, flush_to_zero=False: floats.Format("x", e, m, None).smallest_subnormal)
     namespace: dict = {}
     exec(solution_cells("06_mixed_precision")["smallest_kept"], namespace)
-    shortcuts._fresh_kernel()
-    try:
-        floats.Format("x", 6, 9, None).smallest_subnormal  # a cell of its own
-        with pytest.raises(CheckFailed, match="before your smallest_kept was checked"):
-            lesson06.check_smallest_kept(namespace["smallest_kept"])
-    finally:
-        shortcuts._fresh_kernel()
     lesson06.check_smallest_kept(namespace["smallest_kept"])

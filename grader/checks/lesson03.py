@@ -26,7 +26,7 @@ from grader.checks._common import (Check, Prediction, Replay, answered_by, call,
                                    require_callable, same)
 from grader.checks._common import expect  # noqa: F401  the hidden tests call lesson03.expect
 from grader.checks._keys import Keyed, outcomes
-from grader.floats import FORMATS, Format, _made_up_limits, fp8_fields
+from grader.floats import FORMATS, Format, fp8_fields
 from grader.floats import kind_of as floats_kind_of
 from grader.floats import value_of as floats_value_of
 from grader.notebook import CheckFailed, NotDone
@@ -413,7 +413,7 @@ check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"e5m6": "number", "bf16": (
                               band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
                               model=lambda context: (f"a cast turns {_zero_share(*ZERO_SHARE_FORMAT):.1%} of the spread "
                                                      "into 0 in e5m6, none of it in bf16"),
-                              watch=(_zero_share, _zero_share_mistake, _made_up_limits))
+                              watch=(_zero_share, _zero_share_mistake))
 
 
 # grader.floats (the explorer's and the range picture's arithmetic) knows each format's limits; a learner's function

@@ -615,6 +615,6 @@ check_smallest_kept = guard(Keyed(
     sig=7,  # at 6 figures 2^-9 sits on a rounding edge, at 8 figures 2^-126; powers of two are exact anyway
     unknown="smallest_kept is not the smallest positive number the format keeps, nor a mistake the course knows. "
             "Work it out from the bits (the bias, the smallest normal exponent, how far the subnormals go below it), "
-            "and with flush_to_zero from which numbers that mode sends to 0."), "smallest_kept", _KEPT_SHORTCUTS,
-    # copy test r22 read Format('x', 6, 9, None).smallest_subnormal in a cell of its own, before the check
-    earlier=("grader.floats.Format (a made-up format's limits)",))
+            "and with flush_to_zero from which numbers that mode sends to 0."), "smallest_kept", _KEPT_SHORTCUTS)
+# copy test r22 read Format('x', 6, 9, None).smallest_subnormal in a cell of its own, before the check, and r23 in
+# another process: grader.floats now refuses a made-up format's limits wherever it is asked (floats.MadeUpFormat)

@@ -26,7 +26,31 @@ from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson03 import (_BY_HAND, _BY_HAND_WIDTHS, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
                                     _SCALE_CASES, _STALL_RUN, _ROUNDED_VALUES, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
                                     _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler)
-from grader.floats import FORMATS, Format, value_of
+from grader.floats import FORMATS, value_of
+
+
+class _Widths:
+    """A made-up IEEE-style format (a bias, subnormals, an all-ones exponent for inf and nan): the judge's own
+    arithmetic, since grader.floats refuses a made-up format's limits and values to a learner (floats.MadeUpFormat)."""
+
+    def __init__(self, exponent_bits: int, mantissa_bits: int):
+        self.exponent_bits, self.mantissa_bits = exponent_bits, mantissa_bits
+        self.bias = 2 ** (exponent_bits - 1) - 1
+
+    @property
+    def max(self) -> float:
+        return (2 - 2.0**-self.mantissa_bits) * 2.0 ** (2**self.exponent_bits - 2 - self.bias)
+
+
+def _value(sign: int, exponent: int, mantissa: int, fmt: _Widths) -> float:
+    """The number the fields store in the made-up format `fmt`."""
+    if exponent == 2**fmt.exponent_bits - 1:
+        return math.nan if mantissa else (-math.inf if sign else math.inf)
+    if exponent == 0:  # subnormal or zero: no hidden 1, the smallest normal's power of two
+        magnitude = mantissa * 2.0 ** (1 - fmt.bias - fmt.mantissa_bits)
+    else:
+        magnitude = (1 + mantissa * 2.0**-fmt.mantissa_bits) * 2.0 ** (exponent - fmt.bias)
+    return -magnitude if sign else magnitude
 
 
 def _fp32_bits(x: float) -> int:
@@ -57,7 +81,7 @@ def _encode(x: float, e: int, m: int) -> tuple[int, int, int] | None:
     top = 2**e - 1
     if math.isinf(x):
         return sign, top, 0
-    a, fmt = Fraction(abs(x)), Format("made up", e, m, None)
+    a, fmt = Fraction(abs(x)), _Widths(e, m)
     bias = 2 ** (e - 1) - 1
     best = (0, 0)
     for exponent in range(top):  # every finite field pair, found by value: the nearest, a tie to the even mantissa
@@ -66,10 +90,10 @@ def _encode(x: float, e: int, m: int) -> tuple[int, int, int] | None:
         n = max(0, min(2**m - 1, int((a - base) / step)))
         for mantissa in {n, min(n + 1, 2**m - 1)}:
             v = base + mantissa * step
-            b = Fraction(value_of(0, *best, fmt))
+            b = Fraction(_value(0, *best, fmt))
             if abs(v - a) < abs(b - a) or (abs(v - a) == abs(b - a) and mantissa % 2 == 0 and best[1] % 2):
                 best = (exponent, mantissa)
-    largest = Fraction(value_of(0, top - 1, 2**m - 1, fmt))
+    largest = Fraction(_value(0, top - 1, 2**m - 1, fmt))
     half_gap = Fraction(2) ** (top - 1 - bias - m - 1)
     if a >= largest + half_gap:  # nearer the next power of two than the largest number, or a tie (largest is odd)
         return sign, top, 0
@@ -193,12 +217,12 @@ def _judge_fields_by_hand(answers: dict) -> None:
 def _judge_rounded_by_hand(answers: dict) -> None:
     """ROUNDED_BY_HAND: four casts into the (5, 6) format, worked out before any is run."""
     e_bits, m_bits = _BY_HAND_WIDTHS
-    fmt = Format("made up", e_bits, m_bits, None)
+    fmt = _Widths(e_bits, m_bits)
     top = _ROUNDED_VALUES[-1]  # the one past the format's largest number
     for label, x in zip(_ROUNDED, _ROUNDED_VALUES):
         got = float(answers[label])
         sign, exponent, mantissa = _encode(x, e_bits, m_bits)
-        want = math.inf if exponent == 2**e_bits - 1 else value_of(sign, exponent, mantissa, fmt)
+        want = math.inf if exponent == 2**e_bits - 1 else _value(sign, exponent, mantissa, fmt)
         if got == want:
             continue
         if got == x and x != top:
@@ -455,7 +479,7 @@ def _all_finite(grads: torch.Tensor, dtype, scale: float) -> bool:
 
 def _largest(dtype) -> float:
     """The format's largest finite number."""
-    return Format("made up", *dtype, None).max if isinstance(dtype, tuple) else torch.finfo(dtype).max
+    return _Widths(*dtype).max if isinstance(dtype, tuple) else torch.finfo(dtype).max
 
 
 def _largest_finite_scale(grads: torch.Tensor, dtype) -> float:
