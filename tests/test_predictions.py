@@ -502,7 +502,7 @@ def test_the_two_worker_loader_before_idle_guess_is_a_reveal(record, capsys):
     exec(compile("from grader import loading\nloading.with_workers(loading.slow_loader(loading.SlowDataset(4), 2), 0)\n",
                  "<cell>", "exec"), {})
     check = lesson05.check_idle_guess
-    assert check({"shrinks": "waiting", "why": "measured it first"}) == 0.0
+    assert check({"shrinks": "waiting", "GPU idle share": 0.33, "why": "measured it first"}) == 0.0
     assert predictions.entry(lesson05.LESSON, check.name).get("revealed")
     assert "called grader.loading.with_workers before your first guess" in capsys.readouterr().out
 

@@ -277,7 +277,7 @@ class Prediction(Check):
 
     `lessonNN.check_x = Prediction(lesson, name, keys, points, band, mistakes, model)`:
 
-    - `keys`: {key: "number", "bool" or a tuple of allowed words}; "why" (one line of
+    - `keys`: {key: "number", "share" (0 to 1), "bool" or a tuple of allowed words}; "why" (one line of
       reasoning) is added to every prediction and required.
     - `band(first, context) -> (fraction, message)`: the first guess (a dict
       of `keys`, numbers as floats) against the lesson's model fed with
@@ -372,6 +372,10 @@ class Prediction(Check):
             elif kind == "number":
                 if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
                     fail(f"{self.name}[{key!r}] is {quote(value)}; write a positive number.")
+                out[key] = float(value)
+            elif kind == "share":  # a share of a whole: 0 (none) is an answer too
+                if not is_number(value) or not 0 <= float(value) <= 1:
+                    fail(f"{self.name}[{key!r}] is {quote(value)}; write a share from 0 to 1 (0.2 for 20%).")
                 out[key] = float(value)
             else:
                 if value not in kind:

@@ -597,11 +597,35 @@ check_mfu_guess = Prediction(LESSON, "MFU_GUESS", {"mfu": "number"}, points=1, b
                              watch=(launch_bound_model, profiling.device_ops))
 
 _IDLE_WORDS = ("waiting", "other", "both", "neither")
+# IDLE_GUESS's second key: the same loop on a GPU, learn() without its synchronize, a step's kernels and a batch's
+# read as below, queuing a step free. Nothing here runs it: what the overlap of the host's read with the device's
+# kernels leaves idle is to be worked out (copy test r22 measured the first key with a DataLoader of its own).
+IDLE_GPU_KEY = "GPU idle share"
+IDLE_GPU_KERNELS_MS = 10.0
+IDLE_GPU_READ_MS = 15.0
 
 
 @course_only()
 @sealed(LESSON, "IDLE_GUESS")
 def _idle_guess_words(answer: dict) -> str | None:
+    """Part of IDLE_GUESS's model or its feedback: sealed (grader.checks._sealed)."""
+
+
+@course_only()
+@sealed(LESSON, "IDLE_GUESS")
+def _idle_gpu_model() -> float:
+    """Part of IDLE_GUESS's model or its feedback: sealed (grader.checks._sealed)."""
+
+
+@course_only()
+@sealed(LESSON, "IDLE_GUESS")
+def _idle_gpu_mistake(share: float) -> str | None:
+    """Part of IDLE_GUESS's model or its feedback: sealed (grader.checks._sealed)."""
+
+
+@course_only()
+@sealed(LESSON, "IDLE_GUESS")
+def _idle_guess_final(answer: dict) -> str | None:
     """Part of IDLE_GUESS's model or its feedback: sealed (grader.checks._sealed)."""
 
 
@@ -625,7 +649,9 @@ def _idle_guess_said(context: dict) -> str:
     """Part of IDLE_GUESS's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-check_idle_guess = Prediction(LESSON, "IDLE_GUESS", {"shrinks": _IDLE_WORDS}, points=1, band=_idle_guess_band,
-                              mistakes=lambda answer, context: _idle_guess_words(answer),
-                              model=_idle_guess_said, watch=(_idle_guess_words, idle_split_reading, loading.with_workers))
+check_idle_guess = Prediction(LESSON, "IDLE_GUESS", {"shrinks": _IDLE_WORDS, IDLE_GPU_KEY: "share"}, points=1,
+                              band=_idle_guess_band,
+                              mistakes=lambda answer, context: _idle_guess_final(answer),
+                              model=_idle_guess_said, watch=(_idle_guess_words, idle_split_reading, loading.with_workers,
+                                                             _idle_gpu_model, _idle_gpu_mistake, _idle_guess_final))
 

@@ -70,10 +70,60 @@ def _idle_guess_words(answer: dict) -> str | None:
     return said.get(answer["shrinks"])
 
 
+def _idle_gpu_model() -> float:
+    """The GPU's idle share in IDLE_GUESS's second key. Without the synchronize the host reads batch i+1 while the
+    device runs step i's kernels; learn()'s copy of the batch to the device waits for the stream, but those kernels
+    finished during the read. A steady step lasts as long as the longer of the two, and the device is idle for the
+    rest of it."""
+    kernels, read = IDLE_GPU_KERNELS_MS, IDLE_GPU_READ_MS
+    return max(0.0, read - kernels) / max(read, kernels)
+
+
+def _idle_gpu_mistake(share: float) -> str | None:
+    """The known mistake a GPU idle share makes, in words with no value in them; None if none."""
+    kernels, read = IDLE_GPU_KERNELS_MS, IDLE_GPU_READ_MS
+    known = [
+        (read / (read + kernels), "it keeps the synchronize: without it, the host reads the next batch while the "
+                                  "device runs the step's kernels"),
+        (kernels / max(read, kernels), "that is the share in which the device computes, not the share it is idle"),
+        ((read - kernels) / (read + kernels), "it makes a step last the read plus the kernels; the two overlap, so a "
+                                             "steady step lasts as long as the longer of them"),
+    ]
+    for value, words in known:
+        if value > 0 and abs(share - value) <= 0.02 * value:
+            return words
+    if share == 0:
+        return ("the device still waits whenever a batch takes longer to read than a step takes to compute: "
+                "which is longer here?")
+    return None
+
+
+def _idle_guess_final(answer: dict) -> str | None:
+    words = _idle_guess_words(answer)
+    if words:
+        return words
+    mistake = _idle_gpu_mistake(answer[IDLE_GPU_KEY])
+    return f"the GPU: {mistake}" if mistake else None
+
+
 def _idle_guess_band(first: dict, context: dict) -> tuple[float, str]:
-    """IDLE_GUESS's first guess: which idle time workers can shrink follows from what a worker does (no measurement)."""
+    """IDLE_GUESS's first guess: which idle time workers can shrink follows from what a worker does (no measurement),
+    and the GPU's idle share against the overlap model (full within 15%, half within 1.5×); the keys count equally."""
+    from grader import predictions
+
     words = _idle_guess_words(first)
-    return (1.0, "your first guess follows from what a worker does") if words is None else (0.0, f"your first guess: {words}")
+    here = 1.0 if words is None else 0.0
+    gpu = predictions.band(first[IDLE_GPU_KEY], _idle_gpu_model(), tight=0.15, loose=0.5)
+    fraction = (here + gpu) / 2
+    if fraction == 1.0:
+        return fraction, "your first guess follows from what a worker does and from the overlap"
+    said = [f"workers: {words}"] if words else []
+    if gpu < 1.0:
+        mistake = _idle_gpu_mistake(first[IDLE_GPU_KEY])
+        said.append(f"the GPU: {mistake}" if mistake else
+                    "the GPU's idle share is outside the model's band: what does the device do while the host reads "
+                    "the next batch, and how long does a steady step last?")
+    return fraction, "your first guess, " + "; ".join(said)
 
 
 def idle_split_reading(slow: dict, fed: dict) -> list[str]:
@@ -106,4 +156,6 @@ def idle_split_reading(slow: dict, fed: dict) -> list[str]:
 
 
 def _idle_guess_said(context: dict) -> str:
-    return "workers shrink the idle time spent waiting for data, and only that"
+    return (f"workers shrink the idle time spent waiting for data, and only that; on the GPU the overlap model puts the "
+            f"device idle {_idle_gpu_model():.0%} of the time (a read of {IDLE_GPU_READ_MS:g} ms beside "
+            f"{IDLE_GPU_KERNELS_MS:g} ms of kernels: a steady step lasts the longer of the two)")
