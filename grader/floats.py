@@ -96,8 +96,8 @@ if hasattr(torch, "float8_e5m2"):
 
 # the formats the course names (FORMATS, and fp8's two whether or not this torch has them): their limits are what
 # lesson 03's section 1 shows. An IEEE-style (4, 3), which lesson 03's decode check tries, is not e4m3fn.
-_NAMED_WIDTHS = {(4, 3, False), (5, 2, True),
-                 *((f.exponent_bits, f.mantissa_bits, f.ieee_specials) for f in FORMATS.values())}
+_NAMED_WIDTHS = frozenset({(4, 3, False), (5, 2, True),
+                           *((f.exponent_bits, f.mantissa_bits, f.ieee_specials) for f in FORMATS.values())})
 
 
 def fp8_dtypes() -> list[torch.dtype]:

@@ -45,8 +45,8 @@ def _matmul_bytes(matmul_bytes) -> None:
         fail("matmul_bytes(8, torch.float32) counts what comes in from memory and nothing that goes back out: "
              "where does the product end up?")
     if got == (2 * n**3 + n * n) * 4:
-        fail("matmul_bytes counts a read every time an element is used. Each element of A is used n times, but it only "
-             "has to cross memory once: the chip keeps it on chip while it is reused (section 2's *least* traffic).")
+        fail("matmul_bytes counts a read every time an element is used. Each element of A is used n times: how "
+             "often must it cross memory, at the least, if the chip keeps it close while it reuses it?")
     if got == 4 * n * n * 4:
         fail("matmul_bytes counts C as read from memory as well as written: does the product need anything of "
              "what C held before?")

@@ -145,7 +145,7 @@ def _add_h100_mistake(gflops: float) -> str | None:
                             "reuses no element of a, so the memory, not the arithmetic, sets its pace"),
         (chip.peak("fp32"), "it predicts the add at the chip's arithmetic rate: an add reuses no element of a, so the "
                             "memory, not the arithmetic, sets its pace"),
-    ]) or _named(flops, [(_add_h100_model(), "it is in FLOP/s; the key asks for GFLOP/s")])
+    ]) or _named(flops, [(_add_h100_model() * 1e9, "it is in FLOP/s; the key asks for GFLOP/s")])
 
 
 def _add_band(first: dict, context: dict) -> tuple[float, str]:

@@ -69,7 +69,7 @@ MUTANTS = {
         ("ignores dtype", "def matmul_bytes(n, dtype, out_dtype=None): return 3 * n * n * 4", r"dtype was ignored"),
         ("reads and writes C", "def matmul_bytes(n, dtype, out_dtype=None): return 4 * n * n * dtype.itemsize", r"counts C as read from memory as well as written"),
         ("a read for every use", "def matmul_bytes(n, dtype, out_dtype=None): return (2 * n**3 + n * n) * dtype.itemsize",
-         r"used n times, but it only has to cross memory once"),
+         r"used n times: how\s+often must it cross memory"),
         ("n³ elements of each input (r22: told the output's dtype was ignored)",
          "def matmul_bytes(n, dtype, out_dtype=None): return 2 * n**3 * dtype.itemsize",
          r"doubling n should multiply the traffic"),
