@@ -588,7 +588,7 @@ def test_what_to_remember_states_principles_not_formulas():
 ])
 def test_the_reveal_cells_helpers_count_as_asking(fresh_predictions, call, prediction):
     """The reveal cells' helpers compute a prediction's answer: called from a cell before the first guess, recorded as
-    a reveal (no commitment credit), and silent after it."""
+    a reveal (no guess taken after it: 0), and silent after it."""
     from grader import predictions
 
     exec(compile(f"from grader.checks import lesson01\n{call}\n", "<cell>", "exec"), {})

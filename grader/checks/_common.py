@@ -341,8 +341,8 @@ class Prediction(Check):
         _ASKED.add((self.lesson, self.name))  # this kernel asked, whichever record was in use (GRADER_PREDICTIONS)
         predictions.mark(self.lesson, self.name, "revealed")
         print(said or f"{self.name}: a cell called {label} before your first guess was recorded. That is the model this "
-              "prediction is scored against, so it counts as asking for the answer: recorded as a reveal, and a guess "
-              "after it earns no commitment credit.")
+              "prediction is scored against, so it counts as asking for the answer: recorded as a reveal. No guess "
+              "after it is taken: this prediction scores 0.")
 
     def _observe(self, answer: Any) -> Any:
         if isinstance(answer, dict) and not answer:
@@ -466,7 +466,7 @@ class Prediction(Check):
             predictions.mark(self.lesson, self.name, "revealed")
             print(f"{self.name}: a cell of this kernel called {took[0]} before your first guess was recorded. That is "
                   "the model this prediction is scored against, so it counts as asking for the answer: recorded as "
-                  "a reveal, and a guess after it earns no commitment credit.")
+                  "a reveal. No guess after it is taken: this prediction scores 0.")
 
     def _wait(self) -> None:
         if self.waits is not None:
@@ -496,13 +496,13 @@ class Prediction(Check):
                 print(f"{self.name}: your first guess is recorded; {later}")
             else:  # the choice not to guess is recorded now (lesson 09's model waits for it), the answer shown later
                 predictions.mark(self.lesson, self.name, "revealed")
-                print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment "
-                      f"credit): {later}")
+                print(f"{self.name}, revealed on purpose (recorded: no guess after this is taken, and it scores 0): "
+                      f"{later}")
             return
         if guessed:
             print(f"{self.name}: your first guess is recorded, so seeing the model now changes nothing: {self.model()}")
             return
-        print(f"{self.name}, revealed on purpose (recorded; a first guess after this earns no commitment credit): "
+        print(f"{self.name}, revealed on purpose (recorded: no guess after this is taken, and it scores 0): "
               f"{self.model()}")
 
     def model(self, context: dict | None = None) -> str:
@@ -545,7 +545,7 @@ def answered_by(prediction: "Prediction", *checks: Check) -> None:
             prediction._called_before_guess(label, said=(
                 f"{prediction.name}: {label} passed its check before your first guess of {prediction.name} was recorded. "
                 f"Once it passes, that function computes {prediction.name}'s answer, so this counts as asking for it: "
-                "recorded as a reveal, and a guess after it earns no commitment credit. (Predict first, then write "
+                "recorded as a reveal, and no guess after it is taken: it scores 0. (Predict first, then write "
                 "the function: the lesson is in that order.)"))
 
         check.__dict__.setdefault("on_pass", []).append(then)

@@ -86,8 +86,8 @@ def _idle_gpu_mistake(share: float) -> str | None:
         (read / (read + kernels), "it keeps the synchronize: without it, the host reads the next batch while the "
                                   "device runs the step's kernels"),
         (kernels / max(read, kernels), "that is the share in which the device computes, not the share it is idle"),
-        ((read - kernels) / (read + kernels), "it makes a step last the read plus the kernels; the two overlap, so a "
-                                             "steady step lasts as long as the longer of them"),
+        ((read - kernels) / (read + kernels), "it makes a step last the read plus the kernels: what is the device "
+                                             "doing while the host reads the next batch?"),
     ]
     for value, words in known:
         if value > 0 and abs(share - value) <= 0.02 * value:
