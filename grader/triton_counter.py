@@ -450,6 +450,23 @@ def _launched_marker(name: str):
 _LAUNCHED = {name: _launched_marker(name) for name in COURSE_KERNELS}
 
 
+def launched_labels(wrapper: str, *kernels: str) -> tuple[str, ...]:
+    """The course_only names a cell measures with before a check (a guard's `earlier=`): the course's wrapper
+    grader.triton_kernels.`wrapper`, and the course's `kernels` (or copies of their code) launched under the counter."""
+    return (f"grader.triton_kernels.{wrapper}", *(launched_label(k) for k in kernels))
+
+
+def launched_markers(wrapper: str, *kernels: str) -> tuple:
+    """The same as course_only functions, for a prediction's `watch=`: the markers of `kernels`, and the wrapper
+    itself where triton is installed (without it nothing launches)."""
+    found = tuple(_LAUNCHED[k] for k in kernels)
+    try:
+        from grader import triton_kernels
+    except ImportError:
+        return found
+    return found + (getattr(triton_kernels, wrapper),)
+
+
 def _course_kernel(fn: Any) -> str | None:
     """Which of the course's kernels `fn` is: the kernel itself, or a copy of its code (same bytecode, constants and
     names: renaming its variables or moving its lines keeps them); None for any other kernel."""

@@ -71,19 +71,7 @@ _BYTE_COUNTERS = {triton_counter.launch: "grader.triton_counter.launch (the cour
 
 # ... and measured in a cell of its own before the check (r28: the course's matmul kernel under the counter, in a
 # scratch cell): a launch of it, or of its wrapper, from this kernel before the check passed counts (earlier=)
-_BYTES_EARLIER = ("grader.triton_kernels.matmul", triton_counter.launched_label("matmul_kernel"))
-
-
-def _course_launches(name: str, wrapper: str) -> tuple:
-    """The course_only marker of the course's kernel `name` launched under the counter, and its wrapper in
-    grader.triton_kernels (a prediction's watch: r28 measured the H100 add's bytes with bias_add_kernel's broadcast
-    row; r30 found a matmul launch counted against the add too)."""
-    found = (triton_counter._LAUNCHED[name],)
-    try:
-        from grader import triton_kernels
-    except ImportError:  # no triton here: nothing launches
-        return found
-    return found + (getattr(triton_kernels, wrapper),)
+_BYTES_EARLIER = triton_counter.launched_labels("matmul", "matmul_kernel")
 
 
 check_matmul_flops = guard(Keyed(
@@ -682,7 +670,7 @@ def _compute_bound_said(context: dict) -> str:
 check_compute_bound_n = Prediction("01_crossover", "COMPUTE_BOUND_N", {"fp32": "number", "bf16 ever": "bool"}, points=1,
                                    band=_compute_bound_band, mistakes=_compute_bound_final, model=_compute_bound_said,
                                    watch=(_scores_bound_from, _compute_bound_mistake, scores_rows,
-                                          *_course_launches("matmul_kernel", "matmul")))
+                                          *triton_counter.launched_markers("matmul", "matmul_kernel")))
 
 
 # ADD_PREDICTION: the GFLOP/s a large float32 add c = a + b reaches on this machine, predicted from the bandwidth a
@@ -749,7 +737,9 @@ check_add_prediction = OnThisMachine("01_crossover", "ADD_PREDICTION", {"add GFL
                                      points=1, band=_add_band, mistakes=_add_final, model=_add_said,
                                      needs=_ADD_NEEDS, where="section 7's copy cell",
                                      watch=(_add_mistake, _add_model, add_intensity, _add_h100_model, _add_h100_mistake,
-                                            *_course_launches("bias_add_kernel", "unfused_bias_gelu")))
+                                            # r28 read the H100 add's bytes off bias_add_kernel's broadcast row under
+                                            # the counter; a prediction watches its own kernel only (r30)
+                                            *triton_counter.launched_markers("unfused_bias_gelu", "bias_add_kernel")))
 
 
 

@@ -227,12 +227,6 @@ def _instruments(*names: str) -> dict:
     return {**found, **shortcuts.ELSEWHERE}  # a copy test measured in a thread of its own, where no watch follows
 
 
-def _earlier(wrapper: str, *kernels: str) -> tuple[str, ...]:
-    """The course_only names a cell measures `what` with before its check: the course's wrapper, and the course's
-    kernels (or copies of their code) launched under the counter (grader.triton_counter.launched_label)."""
-    return (f"grader.triton_kernels.{wrapper}", *(triton_counter.launched_label(k) for k in kernels))
-
-
 def _bytes_check(what: str, cases: list, returns: str, pair: bool, hints: Callable[[Replay], None],
                  unknown: str, earlier: tuple[str, ...]) -> Any:
     """The keyed check of the byte count `what`, one number or a `pair`: its public half says what it `returns` on
@@ -270,7 +264,7 @@ check_fusion_bytes = _bytes_check(
     "fusion_bytes", _FUSION_CASES, "(unfused_bytes, fused_bytes), two numbers of bytes", True, _hints_fusion_bytes,
     unknown="fusion_bytes is not the least bytes the two kernels and the fused one move, nor a mistake the course "
             "knows. Go kernel by kernel, and for each tensor ask what must cross memory at the least (section 2).",
-    earlier=_earlier("unfused_bias_gelu", "bias_add_kernel", "gelu_kernel"))
+    earlier=triton_counter.launched_labels("unfused_bias_gelu", "bias_add_kernel", "gelu_kernel"))
 
 # (rows, cols, BLOCK, strided): strided x is the first `cols` columns of a (rows, 2·cols + 3) tensor
 _GELU_CASES = [(4, 100, 128, False), (3, 7, 16, True), (2, 1000, 256, True), (5, 64, 128, True)]
@@ -501,7 +495,7 @@ check_tile_traffic = _bytes_check(
     unknown="tile_traffic is not the bytes the programs request, nor a mistake the course knows. Each program "
             "computes one tile of C: which rows of A and columns of B does it need, how many programs are there "
             "(tiles at the edge of C included), and what does each write, and when?",
-    earlier=_earlier("matmul", "matmul_kernel"))
+    earlier=triton_counter.launched_labels("matmul", "matmul_kernel"))
 
 _SIZES = (16, 32, 64, 128, 256)
 _REGS = 65536 * 4  # bytes: the register file of an A100's or H100's SM (data/sm.csv)
@@ -836,7 +830,7 @@ def _judge_lse(text: str, lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -
 check_attention_blocked = guard(Check("attention_blocked", _observe_attention, _judge_attention), "attention_blocked",
                                 {reference_attention: "grader.checks.lesson08.reference_attention",
                                  **_instruments("flash_attention_kernel")},
-                                earlier=_earlier("flash_attention", "flash_attention_kernel"))
+                                earlier=triton_counter.launched_labels("flash_attention", "flash_attention_kernel"))
 
 
 def _observe_attention_on(fn: Callable, s: int, d: int, block: int, seed: int) -> dict:
@@ -876,7 +870,7 @@ check_flash_traffic = _bytes_check(
     unknown="flash_traffic is not what the course's attention kernel requests, nor a mistake the course knows. Read "
             "the kernel: which tensor each tl.load reads, inside which loop, and how many programs run it; and what "
             "its tl.store writes, and how often.",
-    earlier=_earlier("flash_attention", "flash_attention_kernel"))
+    earlier=triton_counter.launched_labels("flash_attention", "flash_attention_kernel"))
 
 # tile_traffic and best_tiles, once they pass, answer TILE_PREDICTION (copy test r23 wrote exercise 4 first and read
 # the tile off its own best_tiles): passing either before the first guess counts as asking for the answer.
