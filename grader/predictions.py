@@ -234,6 +234,11 @@ def commit(lesson: str, name: str, value: dict, reason: str, measured: dict | No
     return found
 
 
+# What a reveal before a first guess costs, as every message that records one says it (a first guess is never taken
+# after it: a copy test read "no commitment credit" and found the prediction scored 0)
+REVEAL_COST = "no guess after it is taken, and the prediction scores 0"
+
+
 def mark(lesson: str, name: str, what: str) -> None:
     """Stamp prediction `name` as 'revealed' (asked for on purpose) or 'shown' (its reveal cell ran), once each.
 

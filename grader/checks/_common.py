@@ -340,9 +340,13 @@ class Prediction(Check):
             return
         _ASKED.add((self.lesson, self.name))  # this kernel asked, whichever record was in use (GRADER_PREDICTIONS)
         predictions.mark(self.lesson, self.name, "revealed")
-        print(said or f"{self.name}: a cell called {label} before your first guess was recorded. That is the model this "
-              "prediction is scored against, so it counts as asking for the answer: recorded as a reveal. No guess "
-              "after it is taken: this prediction scores 0.")
+        print(said or self._asked_message(f"a cell called {label}"))
+
+    def _asked_message(self, who: str) -> str:
+        from grader import predictions
+
+        return (f"{self.name}: {who} before your first guess was recorded. That is the model this prediction is scored "
+                f"against, so it counts as asking for the answer: recorded as a reveal: {predictions.REVEAL_COST}.")
 
     def _observe(self, answer: Any) -> Any:
         if isinstance(answer, dict) and not answer:
@@ -464,9 +468,7 @@ class Prediction(Check):
         took = shortcuts.used(*self.watched) or (["the model"] if (self.lesson, self.name) in _ASKED else [])
         if took:
             predictions.mark(self.lesson, self.name, "revealed")
-            print(f"{self.name}: a cell of this kernel called {took[0]} before your first guess was recorded. That is "
-                  "the model this prediction is scored against, so it counts as asking for the answer: recorded as "
-                  "a reveal. No guess after it is taken: this prediction scores 0.")
+            print(self._asked_message(f"a cell of this kernel called {took[0]}"))
 
     def _wait(self) -> None:
         if self.waits is not None:
@@ -488,6 +490,7 @@ class Prediction(Check):
 
         found = predictions.entry(self.lesson, self.name)
         guessed = bool(found and found.get("first"))  # predictions.mark stamps no reveal once a first guess is recorded
+        on_purpose = f"{self.name}, revealed on purpose (recorded: {predictions.REVEAL_COST})"
         try:
             self._wait()
         except NotPassed as waiting:
@@ -496,14 +499,12 @@ class Prediction(Check):
                 print(f"{self.name}: your first guess is recorded; {later}")
             else:  # the choice not to guess is recorded now (lesson 09's model waits for it), the answer shown later
                 predictions.mark(self.lesson, self.name, "revealed")
-                print(f"{self.name}, revealed on purpose (recorded: no guess after this is taken, and it scores 0): "
-                      f"{later}")
+                print(f"{on_purpose}: {later}")
             return
         if guessed:
             print(f"{self.name}: your first guess is recorded, so seeing the model now changes nothing: {self.model()}")
             return
-        print(f"{self.name}, revealed on purpose (recorded: no guess after this is taken, and it scores 0): "
-              f"{self.model()}")
+        print(f"{on_purpose}: {self.model()}")
 
     def model(self, context: dict | None = None) -> str:
         """What the model says, in words: asking for it counts as the deliberate reveal, and is recorded as one."""
@@ -540,12 +541,14 @@ def answered_by(prediction: "Prediction", *checks: Check) -> None:
         label = f"your {check.what}"
 
         def then(prediction: Prediction = prediction, label: str = label) -> None:
+            from grader import predictions
+
             if not _in_a_kernel():  # a learner's kernel only: the class grader judges in its own process, where a
                 return  # stamp wrote a record beside the instructor (found grading a class, stop 47)
             prediction._called_before_guess(label, said=(
                 f"{prediction.name}: {label} passed its check before your first guess of {prediction.name} was recorded. "
                 f"Once it passes, that function computes {prediction.name}'s answer, so this counts as asking for it: "
-                "recorded as a reveal, and no guess after it is taken: it scores 0. (Predict first, then write "
-                "the function: the lesson is in that order.)"))
+                f"recorded as a reveal: {predictions.REVEAL_COST}. (Predict first, then write the function: the "
+                "lesson is in that order.)"))
 
         check.__dict__.setdefault("on_pass", []).append(then)

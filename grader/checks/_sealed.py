@@ -95,7 +95,7 @@ def _asked_before_guess(lesson: str, prediction: str | None, caller: Any) -> Non
         return
     predictions.mark(lesson, prediction, "revealed")
     print(f"{prediction}: a cell opened the sealed model this prediction is scored against before your first guess "
-          "was recorded: recorded as a reveal, and no guess after it is taken (it scores 0).")
+          f"was recorded: recorded as a reveal: {predictions.REVEAL_COST}.")
 
 
 def _function(lesson: str, name: str) -> Callable:
