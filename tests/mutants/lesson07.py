@@ -16,11 +16,21 @@ _BUCKET = "def bucket_plan(param_bytes, forward_order, cap, first_cap):\n"
 
 _AVG = "def average_gradients(model, world_size, all_reduce):\n"
 
-_MEM = """
+def _mem(deepspeed=(2, 2, 12), autocast=(4, 4, 8)) -> str:
+    """The head of a bytes_per_rank: w, g, o, the bytes of weights, gradients and optimizer state in each layout."""
+    (dw, dg, do), (aw, ag, ao) = deepspeed, autocast
+    return f"""
 def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
-        4.0 * n_params, 4.0 * n_params, 8.0 * n_params)
+    w, g, o = ({dw:.1f} * n_params, {dg:.1f} * n_params, {do:.1f} * n_params) if layout == "deepspeed" else (
+        {aw:.1f} * n_params, {ag:.1f} * n_params, {ao:.1f} * n_params)
 """
+
+
+_MEM = _mem()  # both layouts right
+_STAGED = """
+    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
+            "zero3": (w + g + o) / world}[stage]
+"""  # each stage shards what it should
 
 MUTANTS = {
     "allreduce_seconds_check": [
@@ -315,48 +325,20 @@ def fit_latency_bandwidth(nbytes, seconds, world):
         return w + g + o / world
     return (w + g + o) / world
 """, r"the same as stage 1: stage 2 also shards the gradients"),
-        ("Adam without the fp32 master copy", """
-def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = 2.0 * n_params, 2.0 * n_params, 8.0 * n_params
-    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
-            "zero3": (w + g + o) / world}[stage]
-""", r"short of DeepSpeed's layout"),
-        ("the layout ignored: DeepSpeed's bytes for autocast too (the ZeRO paper's table)", """
-def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = 2.0 * n_params, 2.0 * n_params, 12.0 * n_params
-    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
-            "zero3": (w + g + o) / world}[stage]
-""", r"is what DeepSpeed's layout keeps, at every stage"),
-        ("autocast with a master copy of the weights", """
-def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
-        4.0 * n_params, 4.0 * n_params, 12.0 * n_params)
-    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
-            "zero3": (w + g + o) / world}[stage]
-""", r"a second copy\s+of weights that are float32 already"),
-        ("autocast's gradients taken as fp16", """
-def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
-        4.0 * n_params, 2.0 * n_params, 8.0 * n_params)
-    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
-            "zero3": (w + g + o) / world}[stage]
-""", r"keeps some of autocast's state at 2 bytes"),
-        ("autocast's Adam moments taken as bf16", """
-def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
-        4.0 * n_params, 4.0 * n_params, 4.0 * n_params)
-    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
-            "zero3": (w + g + o) / world}[stage]
-""", r"keeps some of autocast's state at 2 bytes"),
-        ("autocast's stage 1 shards the gradients too", """
-def bytes_per_rank(n_params, world, stage, layout="deepspeed"):
-    w, g, o = (2.0 * n_params, 2.0 * n_params, 12.0 * n_params) if layout == "deepspeed" else (
-        4.0 * n_params, 4.0 * n_params, 8.0 * n_params)
+        ("Adam without the fp32 master copy", _mem(deepspeed=(2, 2, 8), autocast=(2, 2, 8)) + _STAGED,
+         r"short of DeepSpeed's layout"),
+        ("the layout ignored: DeepSpeed's bytes for autocast too (the ZeRO paper's table)",
+         _mem(autocast=(2, 2, 12)) + _STAGED, r"is what DeepSpeed's layout keeps, at every stage"),
+        ("autocast with a master copy of the weights", _mem(autocast=(4, 4, 12)) + _STAGED,
+         r"a second copy\s+of weights that are float32 already"),
+        ("autocast's gradients taken as fp16", _mem(autocast=(4, 2, 8)) + _STAGED,
+         r"keeps some of autocast's state at 2 bytes"),
+        ("autocast's Adam moments taken as bf16", _mem(autocast=(4, 4, 4)) + _STAGED,
+         r"keeps some of autocast's state at 2 bytes"),
+        ("autocast's stage 1 shards the gradients too", _MEM + """
     if layout == "autocast" and stage == "zero1":
         return w + (g + o) / world
-    return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
-            "zero3": (w + g + o) / world}[stage]
-""", r"'autocast'\) is off, though DeepSpeed's layout is right"),
+""" + _STAGED, r"'autocast'\) is off, though DeepSpeed's layout is right"),
         ("weights not sharded at stage 3", _MEM + """
     return {"ddp": w + g + o, "zero1": w + g + o / world, "zero2": w + (g + o) / world,
             "zero3": w + (g + o) / world}[stage]
