@@ -40,6 +40,15 @@ reads the handed-in file in its own process and never runs the sandbox's
 copy) nothing is written, so a submission without the file has no first
 guess and scores 0 on its predictions in both graders.
 
+A copy follows the learner (`ledger_path()`: a ledger in their home, GRADER_LEDGER
+elsewhere, "" for none): each first guess and each reveal before a guess is added
+to it once, and a folder that has no entry for a prediction takes the ledger's.  A
+fresh copy of a lesson so keeps the first guess made in the old one, and an answer
+revealed in a scratch copy counts as revealed in the real one (a copy test revealed
+answers in a second folder whose record the graded notebook never read).  While
+grading the ledger is neither read nor written: the grade comes from the handed-in
+file alone.
+
 This is an honour system: the file is the learner's own and they can edit it.
 It is plain JSON read with a size cap and strict shapes (a malformed file
 counts as none); it keeps nothing a check needs to be secret.
@@ -59,13 +68,16 @@ from typing import Any
 
 FILE_NAME = "predictions.json"
 ENV_PATH = "GRADER_PREDICTIONS"  # another path for the record (tests, grader run)
+ENV_LEDGER = "GRADER_LEDGER"  # the learner's ledger of first guesses and reveals elsewhere ("": none; tests, grader run)
+LEDGER_DIR = "why-is-it-slow"  # under $XDG_DATA_HOME or ~/.local/share
 ENV_GRADING = "GRADER_GRADING"  # set (to anything but "") while a grader runs a submission: nothing is written
 MAX_BYTES = 256 * 1024  # a record larger than this is not read
 MAX_REASON = 300  # characters of a reason kept
 _SHOWN: set[tuple[str, str]] = set()  # (lesson, name) revealed in this kernel
 
 
-_AT_IMPORT = {name: os.environ.get(name) for name in (ENV_PATH, ENV_GRADING, "NBGRADER_EXECUTION")}
+_AT_IMPORT = {name: os.environ.get(name) for name in (ENV_PATH, ENV_GRADING, ENV_LEDGER, "NBGRADER_EXECUTION",
+                                                      "HOME", "XDG_DATA_HOME")}
 
 
 def _started_with(name: str) -> str | None:
@@ -94,6 +106,83 @@ def path() -> Path:
     if grading():
         return Path(FILE_NAME)
     return Path((_started_with(ENV_PATH) if _in_kernel() else os.environ.get(ENV_PATH)) or FILE_NAME)
+
+
+def _env(name: str) -> str | None:
+    """An environment variable as a record's location reads it: in a kernel, as the kernel was started."""
+    return _started_with(name) if _in_kernel() else os.environ.get(name)
+
+
+def ledger_path() -> Path | None:
+    """The learner's ledger: GRADER_LEDGER when set ("" for none), else $XDG_DATA_HOME (or ~/.local/share)/
+    why-is-it-slow/ledger.json. None while grading. In a kernel only what it was started with counts (a cell that sets
+    HOME or GRADER_LEDGER does not move it)."""
+    if grading():
+        return None
+    chosen = _env(ENV_LEDGER)
+    if chosen is not None:
+        return Path(chosen) if chosen.strip() else None
+    base = _env("XDG_DATA_HOME") or ""
+    if not base:
+        home = _env("HOME")
+        if not home:
+            try:
+                home = str(Path.home())
+            except (RuntimeError, KeyError):
+                return None
+        base = str(Path(home) / ".local" / "share")
+    return Path(base) / LEDGER_DIR / "ledger.json"
+
+
+def _ledger() -> dict:
+    file = ledger_path()
+    return read(file) if file is not None else {}
+
+
+def _adopt(data: dict) -> dict:
+    """`data` (this folder's record) with every prediction it lacks taken from the ledger: a first guess made, or an
+    answer revealed, in another copy of the lesson."""
+    for lesson, part in _ledger().items():
+        entries = part.get("entries", {})
+        if not entries:
+            continue
+        mine = data.setdefault(lesson, {"measured": {}, "entries": {}})["entries"]
+        for name, found in entries.items():
+            if name not in mine and (found.get("first") or found.get("revealed")):
+                kept = {k: v for k, v in found.items() if k != "folder"}
+                mine[name] = {**kept, "last": found.get("first"), "answers": 0, "shown": None,
+                              "elsewhere": str(found.get("folder") or "another folder")[:300]}
+    return data
+
+
+def _ledger_add(data: dict) -> None:
+    """Add to the ledger, once each, the first guesses and the reveals before a guess that it does not hold yet."""
+    file = ledger_path()
+    if file is None:
+        return
+    held = read(file)
+    changed = False
+    for lesson, part in data.items():
+        for name, found in part.get("entries", {}).items():
+            if not (found.get("first") or found.get("revealed")):
+                continue
+            mine = held.setdefault(lesson, {"measured": {}, "entries": {}})["entries"]
+            if name in mine:
+                continue
+            mine[name] = {k: found.get(k) for k in ("first", "reason", "at", "context", "revealed")}
+            mine[name]["folder"] = str(Path.cwd()) if str(path()) == FILE_NAME else str(path().parent)
+            changed = True
+    if not changed:
+        return
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        if file.is_symlink():
+            return
+        tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"version": 1, "lessons": held}, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, file)
+    except OSError:  # no home to write in: the folder's record still holds it
+        pass
 
 
 def grading() -> bool:
@@ -179,13 +268,16 @@ def _write(data: dict) -> None:
         pass
     _MEMORY.clear()
     _MEMORY.update(data)
+    _ledger_add(data)
 
 
 _MEMORY: dict = {}  # the last record written by this kernel, for a folder that cannot be written
 
 
 def _load() -> dict:
-    return read() or dict(_MEMORY)
+    """The live record: this folder's, with what it lacks from the learner's ledger (none while grading)."""
+    data = read() or dict(_MEMORY)
+    return data if grading() else _adopt(data)
 
 
 def _part(data: dict, lesson: str) -> dict:

@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # the mutants' predictions are recorded somewhere of their own, never as predictions.json where this is run
     os.environ[predictions.ENV_PATH] = str(Path(tempfile.mkdtemp(prefix="build-keys-")) / predictions.FILE_NAME)
+    os.environ[predictions.ENV_LEDGER] = ""  # nor in the ledger of whoever runs it: each mutant's guesses its own
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed files; write nothing")

@@ -27,6 +27,9 @@ def _no_bwrap_means_no_sandbox() -> None:
 _no_bwrap_means_no_sandbox()
 # Lesson 08's kernels are decorated in exec'd cells (no source file): only the interpreter's @triton.jit takes them.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# No learner's ledger of first guesses (grader.predictions.ledger_path) in what the tests start: one in the tester's
+# home would carry one test's guesses into another's folder. The tests of the ledger point GRADER_LEDGER at their own.
+os.environ["GRADER_LEDGER"] = ""
 
 
 def lesson_ids() -> list[str]:
@@ -75,6 +78,7 @@ def fresh_predictions(tmp_path, monkeypatch):
 
     path = tmp_path / predictions.FILE_NAME
     monkeypatch.setenv(predictions.ENV_PATH, str(path))
+    monkeypatch.setenv(predictions.ENV_LEDGER, "")  # no ledger (the tests of it make their own): never the tester's
     for name in ("NBGRADER_EXECUTION", predictions.ENV_GRADING):
         monkeypatch.delenv(name, raising=False)
     predictions._MEMORY.clear()

@@ -102,7 +102,9 @@ def honest_predictions(lesson: str, folder: Path) -> Path:
 
     path = folder / predictions.FILE_NAME
     saved = os.environ.get(predictions.ENV_PATH)
+    saved_ledger = os.environ.get(predictions.ENV_LEDGER)
     os.environ[predictions.ENV_PATH] = str(path)
+    os.environ[predictions.ENV_LEDGER] = ""  # each student's own first guesses: none carried from another's folder
     predictions._MEMORY.clear()
     try:
         # namespace() notes what the show cells measured in the record in use: here, the one being written (called
@@ -115,10 +117,11 @@ def honest_predictions(lesson: str, folder: Path) -> Path:
             predictions.commit(check.lesson, check.name, check.valid(answer), answer["why"])
     finally:
         predictions._MEMORY.clear()
-        if saved is None:
-            os.environ.pop(predictions.ENV_PATH, None)
-        else:
-            os.environ[predictions.ENV_PATH] = saved
+        for name, value in ((predictions.ENV_PATH, saved), (predictions.ENV_LEDGER, saved_ledger)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return path
 
 

@@ -586,3 +586,127 @@ def test_a_later_check_passing_outside_a_kernel_stamps_nothing(tmp_path, monkeyp
         exec(solution_cells("01_crossover")[cell], namespace)
     lesson01.check_linear_forecast(namespace["linear_forecast"])
     assert not (tmp_path / predictions.FILE_NAME).exists()
+
+
+# --- the learner's ledger: a first guess and a reveal follow the learner from one copy of a lesson to another -------
+
+@pytest.fixture
+def ledger(record, tmp_path, monkeypatch):
+    """The learner's ledger, as a kernel started in their home would have it (the tests run with none)."""
+    path = tmp_path / "home" / ".local" / "share" / predictions.LEDGER_DIR / "ledger.json"
+    monkeypatch.setenv(predictions.ENV_LEDGER, str(path))
+    return path
+
+
+def _copy(monkeypatch, folder):
+    """Work in another copy of the lesson: its own predictions.json, the same learner's ledger."""
+    folder.mkdir(exist_ok=True)
+    monkeypatch.setenv(predictions.ENV_PATH, str(folder / predictions.FILE_NAME))
+    predictions._MEMORY.clear()
+    predictions._SHOWN.clear()
+    _common._ASKED.clear()
+    shortcuts.reset()
+
+
+def test_an_answer_revealed_in_another_copy_is_revealed_here(ledger, capsys, tmp_path, monkeypatch):
+    """A copy test revealed CROSSOVER_PREDICTION's answer in a scratch copy of the lesson, whose predictions.json the
+    graded notebook never read, then committed that answer in the real one for full marks."""
+    _copy(monkeypatch, tmp_path / "scratch")
+    CHECK.reveal()
+    _copy(monkeypatch, tmp_path / "real")
+    assert CHECK({"n": RIGHT, "why": "the model's answer"}) == 0.0
+    assert "another copy of this lesson" in capsys.readouterr().out
+    handed_in = predictions.read(tmp_path / "real" / predictions.FILE_NAME)
+    assert _in_class_grader({"n": RIGHT, "why": "x"}, handed_in)["score"] == 0.0, "the handed-in file says so"
+
+
+def test_a_first_guess_follows_the_learner_to_a_fresh_copy(ledger, capsys, tmp_path, monkeypatch):
+    """A learner who starts the lesson again in a fresh folder keeps the first guess made in the old one: it is
+    scored, and the answer now is the new one."""
+    _copy(monkeypatch, tmp_path / "old")
+    assert CHECK({"n": RIGHT * 1.3, "why": "a first guess"}) == pytest.approx(0.75 * CHECK.points)
+    _copy(monkeypatch, tmp_path / "new")
+    assert CHECK({"n": RIGHT, "why": "having seen the answer"}) == pytest.approx(0.75 * CHECK.points)
+    out = capsys.readouterr().out
+    assert "in another copy of this lesson" in out and str(tmp_path / "old") in out
+    found = predictions.entry(lesson01.LESSON, CHECK.name, predictions.read(tmp_path / "new" / predictions.FILE_NAME))
+    assert found["first"]["n"] == pytest.approx(RIGHT * 1.3) and found["last"]["n"] == RIGHT
+
+
+def test_a_model_called_in_another_copy_is_a_reveal_here(ledger, capsys, tmp_path, monkeypatch):
+    _copy(monkeypatch, tmp_path / "scratch")
+    exec(compile("from grader.checks import lesson01\nlesson01._crossover_n(*lesson01._crossover_inputs())\n",
+                 "<cell>", "exec"), {})
+    _copy(monkeypatch, tmp_path / "real")
+    assert CHECK({"n": RIGHT, "why": "computed it"}) == 0.0
+
+
+def test_the_ledger_is_neither_read_nor_written_while_grading(ledger, capsys, tmp_path, monkeypatch):
+    _copy(monkeypatch, tmp_path / "scratch")
+    CHECK.reveal()
+    ledger = predictions.ledger_path()
+    before = ledger.read_bytes()
+    monkeypatch.setenv(predictions.ENV_GRADING, "1")
+    monkeypatch.chdir(tmp_path)  # a grader's folder, with no record handed in
+    predictions._MEMORY.clear()
+    assert predictions.ledger_path() is None and predictions._load() == {}
+    monkeypatch.delenv(predictions.ENV_GRADING)
+    _copy(monkeypatch, tmp_path / "other")
+    monkeypatch.setenv(predictions.ENV_LEDGER, "")  # none at all: each folder on its own
+    assert predictions.ledger_path() is None
+    assert CHECK({"n": RIGHT, "why": "no ledger"}) == CHECK.points
+    assert ledger.read_bytes() == before
+
+
+@pytest.mark.parametrize("bad", [b"{", b"[]", b'{"lessons": {"01_crossover": {"entries": {"CROSSOVER_PREDICTION": 3}}}}',
+                                 b"x" * (predictions.MAX_BYTES + 1), "symlink"],
+                         ids=["cut short", "a list", "a bad entry", "too big", "symlink"])
+def test_a_broken_ledger_is_no_ledger_and_says_nothing(record, capfd, tmp_path, monkeypatch, bad):
+    ledger = tmp_path / "led" / "ledger.json"
+    ledger.parent.mkdir()
+    if bad == "symlink":
+        (tmp_path / "elsewhere.json").write_text("{}")
+        ledger.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        ledger.write_bytes(bad)
+    monkeypatch.setenv(predictions.ENV_LEDGER, str(ledger))
+    assert CHECK({"n": RIGHT, "why": "a guess"}) == CHECK.points
+    assert capfd.readouterr().err == ""
+    if bad == "symlink":
+        assert (tmp_path / "elsewhere.json").read_text() == "{}", "a symlinked ledger is never written through"
+
+
+def test_the_default_ledger_is_in_the_learners_home(monkeypatch, tmp_path):
+    monkeypatch.delenv(predictions.ENV_LEDGER, raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert predictions.ledger_path() == tmp_path / ".local" / "share" / predictions.LEDGER_DIR / "ledger.json"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert predictions.ledger_path() == tmp_path / "data" / predictions.LEDGER_DIR / "ledger.json"
+
+
+def test_a_kernel_reveal_in_a_scratch_folder_follows_the_learner_home(record, tmp_path, monkeypatch):
+    """End to end, in Jupyter kernels started as `make lab` starts them (no GRADER_LEDGER, the learner's HOME): the
+    answer revealed in a scratch copy costs the real copy its prediction, and a cell that moves HOME does not help."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.delenv(predictions.ENV_LEDGER)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+
+    def run(folder, *sources):
+        folder.mkdir()
+        monkeypatch.setenv(predictions.ENV_PATH, str(folder / predictions.FILE_NAME))
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(folder)}}).execute()
+        return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+
+    run(tmp_path / "scratch", "from grader.checks import lesson01\nlesson01.check_crossover_prediction.reveal()")
+    assert (tmp_path / "home" / ".local" / "share" / predictions.LEDGER_DIR / "ledger.json").is_file()
+    out = run(tmp_path / "real", f"import os\nos.environ['HOME'] = {str(tmp_path / 'elsewhere')!r}",
+              f"from grader.checks import lesson01\nprint(lesson01.check_crossover_prediction({{'n': {RIGHT!r}, "
+              "'why': 'the answer I saw'}))")
+    assert "0.0" in out and "another copy of this lesson" in out

@@ -403,7 +403,8 @@ class Prediction(Check):
         found = predictions.entry(self.lesson, self.name, record if isinstance(record, dict) else {})
         lines = []
         if not found or not found.get("first"):
-            why = (f"its answer was asked for before any guess ({_ASKED_HOW})" if found and found.get("revealed") else
+            where = f", in another copy of this lesson ({found['elsewhere']})" if found and found.get("elsewhere") else ""
+            why = (f"its answer was asked for before any guess{where} ({_ASKED_HOW})" if found and found.get("revealed") else
                    "no first guess is recorded (predictions.json, written beside the notebook when its check first "
                    "runs, was not handed in, or the check never ran before grading)")
             return 0.0, f"{self.name}: 0 / {self.points:g}: {why}."
@@ -424,7 +425,9 @@ class Prediction(Check):
             if about:
                 lines.append(f"your answer now: {about}")
         got = predictions.credit(self.points, commitment, fraction, self.share)
-        head = f"{self.name}: {got:g} / {self.points:g} (first guess {predictions.describe(first)}, recorded {found['at']})"
+        where = f" in another copy of this lesson, {found['elsewhere']}" if found.get("elsewhere") else ""
+        head = (f"{self.name}: {got:g} / {self.points:g} (first guess {predictions.describe(first)}, recorded "
+                f"{found['at']}{where})")
         return got, "; ".join([head, *lines])
 
     def _judge(self, observation: Any, record: dict | None = None) -> tuple[float, str]:

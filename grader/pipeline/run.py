@@ -73,8 +73,12 @@ def run(
         status = "ok"
         record = out_dir / f"{lesson}.{predictions.FILE_NAME}"  # a fresh record per run, beside its output
         record.unlink(missing_ok=True)
+        ledger = out_dir / f"{lesson}.ledger.json"  # nor in the ledger of whoever runs it (a presenter's own guesses)
+        ledger.unlink(missing_ok=True)
         saved = os.environ.get(predictions.ENV_PATH)
+        saved_ledger = os.environ.get(predictions.ENV_LEDGER)
         os.environ[predictions.ENV_PATH] = str(record)  # the kernel inherits it: nothing written beside the source
+        os.environ[predictions.ENV_LEDGER] = str(ledger)
         try:
             execute_notebook(
                 str(notebook),
@@ -91,10 +95,11 @@ def run(
         except CellTimeoutError as exc:
             status = f"timed out: a cell ran longer than {CELL_TIMEOUT_SECONDS} s ({str(exc).splitlines()[0]})"
         finally:
-            if saved is None:
-                os.environ.pop(predictions.ENV_PATH, None)
-            else:
-                os.environ[predictions.ENV_PATH] = saved
+            for name, value in ((predictions.ENV_PATH, saved), (predictions.ENV_LEDGER, saved_ledger)):
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         seconds = time.perf_counter() - start
         log(f"[{i}/{len(chosen)}] {lesson}: {status} ({seconds:.1f} s) -> {output}")
         results.append((lesson, seconds, status))
