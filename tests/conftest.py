@@ -90,3 +90,24 @@ def fresh_predictions(tmp_path, monkeypatch):
 
     shortcuts._fresh_kernel()  # what a kernel counted (a quiz's answer keys called): each test starts a fresh one
     return path
+
+
+def quiet_model(wrapper):
+    """A course_only model's own function (grader.shortcuts._INNER), called as the grader calls it: uncounted, and no
+    reveal stamped in the record in use (a cell that calls it before a first guess records one; a test is no cell)."""
+    from grader import predictions, shortcuts
+
+    inner = shortcuts._INNER[wrapper]
+
+    def call(*args, **kwargs):
+        saved = os.environ.get(predictions.ENV_GRADING)
+        os.environ[predictions.ENV_GRADING] = "1"
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            if saved is None:
+                os.environ.pop(predictions.ENV_GRADING, None)
+            else:
+                os.environ[predictions.ENV_GRADING] = saved
+
+    return call

@@ -13,7 +13,7 @@ import sys
 import nbformat
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, quiet_model
 
 LESSON = "04_memory"
 LEARNER = {"state_bytes", "training_bytes", "predict_saved_bytes", "activation_bytes", "max_batch", "BYTES_PER_PARAM"}
@@ -293,7 +293,7 @@ def test_bytes_per_param_asks_for_a_layout_no_page_gives():
     from grader import memory, shortcuts
     from grader.checks import lesson04
 
-    want = shortcuts._INNER[lesson04._measured_bytes_per_param]()
+    want = quiet_model(lesson04._measured_bytes_per_param)()
     assert abs(want["before step()"] - 6) < 0.01 and abs(want["after step()"] - 10) < 0.01
     watched = lesson04.check_bytes_per_param.watched
     assert memory.probe_bytes_per_parameter.course_only in watched and memory.training_terms.course_only in watched

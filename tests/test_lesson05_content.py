@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.profiler import record_function
 
-from conftest import ROOT, read_notebook
+from conftest import ROOT, read_notebook, quiet_model
 from grader import loading, profiling, shortcuts, specs
 from grader.checks import _keys, lesson05
 from grader.notebook import CheckFailed
@@ -457,7 +457,7 @@ def test_the_mfu_guess_model_counts_the_kernels_a_gpu_launches_not_the_cpus_oper
     """The first model counted every operator of a CPU profile as a launch (1985 a step: nested operators, views,
     AdamW's loop per parameter), so it said 2.6e-6 and an honest count of the step's kernels (about a hundred) missed
     it by more than ten times. The model counts the operators that hand work to the device, AdamW as a GPU runs it."""
-    model = shortcuts._INNER[lesson05.launch_bound_model]()
+    model = quiet_model(lesson05.launch_bound_model)()
     assert 60 <= model["kernels"] <= 300, model
     net, opt, tokens = lesson05._small_transformer()
     cpu_operators = profiling.launches(profiling.rows(profiling.profile_steps(
@@ -467,7 +467,7 @@ def test_the_mfu_guess_model_counts_the_kernels_a_gpu_launches_not_the_cpus_oper
     six_n = _instructor_judges().small_step_flops()  # the parameters' share: attention's matmuls add a few percent
     assert six_n < model["flops"] < 1.1 * six_n
     assert model["mfu"] == pytest.approx(model["flops"] / model["step_seconds"] / specs.chip("H100").peak("bf16"))
-    band = shortcuts._INNER[lesson05._mfu_guess_band]
+    band = quiet_model(lesson05._mfu_guess_band)
     paper = 50e6 / (120 * 1e-5) / 989e12  # about a hundred and twenty kernels of 10 µs for 50 MFLOP, on paper
     assert band({"mfu": paper}, {})[0] == 1.0
     solution = next(c.source for c in read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb").cells

@@ -7,13 +7,14 @@ import re
 
 import pytest
 
+from conftest import quiet_model
 from grader import predictions, shortcuts
 from grader.checks import _common, lesson01
 from grader.notebook import CheckFailed, NotDone
 from grader.pipeline.judging import judge_cell
 
 CHECK = lesson01.check_crossover_prediction
-RIGHT = shortcuts._INNER[lesson01._crossover_n](*lesson01._crossover_inputs())  # uncounted: no reveal at import
+RIGHT = quiet_model(lesson01._crossover_n)(*lesson01._crossover_inputs())  # uncounted: no reveal at import
 SOURCE = "from grader.checks import lesson01\n\nlesson01.check_crossover_prediction(CROSSOVER_PREDICTION)\n"
 
 
@@ -306,7 +307,7 @@ def test_known_mistakes_are_named_without_the_value(record, capsys):
 
     # the mistake computed with the model's own function, not its counted wrapper (a learner's cell calling that
     # wrapper records a reveal)
-    squared = shortcuts._INNER[lesson01._crossover_n](fixed, cpu, gpu, 2)
+    squared = quiet_model(lesson01._crossover_n)(fixed, cpu, gpu, 2)
     CHECK({"n": squared, "why": "n² outputs"})
     out = capsys.readouterr().out
     assert "n² outputs" in out and f"{RIGHT:.0f}" not in out
@@ -454,7 +455,7 @@ def test_mfu_guess_model_reads_nothing_a_cell_can_write(record):
     committing (a copy test made 0.3 score full marks that way): its model now counts for itself."""
     from grader.checks import lesson05
 
-    band = shortcuts._INNER[lesson05._mfu_guess_band]
+    band = quiet_model(lesson05._mfu_guess_band)
     before = band({"mfu": 0.3}, {})
     predictions.note_measured(lesson05.LESSON, launches_per_step=50_331_648 / (0.3 * 1e-5 * 989.5e12))
     assert band({"mfu": 0.3}, predictions.context(lesson05.LESSON)) == before and before[0] == 0.0
@@ -710,3 +711,19 @@ def test_a_kernel_reveal_in_a_scratch_folder_follows_the_learner_home(record, tm
               f"from grader.checks import lesson01\nprint(lesson01.check_crossover_prediction({{'n': {RIGHT!r}, "
               "'why': 'the answer I saw'}))")
     assert "0.0" in out and "another copy of this lesson" in out
+
+
+@pytest.mark.parametrize("how", ["_opened", "_INNER", "unseal by hand"])
+def test_the_sealed_models_back_doors_are_reveals(record, capsys, how):
+    """Copy test r31 opened CROSSOVER_PREDICTION's sealed model from a cell through the package's own opener
+    (_sealed._opened), through the course_only wrapper's inner function (shortcuts._INNER) and by unsealing its text
+    with _keys.unseal: each gave the answer, none was recorded."""
+    cell = {"_opened": "from grader.checks import _sealed\n_sealed._opened('01_crossover', '_crossover_n')"
+                       "(*lesson01._crossover_inputs())",
+            "_INNER": "from grader import shortcuts\nshortcuts._INNER[lesson01._crossover_n](*lesson01._crossover_inputs())",
+            "unseal by hand": "from grader.checks import _keys, _sealed\n"
+                              "_keys.unseal('01_crossover', 'sealed function _crossover_n', '_crossover_n', "
+                              "_sealed._file('01_crossover')['functions']['_crossover_n'])"}
+    exec(compile(cell[how], "<cell>", "exec"), {"lesson01": lesson01})
+    assert CHECK({"n": RIGHT, "why": "opened it"}) == 0.0
+    assert "recorded as a reveal" in capsys.readouterr().out

@@ -37,6 +37,7 @@ same bytes for float16 and float32" ignores the dtype) that hold no answer.
 from __future__ import annotations
 
 import base64
+import sys
 import functools
 import hashlib
 import json
@@ -122,9 +123,22 @@ def seal(lesson: str, what: str, summary: Any, message: str, sig: int = 6) -> st
 
 
 def unseal(lesson: str, what: str, summary: Any, sealed: str, sig: int = 6) -> str:
-    """The message `seal` sealed with `summary`; garbage replaced by U+FFFD for any other summary."""
+    """The message `seal` sealed with `summary`; garbage replaced by U+FFFD for any other summary. A sealed model
+    opened here from a cell before its prediction's first guess is the deliberate reveal (copy test r31 opened one by
+    hand this way, unrecorded)."""
+    if isinstance(what, str) and what.startswith("sealed function ") and not _from_package(sys._getframe(1)):
+        from grader.checks import _sealed
+
+        name = what.removeprefix("sealed function ")
+        _sealed._asked_before_guess(lesson, _sealed.stubs().get((lesson, name), (None, None))[1], sys._getframe(1))
     raw = base64.b64decode(sealed.encode())
     return bytes(a ^ b for a, b in zip(raw, _stream(lesson, what, summary, sig, len(raw)))).decode("utf-8", "replace")
+
+
+def _from_package(frame: Any) -> bool:
+    from grader import shortcuts
+
+    return bool(shortcuts.module_code(frame, (shortcuts.PACKAGE,)))
 
 
 def outcomes(observation: Any) -> list:

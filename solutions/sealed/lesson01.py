@@ -138,7 +138,7 @@ def _add_h100_mistake(gflops: float) -> str | None:
                  "must its elements cross?"),
         (bw / 12, "it counts 4 bytes per element, and b as a whole matrix: in bfloat16 an element is 2 bytes, and b "
                   "is one row"),
-        (bw / 8, "it counts 8 bytes per FLOP: in bfloat16 an element is 2 bytes, and c is written, not read"),
+        (bw / 8, "it counts 8 bytes per FLOP: how many bytes is one bfloat16 element?"),
         (bw / 2, "it counts 2 bytes per FLOP: the traffic of one matrix, where a comes in and c goes out"),
         (bw, "it has the add doing one FLOP per byte moved"),
         (chip.peak("bf16"), "it predicts the add at the tensor cores' rate: tensor cores multiply matrices, and an add "
