@@ -727,3 +727,11 @@ def test_the_sealed_models_back_doors_are_reveals(record, capsys, how):
     exec(compile(cell[how], "<cell>", "exec"), {"lesson01": lesson01})
     assert CHECK({"n": RIGHT, "why": "opened it"}) == 0.0
     assert "recorded as a reveal" in capsys.readouterr().out
+
+
+def test_a_reveal_while_grading_does_not_say_it_is_recorded(record, capsys, monkeypatch):
+    """Copy test r31: in a process started with GRADER_GRADING, reveal() said "recorded" and wrote nothing."""
+    monkeypatch.setenv(predictions.ENV_GRADING, "1")
+    CHECK.reveal()
+    out = capsys.readouterr().out
+    assert "nothing is recorded while a grader runs" in out and "recorded:" not in out and not record.exists()

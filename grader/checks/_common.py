@@ -493,7 +493,9 @@ class Prediction(Check):
 
         found = predictions.entry(self.lesson, self.name)
         guessed = bool(found and found.get("first"))  # predictions.mark stamps no reveal once a first guess is recorded
-        on_purpose = f"{self.name}, revealed on purpose (recorded: {predictions.REVEAL_COST})"
+        on_purpose = (f"{self.name}, revealed on purpose (nothing is recorded while a grader runs the notebook)"
+                      if predictions.grading() else  # r31: the message said "recorded" where nothing was written
+                      f"{self.name}, revealed on purpose (recorded: {predictions.REVEAL_COST})")
         try:
             self._wait()
         except NotPassed as waiting:
