@@ -134,6 +134,21 @@ def ledger_path() -> Path | None:
     return Path(base) / LEDGER_DIR / "ledger.json"
 
 
+@contextlib.contextmanager
+def no_ledger():
+    """Kernels started inside see no learner's ledger: the course's own runs of the solutions (`make present`'s decks,
+    `grader run`), whose answers must never become someone's first guesses."""
+    saved = os.environ.get(ENV_LEDGER)
+    os.environ[ENV_LEDGER] = ""
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_LEDGER, None)
+        else:
+            os.environ[ENV_LEDGER] = saved
+
+
 def _ledger() -> dict:
     file = ledger_path()
     return read(file) if file is not None else {}

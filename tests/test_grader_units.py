@@ -535,3 +535,28 @@ def test_the_traces_timelines_and_memory_panels_read_at_1024_px():
     small = {name: _smallest_text_px(fig) for name, fig in figures.items()}
     small = {name: (round(px, 1), text) for name, (px, text) in small.items() if px < SMALLEST_TEXT_PX}
     assert not small, f"text smaller than {SMALLEST_TEXT_PX} px in a 1024-px window: {small}"
+
+
+def test_only_a_learners_kernels_keep_a_ledger_of_first_guesses(monkeypatch, tmp_path):
+    """A presenter's decks and an instructor's server run the solutions: their answers must never become the user's
+    first guesses in the ledger a later `make lab` reads (grader.predictions.ledger_path)."""
+    from grader import predictions
+    from grader.pipeline import lab, run
+
+    monkeypatch.delenv(predictions.ENV_LEDGER, raising=False)
+    assert predictions.ENV_LEDGER not in lab.server_env(ROOT)
+    assert lab.server_env(ROOT, presenter=True)[predictions.ENV_LEDGER] == ""
+    assert lab.server_env(ROOT, instructor=True)[predictions.ENV_LEDGER] == ""
+
+    seen = []
+
+    class Client:  # what run_deck's kernel would start with
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def execute(self):
+            seen.append(os.environ.get(predictions.ENV_LEDGER))
+
+    monkeypatch.setattr("grader.pipeline.kernels.notebook_client", Client)
+    run.run_deck(ROOT, "01_crossover", {"demo": True})
+    assert seen == [""] and predictions.ENV_LEDGER not in os.environ

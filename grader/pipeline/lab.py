@@ -71,9 +71,13 @@ def server_command(folder: Path, port: int, token: str, instructor: bool = False
 
 def server_env(root: Path, instructor: bool = False, presenter: bool = False) -> dict[str, str]:
     """This interpreter's bin first on PATH; a learner's server also reads lab-config/learner/, a presenter's
-    lab-config/presenter/."""
+    lab-config/presenter/. Only a learner's kernels keep a ledger of first guesses (grader.predictions.ledger_path)."""
+    from grader import predictions
+
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    if instructor or presenter:  # their kernels run the solutions: no answer of theirs goes in the user's own ledger
+        env[predictions.ENV_LEDGER] = ""
     if presenter:
         extra = str(root / "lab-config" / "presenter")
     elif not instructor:

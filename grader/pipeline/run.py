@@ -234,11 +234,14 @@ def run_deck(root: Path, lesson: str, parameters: dict | None = None, km=None) -
 
     from grader.pipeline.kernels import notebook_client
 
+    from grader import predictions
+
     nb = deck(root, lesson, parameters)
     options = {"km": km} if km is not None else {"kernel_name": "python3"}
     try:
-        notebook_client(nb, timeout=CELL_TIMEOUT_SECONDS, resources={"metadata": {"path": str(root / "solutions" / lesson)}},
-                        **options).execute()
+        with predictions.no_ledger():  # a kernel it starts records the solutions' answers in no learner's ledger
+            notebook_client(nb, timeout=CELL_TIMEOUT_SECONDS,
+                            resources={"metadata": {"path": str(root / "solutions" / lesson)}}, **options).execute()
     except CellExecutionError as exc:
         return nb, f"failed: {exc.ename}: {exc.evalue}"
     except CellTimeoutError as exc:
