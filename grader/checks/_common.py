@@ -403,8 +403,8 @@ class Prediction(Check):
         found = predictions.entry(self.lesson, self.name, record if isinstance(record, dict) else {})
         lines = []
         if not found or not found.get("first"):
-            where = f", in another copy of this lesson ({found['elsewhere']})" if found and found.get("elsewhere") else ""
-            why = (f"its answer was asked for before any guess{where} ({_ASKED_HOW})" if found and found.get("revealed") else
+            where = f" in another copy of this lesson, {found['elsewhere']}," if found and found.get("elsewhere") else ""
+            why = (f"its answer was asked for{where} before any guess ({_ASKED_HOW})" if found and found.get("revealed") else
                    "no first guess is recorded (predictions.json, written beside the notebook when its check first "
                    "runs, was not handed in, or the check never ran before grading)")
             return 0.0, f"{self.name}: 0 / {self.points:g}: {why}."
