@@ -189,12 +189,14 @@ def _ledger_add(data: dict) -> None:
             changed = True
     if not changed:
         return
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
+    try:  # the learner's own: their first guesses and reasons, readable by no other user even in a 0755 home
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if file.is_symlink():
             return
         tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"version": 1, "lessons": held}, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.unlink(missing_ok=True)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+            out.write(json.dumps({"version": 1, "lessons": held}, indent=1, sort_keys=True))
         os.replace(tmp, file)
     except OSError:  # no home to write in: the folder's record still holds it
         pass

@@ -706,7 +706,8 @@ def test_a_kernel_reveal_in_a_scratch_folder_follows_the_learner_home(record, tm
         return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
 
     run(tmp_path / "scratch", "from grader.checks import lesson01\nlesson01.check_crossover_prediction.reveal()")
-    assert (tmp_path / "home" / ".local" / "share" / predictions.LEDGER_DIR / "ledger.json").is_file()
+    ledger = tmp_path / "home" / ".local" / "share" / predictions.LEDGER_DIR / "ledger.json"
+    assert ledger.is_file() and ledger.stat().st_mode & 0o077 == 0 and ledger.parent.stat().st_mode & 0o077 == 0
     out = run(tmp_path / "real", f"import os\nos.environ['HOME'] = {str(tmp_path / 'elsewhere')!r}",
               f"from grader.checks import lesson01\nprint(lesson01.check_crossover_prediction({{'n': {RIGHT!r}, "
               "'why': 'the answer I saw'}))")
