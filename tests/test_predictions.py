@@ -736,3 +736,16 @@ def test_a_reveal_while_grading_does_not_say_it_is_recorded(record, capsys, monk
     CHECK.reveal()
     out = capsys.readouterr().out
     assert "nothing is recorded while a grader runs" in out and "recorded:" not in out and not record.exists()
+
+
+def test_a_forged_other_folder_is_one_short_line_in_the_class_grader(record, capsys):
+    """The handed-in record names the other copy's folder; a student can write anything there: the message keeps one
+    line of at most 120 characters of it."""
+    data = {lesson01.LESSON: {"measured": {}, "entries": {"CROSSOVER_PREDICTION": {
+        "first": {"n": RIGHT, "why": "x"}, "reason": "x", "at": "2026-01-01T00:00:00+00:00", "context": {},
+        "revealed": None, "shown": None, "answers": 1, "last": {"n": RIGHT, "why": "x"},
+        "elsewhere": "=HYPERLINK(\"x\")\n<script>" + "a" * 100_000}}}}
+    reply = _in_class_grader({"n": RIGHT, "why": "x"}, data)
+    assert reply["ok"] and reply["score"] == CHECK.points
+    said = json.dumps(reply)
+    assert "\\n<script>" not in said and "a" * 121 not in said

@@ -269,6 +269,13 @@ PREDICTIONS: dict[tuple[str, str], "Prediction"] = {}  # (lesson, name) -> its c
 
 
 # what "asked for" covers (copy test r26 read "revealed on purpose" after passing a later exercise's check)
+def _folder(found: dict) -> str:
+    """The other copy's folder a record names, as one short line (the record is the learner's: a handed-in file can
+    say anything there)."""
+    text = " ".join(str(found.get("elsewhere", "")).split())
+    return text if len(text) <= 120 else f"…{text[-119:]}"
+
+
 _ASKED_HOW = "a reveal on purpose, a cell that called its model, or a later exercise that computes it passing its check"
 
 
@@ -403,7 +410,7 @@ class Prediction(Check):
         found = predictions.entry(self.lesson, self.name, record if isinstance(record, dict) else {})
         lines = []
         if not found or not found.get("first"):
-            where = f" in another copy of this lesson, {found['elsewhere']}," if found and found.get("elsewhere") else ""
+            where = f" in another copy of this lesson, {_folder(found)}," if found and found.get("elsewhere") else ""
             why = (f"its answer was asked for{where} before any guess ({_ASKED_HOW})" if found and found.get("revealed") else
                    "no first guess is recorded (predictions.json, written beside the notebook when its check first "
                    "runs, was not handed in, or the check never ran before grading)")
@@ -425,7 +432,7 @@ class Prediction(Check):
             if about:
                 lines.append(f"your answer now: {about}")
         got = predictions.credit(self.points, commitment, fraction, self.share)
-        where = f" in another copy of this lesson, {found['elsewhere']}" if found.get("elsewhere") else ""
+        where = f" in another copy of this lesson, {_folder(found)}" if found.get("elsewhere") else ""
         head = (f"{self.name}: {got:g} / {self.points:g} (first guess {predictions.describe(first)}, recorded "
                 f"{found['at']}{where})")
         return got, "; ".join([head, *lines])
