@@ -135,18 +135,19 @@ def ledger_path() -> Path | None:
 
 
 @contextlib.contextmanager
-def no_ledger():
-    """Kernels started inside see no learner's ledger: the course's own runs of the solutions (`make present`'s decks,
-    `grader run`), whose answers must never become someone's first guesses."""
-    saved = os.environ.get(ENV_LEDGER)
-    os.environ[ENV_LEDGER] = ""
+def environment(**values: str):
+    """os.environ with `values` set inside, as it was after: what a kernel started inside inherits (the course's own
+    runs of the solutions set their record and no learner's ledger; tests set a record of their own, or grading)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop(ENV_LEDGER, None)
-        else:
-            os.environ[ENV_LEDGER] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _ledger() -> dict:
@@ -185,7 +186,7 @@ def _ledger_add(data: dict) -> None:
             if name in mine:
                 continue
             mine[name] = {k: found.get(k) for k in ("first", "reason", "at", "context", "revealed")}
-            mine[name]["folder"] = str(Path.cwd()) if str(path()) == FILE_NAME else str(path().parent)
+            mine[name]["folder"] = str(path().absolute().parent)
             changed = True
     if not changed:
         return

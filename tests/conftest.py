@@ -100,14 +100,7 @@ def quiet_model(wrapper):
     inner = shortcuts._INNER[wrapper]
 
     def call(*args, **kwargs):
-        saved = os.environ.get(predictions.ENV_GRADING)
-        os.environ[predictions.ENV_GRADING] = "1"
-        try:
+        with predictions.environment(**{predictions.ENV_GRADING: "1"}):
             return inner(*args, **kwargs)
-        finally:
-            if saved is None:
-                os.environ.pop(predictions.ENV_GRADING, None)
-            else:
-                os.environ[predictions.ENV_GRADING] = saved
 
     return call

@@ -96,32 +96,23 @@ def prediction_cells(lesson: str) -> dict[str, object]:
 def honest_predictions(lesson: str, folder: Path) -> Path:
     """Write `folder`/predictions.json as a learner's run of the reference solution would: each prediction's
     reference answer recorded as its first guess, with the context its show cells would note (`measured`)."""
-    import os
-
     from grader import predictions
 
     path = folder / predictions.FILE_NAME
-    saved = os.environ.get(predictions.ENV_PATH)
-    saved_ledger = os.environ.get(predictions.ENV_LEDGER)
-    os.environ[predictions.ENV_PATH] = str(path)
-    os.environ[predictions.ENV_LEDGER] = ""  # each student's own first guesses: none carried from another's folder
     predictions._MEMORY.clear()
-    try:
-        # namespace() notes what the show cells measured in the record in use: here, the one being written (called
-        # first, from a module-scoped fixture with no record of its own, it wrote predictions.json in the repository)
-        ns = namespace(lesson)
-        if measured(lesson):
-            predictions.note_measured(lesson, **measured(lesson))
-        for grade_id, check in prediction_cells(lesson).items():
-            answer = ns[check.name]
-            predictions.commit(check.lesson, check.name, check.valid(answer), answer["why"])
-    finally:
-        predictions._MEMORY.clear()
-        for name, value in ((predictions.ENV_PATH, saved), (predictions.ENV_LEDGER, saved_ledger)):
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    # each student's own first guesses: none carried from another's folder through a ledger
+    with predictions.environment(**{predictions.ENV_PATH: str(path), predictions.ENV_LEDGER: ""}):
+        try:
+            # namespace() notes what the show cells measured in the record in use: here, the one being written (called
+            # first, from a module-scoped fixture with no record of its own, it wrote predictions.json in the repository)
+            ns = namespace(lesson)
+            if measured(lesson):
+                predictions.note_measured(lesson, **measured(lesson))
+            for grade_id, check in prediction_cells(lesson).items():
+                answer = ns[check.name]
+                predictions.commit(check.lesson, check.name, check.valid(answer), answer["why"])
+        finally:
+            predictions._MEMORY.clear()
     return path
 
 

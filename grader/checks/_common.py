@@ -269,14 +269,14 @@ PREDICTIONS: dict[tuple[str, str], "Prediction"] = {}  # (lesson, name) -> its c
 
 
 # what "asked for" covers (copy test r26 read "revealed on purpose" after passing a later exercise's check)
+_ASKED_HOW = "a reveal on purpose, a cell that called its model, or a later exercise that computes it passing its check"
+
+
 def _folder(found: dict) -> str:
     """The other copy's folder a record names, as one short line (the record is the learner's: a handed-in file can
     say anything there)."""
     text = " ".join(str(found.get("elsewhere", "")).split())
     return text if len(text) <= 120 else f"…{text[-119:]}"
-
-
-_ASKED_HOW = "a reveal on purpose, a cell that called its model, or a later exercise that computes it passing its check"
 
 
 class Prediction(Check):

@@ -37,11 +37,11 @@ same bytes for float16 and float32" ignores the dtype) that hold no answer.
 from __future__ import annotations
 
 import base64
-import sys
 import functools
 import hashlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -126,19 +126,13 @@ def unseal(lesson: str, what: str, summary: Any, sealed: str, sig: int = 6) -> s
     """The message `seal` sealed with `summary`; garbage replaced by U+FFFD for any other summary. A sealed model
     opened here from a cell before its prediction's first guess is the deliberate reveal (copy test r31 opened one by
     hand this way, unrecorded)."""
-    if isinstance(what, str) and what.startswith("sealed function ") and not _from_package(sys._getframe(1)):
-        from grader.checks import _sealed
+    if isinstance(what, str) and what.startswith("sealed function "):
+        from grader.checks import _sealed  # which says nothing when the caller is the package's own code
 
         name = what.removeprefix("sealed function ")
         _sealed._asked_before_guess(lesson, _sealed.stubs().get((lesson, name), (None, None))[1], sys._getframe(1))
     raw = base64.b64decode(sealed.encode())
     return bytes(a ^ b for a, b in zip(raw, _stream(lesson, what, summary, sig, len(raw)))).decode("utf-8", "replace")
-
-
-def _from_package(frame: Any) -> bool:
-    from grader import shortcuts
-
-    return bool(shortcuts.module_code(frame, (shortcuts.PACKAGE,)))
 
 
 def outcomes(observation: Any) -> list:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import time
 from pathlib import Path
@@ -75,31 +74,22 @@ def run(
         record.unlink(missing_ok=True)
         ledger = out_dir / f"{lesson}.ledger.json"  # nor in the ledger of whoever runs it (a presenter's own guesses)
         ledger.unlink(missing_ok=True)
-        saved = os.environ.get(predictions.ENV_PATH)
-        saved_ledger = os.environ.get(predictions.ENV_LEDGER)
-        os.environ[predictions.ENV_PATH] = str(record)  # the kernel inherits it: nothing written beside the source
-        os.environ[predictions.ENV_LEDGER] = str(ledger)
-        try:
-            execute_notebook(
-                str(notebook),
-                str(output),
-                parameters=parameters or {},
-                cwd=str(notebook.parent),
-                kernel_name="python3",
-                progress_bar=False,
-                log_output=False,
-                execution_timeout=CELL_TIMEOUT_SECONDS,
-            )
+        try:  # the kernel inherits both: nothing written beside the source
+            with predictions.environment(**{predictions.ENV_PATH: str(record), predictions.ENV_LEDGER: str(ledger)}):
+                execute_notebook(
+                    str(notebook),
+                    str(output),
+                    parameters=parameters or {},
+                    cwd=str(notebook.parent),
+                    kernel_name="python3",
+                    progress_bar=False,
+                    log_output=False,
+                    execution_timeout=CELL_TIMEOUT_SECONDS,
+                )
         except papermill.PapermillExecutionError as exc:
             status = f"failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
         except CellTimeoutError as exc:
             status = f"timed out: a cell ran longer than {CELL_TIMEOUT_SECONDS} s ({str(exc).splitlines()[0]})"
-        finally:
-            for name, value in ((predictions.ENV_PATH, saved), (predictions.ENV_LEDGER, saved_ledger)):
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
         seconds = time.perf_counter() - start
         log(f"[{i}/{len(chosen)}] {lesson}: {status} ({seconds:.1f} s) -> {output}")
         results.append((lesson, seconds, status))
@@ -239,7 +229,7 @@ def run_deck(root: Path, lesson: str, parameters: dict | None = None, km=None) -
     nb = deck(root, lesson, parameters)
     options = {"km": km} if km is not None else {"kernel_name": "python3"}
     try:
-        with predictions.no_ledger():  # a kernel it starts records the solutions' answers in no learner's ledger
+        with predictions.environment(**{predictions.ENV_LEDGER: ""}):  # its kernel: the solutions' answers in no ledger
             notebook_client(nb, timeout=CELL_TIMEOUT_SECONDS,
                             resources={"metadata": {"path": str(root / "solutions" / lesson)}}, **options).execute()
     except CellExecutionError as exc:
