@@ -491,6 +491,17 @@ def _full_text_frame():
     return FullText
 
 
+def keys_band(parts: list[tuple[str, float, str | None, str | None]], all_right: str) -> tuple[float, str]:
+    """A prediction whose keys count equally: `parts` holds, per key, (label, band fraction, the known mistake it
+    makes or None, what to say instead when none is known). Their mean, and `all_right` when every key is in its band,
+    else "your first guess, label: mistake; ..." over the keys that are not."""
+    fraction = sum(part[1] for part in parts) / len(parts)
+    if fraction == 1.0:
+        return fraction, all_right
+    said = [f"{label}: {mistake}" if mistake else otherwise for label, f, mistake, otherwise in parts if f < 1.0]
+    return fraction, "your first guess, " + "; ".join(s for s in said if s)
+
+
 def band(value: float, target: float, tight: float = 0.25, loose: float = 1.0) -> float:
     """1.0 within a factor 1+tight of `target`, 0.5 within 1+loose, else 0.0 (both positive; a ratio band)."""
     if not (value > 0 and target > 0 and math.isfinite(value) and math.isfinite(target)):

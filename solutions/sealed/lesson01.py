@@ -159,23 +159,14 @@ def _add_band(first: dict, context: dict) -> tuple[float, str]:
     # 20% as this machine's: a real H100 streams an add below its datasheet bandwidth (copy test r23 recalled about
     # 85-90%), and a learner who allows for that has reasoned as well as one who does not
     h100 = predictions.band(first[ADD_H100_KEY] * 1e9, _add_h100_model(), tight=0.2, loose=1.0)
-    fraction = (here + h100) / 2
-    if fraction == 1.0:
-        return fraction, "your first guess is where the model puts both"
-    said = []
-    if want is None:
-        said.append(f"this machine: {_NO_CONTEXT}")
-    elif here < 1.0:
-        mistake = _add_mistake(first["add GFLOP/s"], context)
-        said.append(f"this machine: {mistake}" if mistake else
-                    "this machine's add is outside the model's band: how many bytes cross for each of its FLOPs, and "
-                    "how fast did this machine move bytes?")
-    if h100 < 1.0:
-        mistake = _add_h100_mistake(first[ADD_H100_KEY])
-        said.append(f"the H100: {mistake}" if mistake else
-                    "the H100's add is outside the model's band: what limits an add there, and how many bytes does "
-                    "each of its FLOPs move in bfloat16?")
-    return fraction, "your first guess, " + "; ".join(said)
+    return predictions.keys_band([
+        ("this machine", here, _NO_CONTEXT if want is None else _add_mistake(first["add GFLOP/s"], context),
+         "this machine's add is outside the model's band: how many bytes cross for each of its FLOPs, and how fast did "
+         "this machine move bytes?"),
+        ("the H100", h100, _add_h100_mistake(first[ADD_H100_KEY]),
+         "the H100's add is outside the model's band: what limits an add there, and how many bytes does each of its "
+         "FLOPs move in bfloat16?"),
+    ], "your first guess is where the model puts both")
 
 
 def _add_final(answer: dict, context: dict) -> str | None:

@@ -112,18 +112,13 @@ def _idle_guess_band(first: dict, context: dict) -> tuple[float, str]:
     from grader import predictions
 
     words = _idle_guess_words(first)
-    here = 1.0 if words is None else 0.0
     gpu = predictions.band(first[IDLE_GPU_KEY], _idle_gpu_model(), tight=0.15, loose=0.5)
-    fraction = (here + gpu) / 2
-    if fraction == 1.0:
-        return fraction, "your first guess follows from what a worker does and from the overlap"
-    said = [f"workers: {words}"] if words else []
-    if gpu < 1.0:
-        mistake = _idle_gpu_mistake(first[IDLE_GPU_KEY])
-        said.append(f"the GPU: {mistake}" if mistake else
-                    "the GPU's idle share is outside the model's band: what does the device do while the host reads "
-                    "the next batch, and how long does a steady step last?")
-    return fraction, "your first guess, " + "; ".join(said)
+    return predictions.keys_band([
+        ("workers", 1.0 if words is None else 0.0, words, None),
+        ("the GPU", gpu, _idle_gpu_mistake(first[IDLE_GPU_KEY]),
+         "the GPU's idle share is outside the model's band: what does the device do while the host reads the next "
+         "batch, and how long does a steady step last?"),
+    ], "your first guess follows from what a worker does and from the overlap")
 
 
 def idle_split_reading(slow: dict, fed: dict) -> list[str]:
