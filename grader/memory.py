@@ -74,8 +74,10 @@ def make_optimizer(params, optimizer: str, lr: float = 1e-3) -> torch.optim.Opti
 @course_only("grader.memory.probe_bytes_per_parameter")
 def probe_bytes_per_parameter(precision: str, optimizer: str, width: int = 64) -> dict[str, float]:
     """Train a width×width layer one step `precision`'s way and read bytes per parameter off its tensors (the
-    layer that runs forward and backward: its parameters and gradients; everything else training keeps counts as
-    optimizer state, as in ZeRO). Step counters (one scalar per tensor) do not grow with the parameters: left out."""
+    layer that runs forward and backward: its parameters and gradients; everything else training keeps from one step
+    to the next counts as optimizer state, as in ZeRO). In mixed precision the float32 gradient the update reads is
+    made from the bfloat16 one for the update and freed after it, so it adds to the step's peak, not to this count.
+    Step counters (one scalar per tensor) do not grow with the parameters: left out."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
@@ -99,6 +101,8 @@ def _probe(precision: str, optimizer: str, width: int) -> dict[str, float]:
     if precision == "mixed":
         master.weight.grad = working.weight.grad.float()
     opt.step()
+    if precision == "mixed":
+        master.weight.grad = None  # the update's float32 gradient goes with the update
     weight = working.weight  # the probe's one parameter (no bias)
     n = weight.numel()
     state = sum(v.nbytes for s in opt.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step")

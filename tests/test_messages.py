@@ -481,6 +481,19 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          "                                                  lambda t: t):\n"
          "        x = torch.randn(1, widths[0])\n        for layer in layers:\n            x = torch.relu(layer(x))\n"
          "    return sum(kept) * batch\n", r"calls torch\.autograd\.graph\.saved_tensors_hooks"),
+        # copy test r33: the course's recorder run in a process of its own, times the batch
+        ("predict_saved_bytes_check",
+         "import subprocess\nimport sys\n\ndef predict_saved_bytes(batch, widths, activation='relu'):\n"
+         "    code = ('import torch; from grader import memory; '\n"
+         "            f'print(memory.saved_bytes(memory.mlp({widths!r}, {activation!r}), torch.randn(1, {widths[0]})))')\n"
+         "    return batch * int(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True).stdout)\n",
+         r"a process of its own"),
+        # copy test r33: the course's probe in a process of its own
+        ("training_bytes_check",
+         "import subprocess\nimport sys\n\ndef training_bytes(n, precision, optimizer):\n"
+         "    code = f'from grader import memory; print(sum(memory.probe_bytes_per_parameter({precision!r}, {optimizer!r}).values()))'\n"
+         "    return int(n * float(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True).stdout))\n",
+         r"a process of its own"),
         ("activation_bytes_check",
          "from grader import memory\ndef activation_bytes(model, batch):\n    return memory.saved_bytes(model, batch)\n",
          r"calls grader\.memory\.saved_bytes"),

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from grader import memory
+from grader import memory, shortcuts
 from grader.checks._common import (Check, Prediction, Replay, answered_by, call, fail, guard, is_number,
                                    require_callable, same)
 from grader.checks._keys import Keyed
@@ -222,7 +222,8 @@ check_training_bytes = guard(
                   "(section 2: which copies exist, for what, and how wide; and what 8-bit Adam keeps for a moment)."),
     "training_bytes", {memory.training_terms: "grader.memory.training_terms",
                        memory.probe_bytes_per_parameter: "grader.memory.probe_bytes_per_parameter",
-                       memory._probe: "grader.memory._probe"},
+                       memory._probe: "grader.memory._probe",
+                       **shortcuts.ELSEWHERE},  # copy test r33: the course's probe run in a process of its own
     earlier=("grader.memory.probe_bytes_per_parameter", "grader.memory.training_terms", "grader.memory._probe"))
 
 
@@ -255,7 +256,8 @@ check_predict_saved_bytes = guard(
                             # copy test r6: a recorder of torch's at batch 1, times the batch, passed every case
                             torch.autograd.graph.saved_tensors_hooks:
                                 "torch.autograd.graph.saved_tensors_hooks (to record what backward keeps, instead of "
-                                "predicting it)"},
+                                "predicting it)",
+                            **shortcuts.ELSEWHERE},  # copy test r33: memory.saved_bytes in a subprocess, times the batch
     # the measuring cell after the check waits for it to pass (copy test r22: with the stub replaced by `return 0`,
     # that cell printed every measurement the cases are made of), and a recording in a cell of its own before the check
     # counts (r22 again: memory.saved_bytes(memory.mlp(widths, act), x) in a scratch cell)

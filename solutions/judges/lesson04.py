@@ -144,6 +144,10 @@ def _training_bytes(training_bytes) -> None:
     if everywhere(lambda p, o: 2 + 2 + 4 + 2 * moments[o] if p == "mixed" else right[p, o]):
         fail("training_bytes in mixed precision keeps the optimizer's running averages 2 bytes wide: section 2 "
              "says where whatever the optimizer keeps between steps lives, and why.")
+    if everywhere(lambda p, o: 2 + 2 + 4 + 4 + 4 * moments[o] if p == "mixed" else right[p, o]):
+        fail("training_bytes in mixed precision counts a float32 gradient beside the bfloat16 one: the update makes "
+             "it for itself and frees it when done. Section 2 says which moment this model counts, and where such "
+             "a tensor shows instead.")
     if everywhere(lambda p, o: 4 + 4 + 4 + 4 * moments[o] if p == "fp32" else right[p, o]):
         fail("training_bytes in fp32 counts a copy of the weights that fp32 training has no use for: what is each "
              "copy you counted for?")

@@ -173,6 +173,15 @@ def training_bytes(n, precision, optimizer):
             r"running averages 2 bytes wide",
         ),
         (
+            "mixed precision with a float32 gradient kept beside the bfloat16 one (20 bytes with Adam)",
+            """
+def training_bytes(n, precision, optimizer):
+    moments = {"sgd": 0, "momentum": 1, "adam": 2, "adam8bit": 2}[optimizer]
+    return n * (8 + 4 * moments) if precision == "fp32" else n * (2 + 2 + 4 + 4 + 4 * moments)
+""",
+            r"counts a float32 gradient beside the bfloat16 one",
+        ),
+        (
             "a master copy counted in fp32 too",
             """
 def training_bytes(n, precision, optimizer):
