@@ -153,26 +153,57 @@ def halved_where_skipped(run: TrainingRun) -> bool:
 # --- what a step keeps for backward --------------------------------------------------------------
 
 
+def derived_from_parameter(t: torch.Tensor, parameters: set[int]) -> bool:
+    """Whether autograd made `t` from one parameter alone (ids in `parameters`), through ops of one input: a cast of a
+    weight and views of it (autocast's low-precision copy, transposed for a matmul), never an activation."""
+    node = t.grad_fn
+    while node is not None:
+        variable = getattr(node, "variable", None)  # AccumulateGrad: the leaf the chain started from
+        if variable is not None:
+            return id(variable) in parameters
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if len(inputs) != 1:  # an op of several inputs (a matmul, an add): what it made is not a copy
+            return False
+        node = inputs[0]
+    return False
+
+
+class _SavedWithOrigin(memory.SavedTensors):
+    """The course's saved-tensor recorder, each row also saying whether the save is a copy of a parameter."""
+
+    def __init__(self, parameters: list[torch.Tensor]):
+        super().__init__(exclude=parameters)
+        self._parameters = {id(p) for p in parameters}
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        before = len(self.rows)
+        kept = super()._pack(t)
+        if len(self.rows) > before:  # a row was recorded for this save
+            self.rows[-1]["weight copy"] = t.dtype != torch.float32 and derived_from_parameter(t, self._parameters)
+        return kept
+
+
 def saved_for_backward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable,
                        dtype: torch.dtype | None) -> dict:
     """Bytes autograd saves for backward in one forward + loss under autocast to `dtype` (None: fp32), by dtype.
 
     Measured with saved-tensor hooks (grader.memory.SavedTensors), each storage once,
     parameters not counted; the low-precision copies autocast makes of the weights are
-    (`weight_copies`: saved low-precision tensors shaped like a parameter or its transpose).
+    (`weight_copies`: saved low-precision tensors autograd made from a parameter alone, by a cast
+    and views: told by their history, not by their shape, so an activation shaped like a weight
+    is never one).
     """
     device_type = x.device.type
-    with memory.SavedTensors(exclude=model.parameters()) as saved:
+    with _SavedWithOrigin(list(model.parameters())) as saved:
         with torch.autocast(device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             loss_fn(model(x), y)
     by_dtype: dict[str, int] = {}
-    weight_shapes = {tuple(p.shape) for p in model.parameters()} | {tuple(p.shape)[::-1] for p in model.parameters()}
     copies = 0
     for row in saved.rows:
         if row["counted"]:
             name = row["dtype"].removeprefix("torch.")
             by_dtype[name] = by_dtype.get(name, 0) + row["storage_nbytes"]
-            if dtype is not None and tuple(row["shape"]) in weight_shapes and name != "float32":
+            if row["weight copy"]:
                 copies += row["storage_nbytes"]
     return {"total": saved.nbytes, "by_dtype": by_dtype, "rows": list(saved.rows), "weight_copies": copies}
 

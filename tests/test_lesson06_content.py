@@ -363,9 +363,20 @@ def test_the_gpu_parameters_are_not_launch_bound_and_no_activation_has_a_weights
     params = gpu_run.GPU_PARAMETERS[LESSON]
     assert params["matmul_n"] >= 4096 and params["time_width"] >= 2048
     assert params["time_batch"] not in (params["time_width"], 1)
-    model, x, y = amp.make_task(seed=0, d_in=64, width=128, batch=128)  # the old shape: batch == width
-    copies = amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), torch.bfloat16)["weight_copies"]
-    assert copies > 128 * 2  # an activation of the weight's shape is miscounted as a copy: why the batch differs
+
+
+@pytest.mark.parametrize("d_in,width,batch", [(64, 128, 128), (128, 128, 128), (256, 256, 256), (64, 128, 64)])
+def test_weight_copies_are_told_by_what_they_are_not_by_their_shape(d_in, width, batch):
+    """06 cell 37 counted saved low-precision tensors shaped like a weight (or its transpose) as autocast's weight
+    copies: right only while batch (128) != width (256). With batch == width (or == d_in) an activation or the cast
+    input has a weight's shape and was counted too. The copies are now told by their autograd history: made from a
+    parameter alone, by a cast and views."""
+    model, x, y = amp.make_task(seed=0, d_in=d_in, width=width, batch=batch)
+    bf16 = amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), torch.bfloat16)
+    # only the second layer's weight (1, width), transposed, in 2 bytes: the first layer's input needs no gradient
+    assert bf16["weight_copies"] == width * 2
+    assert [r["shape"] for r in bf16["rows"] if r["weight copy"]] == [(width, 1)]
+    assert amp.saved_for_backward(model, x, y, amp.scaled_mse(1.0), None)["weight_copies"] == 0
 
 
 def test_a_made_up_formats_limits_are_refused_before_smallest_kept_and_inside_it():
