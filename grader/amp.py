@@ -313,22 +313,41 @@ def leaf_dtypes(model: nn.Module, x: torch.Tensor, device_type: str, dtype: torc
 
 
 def policy_words(table) -> str:
-    """What autocast's policy did to each module that received a bf16 input, in words, from lesson 06's policy table.
+    """What this run shows of autocast's policy for each module fed a floating-point tensor, in words, from lesson 06's
+    policy table; and for which modules it cannot tell.
 
-    `table` has, per leaf module, the columns "module", "bf16: input" and "bf16: output" (dtype names). A module
-    fed bf16 whose output is float32 was sent to float32 by the policy (on CUDA: layer_norm, log_softmax, ...); one
-    whose output stays bf16 ran in its input's type. Built from what was measured, never a fixed sentence.
+    `table` has, per leaf module, the columns "module", "bf16: input" and "bf16: output" (dtype names). Only a change
+    of type shows the policy: float32 in and bf16 out, the policy lowered the module; bf16 in and float32 out, it sent
+    it to float32 (on CUDA: layer_norm, log_softmax, ...). A module whose output has its input's type may be on a list
+    that gives that type anyway (a matmul fed bf16 is lowered to bf16) or run in its input's type: this run cannot
+    tell which, and the words say so. Built from what was measured, never a fixed sentence.
     """
     rows = table.to_dict("index") if hasattr(table, "to_dict") else dict(table)
-    fed = {name: r for name, r in rows.items() if r.get("bf16: input") == "bfloat16"}
-    if not fed:
-        return "no module received a bf16 input, so the table shows nothing of the policy's float32 list."
-    up = [f"{r['module']} ({name})" for name, r in fed.items() if r.get("bf16: output") == "float32"]
-    kept = [f"{r['module']} ({name})" for name, r in fed.items() if r.get("bf16: output") == "bfloat16"]
+    floating = ("float32", "bfloat16")
+
+    def named(received: str, returned: str) -> list[str]:
+        return [f"{r['module']} ({name})" for name, r in rows.items()
+                if r.get("bf16: input") == received and r.get("bf16: output") == returned]
+
+    def them(modules: list[str]) -> str:
+        return "it" if len(modules) == 1 else "them"
+
     said = []
-    if kept:
-        said.append(f"{', '.join(kept)} received bf16 and returned bf16: the policy let {'it' if len(kept) == 1 else 'them'} "
-                    "run in the input's type")
-    if up:
-        said.append(f"{', '.join(up)} received bf16 and returned float32: on autocast's float32 list on this device")
+    lowered, raised = named("float32", "bfloat16"), named("bfloat16", "float32")
+    kept_low, kept_fp32 = named("bfloat16", "bfloat16"), named("float32", "float32")
+    if lowered:
+        said.append(f"{', '.join(lowered)} received float32 and returned bf16: the policy lowered {them(lowered)}")
+    if raised:
+        said.append(f"{', '.join(raised)} received bf16 and returned float32: on autocast's float32 list on this device")
+    if kept_low:
+        said.append(f"{', '.join(kept_low)} received bf16 and returned bf16: this run cannot tell whether the policy "
+                    f"lowers {them(kept_low)} or lets {them(kept_low)} run in the input's type (either gives bf16 "
+                    "from a bf16 input)")
+    if kept_fp32:
+        said.append(f"{', '.join(kept_fp32)} received float32 and returned float32: this run cannot tell whether the "
+                    f"policy sends {them(kept_fp32)} to float32 or lets {them(kept_fp32)} run in the input's type")
+    if not any(r.get("bf16: input") in floating for r in rows.values()):
+        return "no module received a floating-point input, so the table shows nothing of the policy."
+    if not said:
+        return "no module received float32 or bf16 and returned one of them, so the table shows nothing of the policy."
     return "; ".join(said) + "."

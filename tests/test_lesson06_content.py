@@ -238,6 +238,34 @@ def test_the_policy_sentence_is_built_from_what_autocast_did():
     assert "stays bf16 here" not in text and "amp.policy_words(stack_table)" in text
 
 
+def test_the_policy_sentence_says_what_this_run_cannot_tell():
+    """06 cell 18 said 'LayerNorm, GELU, Linear (3), LogSoftmax received bf16 and returned bf16: the policy let them run
+    in the input's type'. Linear is on autocast's lowered list; bf16 in and bf16 out cannot tell the two apart, which
+    is the rule low_precision_ops teaches. The words claim neither, on the stack autocast really runs here."""
+    import pandas as pd
+
+    stack = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 8), torch.nn.LogSoftmax(dim=-1))
+    seen = amp.leaf_dtypes(stack, torch.randn(4, 16), "cpu", torch.bfloat16)
+    short = {n: (str(i).removeprefix("torch."), str(o).removeprefix("torch.")) for n, (i, o) in seen.items()}
+    table = pd.DataFrame({"module": {n: type(m).__name__ for n, m in stack.named_modules() if not list(m.children())},
+                          "bf16: input": {n: io[0] for n, io in short.items()},
+                          "bf16: output": {n: io[1] for n, io in short.items()}})
+    assert short["3"] == ("bfloat16", "bfloat16")  # the second Linear is fed its predecessor's bf16 output
+    words = amp.policy_words(table)
+    assert "Linear (0) received float32 and returned bf16: the policy lowered it" in words
+    clause = next(c for c in words.split("; ") if "Linear (3)" in c)
+    assert "cannot tell" in clause and "lowers" in clause and "input's type" in clause
+    assert "the policy let" not in words and "ran in" not in words
+    fp32_kept = pd.DataFrame({"module": {"a": "LayerNorm"}, "bf16: input": {"a": "float32"},
+                              "bf16: output": {"a": "float32"}})
+    assert "cannot tell" in amp.policy_words(fp32_kept)
+    ints = pd.DataFrame({"module": {"e": "Embedding"}, "bf16: input": {"e": "int64"}, "bf16: output": {"e": "float32"}})
+    assert "nothing of the policy" in amp.policy_words(ints)
+    text = _lesson_text()
+    assert "amp.policy_words(table)" in text and "says nothing about the policy" not in text
+
+
 def _instructor_judges():
     """solutions/judges/lesson06.py, which holds the answers of the keyed checks (never packaged), loaded once."""
     return JUDGES
