@@ -351,3 +351,30 @@ def policy_words(table) -> str:
     if not said:
         return "no module received float32 or bf16 and returned one of them, so the table shows nothing of the policy."
     return "; ".join(said) + "."
+
+
+def _than_fp32(ratio: float) -> str:
+    """'2.0× slower' / '3.0× faster' for a time ratio (low precision ÷ fp32)."""
+    if abs(ratio - 1) < 0.005:
+        return "as fast as"
+    return f"{max(ratio, 1 / ratio):.1f}× {'faster' if ratio < 1 else 'slower'} than"
+
+
+def step_vs_matmul_words(step_ratio: dict[str, float], matmul_ratio: dict[str, float], n: int) -> str:
+    """How each format's step time changed against its matmul's, in words, from measured ratios (time in the format ÷
+    time in fp32): which moved more, and whether in the same direction. Claims no speed-up it did not measure."""
+    clauses = []
+    for fmt in step_ratio:
+        s, m = step_ratio[fmt], matmul_ratio[fmt]
+        if (s > 1) != (m > 1):
+            how = "the other way"
+        elif abs(math.log(s)) < abs(math.log(m)):
+            how = "by a smaller factor than the matmul"
+        else:
+            how = "by a larger factor than the matmul"
+        article = "an" if fmt[:1] in "aefhilmnorsx" else "a"  # an fp16, a bf16
+        clauses.append(f"{article} {fmt} step was {_than_fp32(s)} fp32's, the {n}² matmul {_than_fp32(m)} fp32's: "
+                       f"the step changed {how}")
+    return ("A step is more than this one matmul: its matmuls have other shapes, forward and backward, and autocast's "
+            "casts, the loss, Adam's update (all in fp32) and the scaler's inf checks take time too, so a step's ratio "
+            "need not be a matmul's. Here " + "; ".join(clauses) + ".")

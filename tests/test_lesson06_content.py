@@ -266,6 +266,22 @@ def test_the_policy_sentence_says_what_this_run_cannot_tell():
     assert "amp.policy_words(table)" in text and "says nothing about the policy" not in text
 
 
+def test_the_step_and_matmul_sentence_follows_the_measured_direction():
+    """06 cell 35 ended 'so a step gains less than a matmul' on a CPU (AVX2 only) where bf16 and fp16 were measured
+    15× (step) and 210× (matmul) slower than fp32: the words now follow the ratios the cell measured."""
+    slower = amp.step_vs_matmul_words({"bf16": 15.0, "fp16": 15.0}, {"bf16": 210.0, "fp16": 210.0}, 256)
+    assert "gain" not in slower and "faster" not in slower
+    assert slower.count("15.0× slower than fp32's") == 2 and slower.count("210.0× slower") == 2
+    assert slower.count("by a smaller factor than the matmul") == 2
+    faster = amp.step_vs_matmul_words({"bf16": 0.8}, {"bf16": 0.25}, 256)
+    assert "1.2× faster" in faster and "4.0× faster" in faster and "slower" not in faster
+    mixed = amp.step_vs_matmul_words({"fp16": 1.5}, {"fp16": 0.5}, 256)
+    assert "an fp16 step was 1.5× slower" in mixed and "2.0× faster" in mixed and "the other way" in mixed
+    assert "by a larger factor" in amp.step_vs_matmul_words({"bf16": 3.0}, {"bf16": 2.0}, 256)
+    text = _lesson_text()
+    assert "gains less than a matmul" not in text and "amp.step_vs_matmul_words(" in text
+
+
 def _instructor_judges():
     """solutions/judges/lesson06.py, which holds the answers of the keyed checks (never packaged), loaded once."""
     return JUDGES
