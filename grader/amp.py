@@ -150,6 +150,29 @@ def halved_where_skipped(run: TrainingRun) -> bool:
     return lowered == run.skipped and halved
 
 
+def skip_cost_words(run: TrainingRun, reference: TrainingRun, rtol: float = 0.05) -> str:
+    """What a run's skipped steps cost, in words, from its losses beside the reference's: at an equal count of steps
+    taken, and at an equal count of steps applied (within `rtol`, relative, counts as where the reference was)."""
+    steps, applied = len(run.losses), len(run.losses) - len(run.skipped)
+    if not steps or len(reference.losses) < steps:
+        return "the reference has fewer steps than this run, so the two cannot be set side by side."
+    if applied == 0:
+        return f"none of its {steps} steps was applied: the run is where it started, {steps} steps behind fp32."
+    at_applied = reference.losses[applied - 1]
+    gap = abs(run.final / at_applied - 1) if at_applied else math.inf
+    said = (f"A skipped step is a step not taken: after {steps} steps this run's loss is {run.final:.4f}, where fp32 had "
+            f"{at_applied:.4f} after {applied} steps and {reference.final:.4f} after {steps}. ")
+    if not math.isfinite(run.final):
+        return said + "The run's loss is not finite: it blew up."
+    if gap <= rtol:
+        return said + (f"Counted in applied steps it is where fp32 was (within {max(gap, 0.001):.1%}): its applied "
+                       "steps took it as far as fp32's took fp32, and the overflows cost steps. Counted in steps "
+                       "taken it is behind fp32: judged at fp32's step count (section 4), those skipped steps count "
+                       "against it.")
+    return said + (f"Counted in applied steps too it is {gap:.0%} from where fp32 was: here the run differs from fp32 "
+                   "by more than its skipped steps account for.")
+
+
 # --- what a step keeps for backward --------------------------------------------------------------
 
 

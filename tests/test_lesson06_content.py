@@ -282,6 +282,23 @@ def test_the_step_and_matmul_sentence_follows_the_measured_direction():
     assert "gains less than a matmul" not in text and "amp.step_vs_matmul_words(" in text
 
 
+def test_skipped_steps_are_not_said_to_cost_no_accuracy():
+    """06 cell 13 said 'The scale costs steps early on, not accuracy' while cell 28 calls the same 2^48 run 'stalled'
+    at an equal step count. The words now say both counts, from the run's own losses."""
+    reference = amp.TrainingRun("fp32", losses=[1.0 / (i + 1) for i in range(10)])
+    caught_up = amp.TrainingRun("fp16", losses=[1.0] * 3 + [1.0 / (i + 1) for i in range(7)], skipped=[0, 1, 2])
+    words = amp.skip_cost_words(caught_up, reference)
+    assert "not accuracy" not in words
+    assert "where fp32 was" in words and "behind fp32" in words and "count against it" in words
+    assert "after 7 steps" in words and "after 10" in words
+    lagging = amp.TrainingRun("fp16", losses=[1.0] * 9 + [0.5], skipped=[0, 1])
+    assert "more than its skipped steps account for" in amp.skip_cost_words(lagging, reference)
+    assert "none of its 2 steps" in amp.skip_cost_words(amp.TrainingRun("x", losses=[1.0, 1.0], skipped=[0, 1]),
+                                                       reference)
+    text = _lesson_text()
+    assert "not accuracy" not in text and "amp.skip_cost_words(hunt, runs[\"fp32\"])" in text
+
+
 def _instructor_judges():
     """solutions/judges/lesson06.py, which holds the answers of the keyed checks (never packaged), loaded once."""
     return JUDGES
