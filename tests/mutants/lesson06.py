@@ -416,12 +416,12 @@ def smooth(losses, beta, steps=None):
         (
             "rise judged on the raw first and last losses",
             _verdict(rise="run[-1] > run[0] * (1 + rtol)"),
-            r"by more than its noise. Look at what your test of 'ended worse'",
+            r"by more than rtol, the one allowance verdict is given. Look at what\s+your test of 'ended worse'",
         ),
         (
             "rise judged on the smoothed curve with no allowance (r22)",
             _verdict(rise="s[-1] > s[0]"),
-            r"by more than its noise. Look at what your test of 'ended worse'",
+            r"by more than rtol, the one allowance verdict is given. Look at what\s+your test of 'ended worse'",
         ),
         (
             "rise judged against the reference's start (r23)",
