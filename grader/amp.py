@@ -150,7 +150,60 @@ def halved_where_skipped(run: TrainingRun) -> bool:
     return lowered == run.skipped and halved
 
 
+def skip_cost_words(run: TrainingRun, reference: TrainingRun, rtol: float = 0.05) -> str:
+    """What a run's skipped steps cost, in words, from its losses beside the reference's: at an equal count of steps
+    taken, and at an equal count of steps applied (within `rtol`, relative, counts as where the reference was)."""
+    steps, applied = len(run.losses), len(run.losses) - len(run.skipped)
+    if not steps or len(reference.losses) < steps:
+        return "the reference has fewer steps than this run, so the two cannot be set side by side."
+    if applied == 0:
+        return f"none of its {steps} steps was applied: the run is where it started, {steps} steps behind fp32."
+    at_applied = reference.losses[applied - 1]
+    gap = abs(run.final / at_applied - 1) if at_applied else math.inf
+    said = (f"A skipped step is a step not taken: after {steps} steps this run's loss is {run.final:.4f}, where fp32 had "
+            f"{at_applied:.4f} after {applied} steps and {reference.final:.4f} after {steps}. ")
+    if not math.isfinite(run.final):
+        return said + "The run's loss is not finite: it blew up."
+    if gap <= rtol:
+        return said + (f"Counted in applied steps it is where fp32 was (within {max(gap, 0.001):.1%}): its applied "
+                       "steps took it as far as fp32's took fp32, and the overflows cost steps. Counted in steps "
+                       "taken it is behind fp32: judged at fp32's step count (section 4), those skipped steps count "
+                       "against it.")
+    return said + (f"Counted in applied steps too it is {gap:.0%} from where fp32 was: here the run differs from fp32 "
+                   "by more than its skipped steps account for.")
+
+
 # --- what a step keeps for backward --------------------------------------------------------------
+
+
+def derived_from_parameter(t: torch.Tensor, parameters: set[int]) -> bool:
+    """Whether autograd made `t` from one parameter alone (ids in `parameters`), through ops of one input: a cast of a
+    weight and views of it (autocast's low-precision copy, transposed for a matmul), never an activation."""
+    node = t.grad_fn
+    while node is not None:
+        variable = getattr(node, "variable", None)  # AccumulateGrad: the leaf the chain started from
+        if variable is not None:
+            return id(variable) in parameters
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if len(inputs) != 1:  # an op of several inputs (a matmul, an add): what it made is not a copy
+            return False
+        node = inputs[0]
+    return False
+
+
+class _SavedWithOrigin(memory.SavedTensors):
+    """The course's saved-tensor recorder, each row also saying whether the save is a copy of a parameter."""
+
+    def __init__(self, parameters: list[torch.Tensor]):
+        super().__init__(exclude=parameters)
+        self._parameters = {id(p) for p in parameters}
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        before = len(self.rows)
+        kept = super()._pack(t)
+        if len(self.rows) > before:  # a row was recorded for this save
+            self.rows[-1]["weight copy"] = t.dtype != torch.float32 and derived_from_parameter(t, self._parameters)
+        return kept
 
 
 def saved_for_backward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable,
@@ -159,20 +212,21 @@ def saved_for_backward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_
 
     Measured with saved-tensor hooks (grader.memory.SavedTensors), each storage once,
     parameters not counted; the low-precision copies autocast makes of the weights are
-    (`weight_copies`: saved low-precision tensors shaped like a parameter or its transpose).
+    (`weight_copies`: saved low-precision tensors autograd made from a parameter alone, by a cast
+    and views: told by their history, not by their shape, so an activation shaped like a weight
+    is never one).
     """
     device_type = x.device.type
-    with memory.SavedTensors(exclude=model.parameters()) as saved:
+    with _SavedWithOrigin(list(model.parameters())) as saved:
         with torch.autocast(device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             loss_fn(model(x), y)
     by_dtype: dict[str, int] = {}
-    weight_shapes = {tuple(p.shape) for p in model.parameters()} | {tuple(p.shape)[::-1] for p in model.parameters()}
     copies = 0
     for row in saved.rows:
         if row["counted"]:
             name = row["dtype"].removeprefix("torch.")
             by_dtype[name] = by_dtype.get(name, 0) + row["storage_nbytes"]
-            if dtype is not None and tuple(row["shape"]) in weight_shapes and name != "float32":
+            if row["weight copy"]:
                 copies += row["storage_nbytes"]
     return {"total": saved.nbytes, "by_dtype": by_dtype, "rows": list(saved.rows), "weight_copies": copies}
 
@@ -282,22 +336,68 @@ def leaf_dtypes(model: nn.Module, x: torch.Tensor, device_type: str, dtype: torc
 
 
 def policy_words(table) -> str:
-    """What autocast's policy did to each module that received a bf16 input, in words, from lesson 06's policy table.
+    """What this run shows of autocast's policy for each module fed a floating-point tensor, in words, from lesson 06's
+    policy table; and for which modules it cannot tell.
 
-    `table` has, per leaf module, the columns "module", "bf16: input" and "bf16: output" (dtype names). A module
-    fed bf16 whose output is float32 was sent to float32 by the policy (on CUDA: layer_norm, log_softmax, ...); one
-    whose output stays bf16 ran in its input's type. Built from what was measured, never a fixed sentence.
+    `table` has, per leaf module, the columns "module", "bf16: input" and "bf16: output" (dtype names). Only a change
+    of type shows the policy: float32 in and bf16 out, the policy lowered the module; bf16 in and float32 out, it sent
+    it to float32 (on CUDA: layer_norm, log_softmax, ...). A module whose output has its input's type may be on a list
+    that gives that type anyway (a matmul fed bf16 is lowered to bf16) or run in its input's type: this run cannot
+    tell which, and the words say so. Built from what was measured, never a fixed sentence.
     """
     rows = table.to_dict("index") if hasattr(table, "to_dict") else dict(table)
-    fed = {name: r for name, r in rows.items() if r.get("bf16: input") == "bfloat16"}
-    if not fed:
-        return "no module received a bf16 input, so the table shows nothing of the policy's float32 list."
-    up = [f"{r['module']} ({name})" for name, r in fed.items() if r.get("bf16: output") == "float32"]
-    kept = [f"{r['module']} ({name})" for name, r in fed.items() if r.get("bf16: output") == "bfloat16"]
+    floating = ("float32", "bfloat16")
+
+    def named(received: str, returned: str) -> list[str]:
+        return [f"{r['module']} ({name})" for name, r in rows.items()
+                if r.get("bf16: input") == received and r.get("bf16: output") == returned]
+
+    def them(modules: list[str]) -> str:
+        return "it" if len(modules) == 1 else "them"
+
     said = []
-    if kept:
-        said.append(f"{', '.join(kept)} received bf16 and returned bf16: the policy let {'it' if len(kept) == 1 else 'them'} "
-                    "run in the input's type")
-    if up:
-        said.append(f"{', '.join(up)} received bf16 and returned float32: on autocast's float32 list on this device")
+    lowered, raised = named("float32", "bfloat16"), named("bfloat16", "float32")
+    kept_low, kept_fp32 = named("bfloat16", "bfloat16"), named("float32", "float32")
+    if lowered:
+        said.append(f"{', '.join(lowered)} received float32 and returned bf16: the policy lowered {them(lowered)}")
+    if raised:
+        said.append(f"{', '.join(raised)} received bf16 and returned float32: on autocast's float32 list on this device")
+    if kept_low:
+        said.append(f"{', '.join(kept_low)} received bf16 and returned bf16: this run cannot tell whether the policy "
+                    f"lowers {them(kept_low)} or lets {them(kept_low)} run in the input's type (either gives bf16 "
+                    "from a bf16 input)")
+    if kept_fp32:
+        said.append(f"{', '.join(kept_fp32)} received float32 and returned float32: this run cannot tell whether the "
+                    f"policy sends {them(kept_fp32)} to float32 or lets {them(kept_fp32)} run in the input's type")
+    if not any(r.get("bf16: input") in floating for r in rows.values()):
+        return "no module received a floating-point input, so the table shows nothing of the policy."
+    if not said:
+        return "no module received float32 or bf16 and returned one of them, so the table shows nothing of the policy."
     return "; ".join(said) + "."
+
+
+def _than_fp32(ratio: float) -> str:
+    """'2.0× slower' / '3.0× faster' for a time ratio (low precision ÷ fp32)."""
+    if abs(ratio - 1) < 0.005:
+        return "as fast as"
+    return f"{max(ratio, 1 / ratio):.1f}× {'faster' if ratio < 1 else 'slower'} than"
+
+
+def step_vs_matmul_words(step_ratio: dict[str, float], matmul_ratio: dict[str, float], n: int) -> str:
+    """How each format's step time changed against its matmul's, in words, from measured ratios (time in the format ÷
+    time in fp32): which moved more, and whether in the same direction. Claims no speed-up it did not measure."""
+    clauses = []
+    for fmt in step_ratio:
+        s, m = step_ratio[fmt], matmul_ratio[fmt]
+        if (s > 1) != (m > 1):
+            how = "the other way"
+        elif abs(math.log(s)) < abs(math.log(m)):
+            how = "by a smaller factor than the matmul"
+        else:
+            how = "by a larger factor than the matmul"
+        article = "an" if fmt[:1] in "aefhilmnorsx" else "a"  # an fp16, a bf16
+        clauses.append(f"{article} {fmt} step was {_than_fp32(s)} fp32's, the {n}² matmul {_than_fp32(m)} fp32's: "
+                       f"the step changed {how}")
+    return ("A step is more than this one matmul: its matmuls have other shapes, forward and backward, and autocast's "
+            "casts, the loss, Adam's update (all in fp32) and the scaler's inf checks take time too, so a step's ratio "
+            "need not be a matmul's. Here " + "; ".join(clauses) + ".")

@@ -446,8 +446,8 @@ def _verdict(verdict: Callable) -> None:
              "what each of the three words says about a run (section 4).")
     if answers["flat and noisy"] != "stalled":
         fail("verdict misjudged the flat run with ±30 % noise whose last raw loss is above its first: it neither blew "
-             "up nor ended worse than it started by more than its noise. Look at what your test of 'ended worse' "
-             "compares (section 4): which values, and with what allowance.")
+             "up nor ended worse than it started by more than rtol, the one allowance verdict is given. Look at what "
+             "your test of 'ended worse' compares (section 4): which values, and with what allowance.")
     if answers["5.2 % above"] != "stalled" or answers["4.8 % below"] != "agrees":
         fail("near the tolerance verdict misjudged the run 5.2 % above the reference or the one 4.8 % below it "
              "(rtol 5 %).")

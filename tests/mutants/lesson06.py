@@ -88,8 +88,25 @@ def _verdict(rise: str = "s[-1] > s[0] * (1 + rtol)", agree: str = "abs(s[-1] - 
     return "agrees" if {agree} else "stalled"
 """
 
+def _one_mistake(old: str, new: str) -> str:
+    """The reference amp_step (`_amp()`) with one line or block `old` replaced by `new`: a plain mistake in an
+    otherwise right step, which the check must name as it names the same mistake in a step that is wrong elsewhere."""
+    right = _amp()
+    assert right.count(old) == 1, old
+    return right.replace(old, new)
+
+
 MUTANTS = {
     "amp_step_check": [
+        ("the course's step, but the loss computed after autocast closed", _one_mistake(
+            "        loss = loss_fn(model(x), y)\n", "        out = model(x)\n    loss = loss_fn(out, y)\n"),
+         r"loss was computed after the `with torch\.autocast` block had closed"),
+        ("the course's step, but clipped before unscale_", _one_mistake(
+            "        scaler.unscale_(opt)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n",
+            "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n        scaler.unscale_(opt)\n"),
+         r"still multiplied by the scale S"),
+        ("the course's step, but no zero_grad", _one_mistake("    opt.zero_grad()\n", ""),
+         r"never clears the gradients"),
         ("clipped while the gradients still carry the scale", _forward_then("""
     (loss if scaler is None else scaler.scale(loss)).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -416,12 +433,12 @@ def smooth(losses, beta, steps=None):
         (
             "rise judged on the raw first and last losses",
             _verdict(rise="run[-1] > run[0] * (1 + rtol)"),
-            r"by more than its noise. Look at what your test of 'ended worse'",
+            r"by more than rtol, the one allowance verdict is given. Look at what\s+your test of 'ended worse'",
         ),
         (
             "rise judged on the smoothed curve with no allowance (r22)",
             _verdict(rise="s[-1] > s[0]"),
-            r"by more than its noise. Look at what your test of 'ended worse'",
+            r"by more than rtol, the one allowance verdict is given. Look at what\s+your test of 'ended worse'",
         ),
         (
             "rise judged against the reference's start (r23)",
