@@ -234,6 +234,26 @@ def test_the_copy_prediction_is_judged_against_the_two_copies_together(capsys):
     assert t_small > 2 * latency  # the small copy's bytes are a good part of its time
 
 
+@pytest.mark.parametrize("name", ["no fixed cost: time in proportion to bytes", "each copy's own rate applied to another size"])
+def test_a_later_answer_without_a_fixed_cost_is_told_that_mistake_not_the_fallback(name, capsys):
+    """Outside tester: an answer with time in proportion to bytes, or each copy's bytes per second applied to the other
+    size, was told "work that link out from those two copies alone, not from figures for other links", though it used
+    only the two copies. Its own mistake is named now, after a first guess and as the answer changed later."""
+    from grader import predictions
+    from mutants.lesson02 import PREDICTION_MUTANTS
+
+    source, pattern = next((src, pat) for n, src, pat in PREDICTION_MUTANTS["COPY_PREDICTION_check"] if n == name)
+    ns: dict = {}
+    exec(compile(source, "<mutant>", "exec"), ns)
+    wrong = ns["COPY_PREDICTION"]
+    right = {**wrong, "1000 copies of 4 KiB": 8.17e-3, "1 copy of 4 MiB": 182.8e-6}  # near the two copies' link
+    predictions.commit(lesson02.LESSON, "COPY_PREDICTION", right, right["why"])
+    _, said = lesson02.check_copy_prediction._score(wrong, predictions._load())
+    now = said[said.index("your answer now:"):]
+    assert re.search(pattern, now) and "other links" not in now, said
+    assert not re.search(r"\d", now.replace("(section 1)", "")), now  # a kind of mistake, no value
+
+
 def test_the_quiz_asks_about_a_non_blocking_copy_from_pageable_memory():
     """COURSE.md 02, third edition: non_blocking=True from pageable memory still makes the host wait (the driver
     stages it); the quiz has that line, and the counter says it waits."""
