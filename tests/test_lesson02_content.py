@@ -358,11 +358,24 @@ def test_the_quiz_key_is_sealed_and_asking_for_it_is_a_reveal(ask):
     from grader.checks import _sealed
 
     source = inspect.getsource(syncs) + inspect.getsource(lesson02)
-    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "four groups", '"f": "size"', "indexes with a boolean mask", "is anything read?"):
+    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "five groups", '"f": "size"', "indexes with a boolean mask", "is anything read?"):
         assert said not in source, said
     assert not (predictions.entry(lesson02.LESSON, "SYNC_ANSWERS") or {}).get("revealed")
     exec(compile(ask, "<cell>", "exec"), {"lesson02": lesson02, "_sealed": _sealed})
     assert predictions.entry(lesson02.LESSON, "SYNC_ANSWERS").get("revealed")
+
+
+def test_the_reveal_counts_the_groups_it_lists(capsys):
+    """Outside tester: the reveal said "four groups" and listed four, then added "; and a copy from pageable memory",
+    which reads as a fifth. The number it says is the number of groups it lists (one a clause, `;` between them)."""
+    lesson02.show_probes()
+    said = " ".join(capsys.readouterr().out.split())
+    count, listed = re.search(r"fall in (\w+) groups: (.*?\.)(?: |$)", said).groups()
+    while re.search(r"\([^()]*\)", listed):  # the examples in parentheses hold `;` and `()` of their own
+        listed = re.sub(r"\([^()]*\)", "", listed)
+    groups = [g for g in listed.split(";") if g.strip()]
+    assert {"three": 3, "four": 4, "five": 5, "six": 6}[count] == len(groups), (count, groups)
+    assert "pageable" in groups[-1]
 
 
 def test_a_counter_run_before_the_quiz_is_answered_is_a_reveal():

@@ -134,10 +134,10 @@ def show_probes():
     display(pd.DataFrame(rows).drop(columns=["pretend", "device"]).set_index("line"))
     print(f"counter device: {rows[0]['device']} ({'pretend: tensors stay on the CPU' if rows[0]['pretend'] else 'real'}). "
           "x_host is ordinary host memory, x_pinned pinned host memory, x a tensor on the device.")
-    print("The lines that wait fall in four groups: a Python number (.item(), float(), int(), an if), text "
-          "(print, an f-string), a device tensor's values in host memory (.cpu(), .tolist(); a host tensor's .numpy() "
-          "waits for nothing), and a size that depends on the data "
-          "(nonzero, a boolean mask, unique); and a copy from pageable memory, non_blocking or not.")
+    print("The lines that wait fall in five groups: a Python number (.item(), float(), int(), an if); text "
+          "(print, an f-string); a device tensor's values in host memory (.cpu(), .tolist() — a host tensor's .numpy() "
+          "waits for nothing); a size that depends on the data (nonzero, a boolean mask, unique); and a copy to the "
+          "device from pageable memory, non_blocking or not.")
 
 
 def _doing(op):
