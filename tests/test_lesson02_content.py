@@ -292,6 +292,20 @@ def test_the_quiz_feedback_names_ideas_not_how_many_lines_are_wrong():
     assert one == two and not re.search(r"\d", one[1])
 
 
+def test_the_page_says_what_the_quiz_feedback_names():
+    """Outside tester: the page said the feedback "names the ideas behind the lines you got wrong, never the labels",
+    but each idea names its code ("printing a tensor, or formatting it in an f-string"), so it points at the lines.
+    The page says so now: the kind of operation of each line that disagrees, never whether a line waits."""
+    text = _text()
+    assert "never the labels" not in text
+    assert "names the kind of operation each of those lines does, close enough to the code" in text
+    right = {label: lesson02.snippet_waits(label) for label in lesson02.SYNC_SNIPPETS}
+    for label in lesson02.SYNC_SNIPPETS:
+        said = lesson02.check_sync_answers.band({**right, label: not right[label], "why": "w"}, {})[1]
+        assert "disagrees" in said and f"({label})" not in said, said
+        assert not re.search(r"\bwaits\b|does not wait|doesn't wait", said), said
+
+
 def test_a_non_blocking_copy_from_pageable_memory_is_not_called_a_stream_sync():
     """COURSE.md 02, third edition: memcpy_and_sync syncs the current stream; non_blocking=True from pageable memory
     is a cudaMemcpyAsync that 'might be synchronous', blocks the host, and set_sync_debug_mode does not see it."""
