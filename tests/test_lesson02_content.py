@@ -109,6 +109,35 @@ def test_a_filter_worked_out_before_the_loop_passes():
         lesson02.check_train_fixed(_loop(source))
 
 
+def test_a_masked_mean_on_the_device_passes_quietly(capsys):
+    """Outside tester: torch.masked.mean keeps the kept rows' mean on the device with no data-dependent shape (its
+    strided path sums where the mask holds and divides by the mask's sum), so it passes: the counter sees no sync point
+    inside the loop, and the check cell shows nothing on stderr, no warning."""
+    import warnings
+
+    loss = ("keep = (y - y.mean()).abs() <= 2 * y.std()\n"
+            "        loss = torch.masked.mean((model(x) - y).square(), mask=keep)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would be stderr in the check cell
+        for ways in (RESIDENT, PINNED):
+            lesson02.check_train_fixed(_loop(loop_source("losses.append(loss.detach())", loss=loss, **ways)))
+        with SyncCounter("cuda") as counter:  # outside the check too (section 4's table runs it so), no warning
+            _loop(loop_source("losses.append(loss.detach())", loss=loss, **RESIDENT))(
+                lesson02.make_model(), lesson02.make_batches(), counter.device, 8)
+    assert counter.by_op() == {".to(device)": 2 * lesson02.N_BATCHES, ".tolist()": 1}  # before and after the loop
+    assert capsys.readouterr().err == ""
+
+
+def test_a_boolean_mask_every_step_is_named_without_the_way_round_it():
+    """The mask's message names what the line does and why the host waits, not how to keep the mean on the device."""
+    with pytest.raises(CheckFailed) as failed:
+        lesson02.check_train_fixed(_loop(loop_source("losses.append(loss.detach())", loss=MASKED, **RESIDENT)))
+    said = str(failed.value)
+    assert "boolean mask" in said and "makes the host wait" in said
+    for recipe in ("where", "masked", "zero", "sum", "divide", "multiply", "count of", "instead"):
+        assert recipe not in said, (recipe, said)
+
+
 def test_the_masked_loss_drops_rows_in_the_checks_data():
     kept = [int(((y - y.mean()).abs() <= 2 * y.std()).sum()) for _, y in lesson02.make_batches()]
     assert all(0 < k < lesson02.BATCH for k in kept), kept
