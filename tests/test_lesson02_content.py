@@ -109,6 +109,35 @@ def test_a_filter_worked_out_before_the_loop_passes():
         lesson02.check_train_fixed(_loop(source))
 
 
+def test_a_masked_mean_on_the_device_passes_quietly(capsys):
+    """Outside tester: torch.masked.mean keeps the kept rows' mean on the device with no data-dependent shape (its
+    strided path sums where the mask holds and divides by the mask's sum), so it passes: the counter sees no sync point
+    inside the loop, and the check cell shows nothing on stderr, no warning."""
+    import warnings
+
+    loss = ("keep = (y - y.mean()).abs() <= 2 * y.std()\n"
+            "        loss = torch.masked.mean((model(x) - y).square(), mask=keep)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would be stderr in the check cell
+        for ways in (RESIDENT, PINNED):
+            lesson02.check_train_fixed(_loop(loop_source("losses.append(loss.detach())", loss=loss, **ways)))
+        with SyncCounter("cuda") as counter:  # outside the check too (section 4's table runs it so), no warning
+            _loop(loop_source("losses.append(loss.detach())", loss=loss, **RESIDENT))(
+                lesson02.make_model(), lesson02.make_batches(), counter.device, 8)
+    assert counter.by_op() == {".to(device)": 2 * lesson02.N_BATCHES, ".tolist()": 1}  # before and after the loop
+    assert capsys.readouterr().err == ""
+
+
+def test_a_boolean_mask_every_step_is_named_without_the_way_round_it():
+    """The mask's message names what the line does and why the host waits, not how to keep the mean on the device."""
+    with pytest.raises(CheckFailed) as failed:
+        lesson02.check_train_fixed(_loop(loop_source("losses.append(loss.detach())", loss=MASKED, **RESIDENT)))
+    said = str(failed.value)
+    assert "boolean mask" in said and "makes the host wait" in said
+    for recipe in ("where", "masked", "zero", "sum", "divide", "multiply", "count of", "instead"):
+        assert recipe not in said, (recipe, said)
+
+
 def test_the_masked_loss_drops_rows_in_the_checks_data():
     kept = [int(((y - y.mean()).abs() <= 2 * y.std()).sum()) for _, y in lesson02.make_batches()]
     assert all(0 < k < lesson02.BATCH for k in kept), kept
@@ -234,6 +263,26 @@ def test_the_copy_prediction_is_judged_against_the_two_copies_together(capsys):
     assert t_small > 2 * latency  # the small copy's bytes are a good part of its time
 
 
+@pytest.mark.parametrize("name", ["no fixed cost: time in proportion to bytes", "each copy's own rate applied to another size"])
+def test_a_later_answer_without_a_fixed_cost_is_told_that_mistake_not_the_fallback(name, capsys):
+    """Outside tester: an answer with time in proportion to bytes, or each copy's bytes per second applied to the other
+    size, was told "work that link out from those two copies alone, not from figures for other links", though it used
+    only the two copies. Its own mistake is named now, after a first guess and as the answer changed later."""
+    from grader import predictions
+    from mutants.lesson02 import PREDICTION_MUTANTS
+
+    source, pattern = next((src, pat) for n, src, pat in PREDICTION_MUTANTS["COPY_PREDICTION_check"] if n == name)
+    ns: dict = {}
+    exec(compile(source, "<mutant>", "exec"), ns)
+    wrong = ns["COPY_PREDICTION"]
+    right = {**wrong, "1000 copies of 4 KiB": 8.17e-3, "1 copy of 4 MiB": 182.8e-6}  # near the two copies' link
+    predictions.commit(lesson02.LESSON, "COPY_PREDICTION", right, right["why"])
+    _, said = lesson02.check_copy_prediction._score(wrong, predictions._load())
+    now = said[said.index("your answer now:"):]
+    assert re.search(pattern, now) and "other links" not in now, said
+    assert not re.search(r"\d", now.replace("(section 1)", "")), now  # a kind of mistake, no value
+
+
 def test_the_quiz_asks_about_a_non_blocking_copy_from_pageable_memory():
     """COURSE.md 02, third edition: non_blocking=True from pageable memory still makes the host wait (the driver
     stages it); the quiz has that line, and the counter says it waits."""
@@ -270,6 +319,20 @@ def test_the_quiz_feedback_names_ideas_not_how_many_lines_are_wrong():
     one = lesson02.check_sync_answers.band({**right, "p": not right["p"], "why": "w"}, {})
     two = lesson02.check_sync_answers.band({**right, "p": not right["p"], "q": not right["q"], "why": "w"}, {})
     assert one == two and not re.search(r"\d", one[1])
+
+
+def test_the_page_says_what_the_quiz_feedback_names():
+    """Outside tester: the page said the feedback "names the ideas behind the lines you got wrong, never the labels",
+    but each idea names its code ("printing a tensor, or formatting it in an f-string"), so it points at the lines.
+    The page says so now: the kind of operation of each line that disagrees, never whether a line waits."""
+    text = _text()
+    assert "never the labels" not in text
+    assert "names the kind of operation each of those lines does, close enough to the code" in text
+    right = {label: lesson02.snippet_waits(label) for label in lesson02.SYNC_SNIPPETS}
+    for label in lesson02.SYNC_SNIPPETS:
+        said = lesson02.check_sync_answers.band({**right, label: not right[label], "why": "w"}, {})[1]
+        assert "disagrees" in said and f"({label})" not in said, said
+        assert not re.search(r"\bwaits\b|does not wait|doesn't wait", said), said
 
 
 def test_a_non_blocking_copy_from_pageable_memory_is_not_called_a_stream_sync():
@@ -338,11 +401,24 @@ def test_the_quiz_key_is_sealed_and_asking_for_it_is_a_reveal(ask):
     from grader.checks import _sealed
 
     source = inspect.getsource(syncs) + inspect.getsource(lesson02)
-    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "four groups", '"f": "size"', "indexes with a boolean mask", "is anything read?"):
+    for said in ('"item": ".item()"', '"masked_select": ', '"__bool__"', "five groups", '"f": "size"', "indexes with a boolean mask", "is anything read?"):
         assert said not in source, said
     assert not (predictions.entry(lesson02.LESSON, "SYNC_ANSWERS") or {}).get("revealed")
     exec(compile(ask, "<cell>", "exec"), {"lesson02": lesson02, "_sealed": _sealed})
     assert predictions.entry(lesson02.LESSON, "SYNC_ANSWERS").get("revealed")
+
+
+def test_the_reveal_counts_the_groups_it_lists(capsys):
+    """Outside tester: the reveal said "four groups" and listed four, then added "; and a copy from pageable memory",
+    which reads as a fifth. The number it says is the number of groups it lists (one a clause, `;` between them)."""
+    lesson02.show_probes()
+    said = " ".join(capsys.readouterr().out.split())
+    count, listed = re.search(r"fall in (\w+) groups: (.*?\.)(?: |$)", said).groups()
+    while re.search(r"\([^()]*\)", listed):  # the examples in parentheses hold `;` and `()` of their own
+        listed = re.sub(r"\([^()]*\)", "", listed)
+    groups = [g for g in listed.split(";") if g.strip()]
+    assert {"three": 3, "four": 4, "five": 5, "six": 6}[count] == len(groups), (count, groups)
+    assert "pageable" in groups[-1]
 
 
 def test_a_counter_run_before_the_quiz_is_answered_is_a_reveal():

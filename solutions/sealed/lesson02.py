@@ -33,6 +33,20 @@ def _copy_mistake(got: dict) -> str | None:
     if close(one, 1000 * latency + 4 * MiB / bandwidth, rel=0.1):
         return ("you charged the one 4 MiB copy a fixed cost per 4 KiB of it: how many times does one copy pay the "
                 "part of its time that does not grow with its bytes?")
+    # time in proportion to bytes (no fixed cost), at a rate read off a copy or the link: the two copies' own rates
+    # (each copy's bytes over its whole time) and the link's; 2% apart from charging the fixed cost once (below)
+    rates = [n / t for n, t in LINK_COPIES]
+    per_many, per_one = 1000 * 4 * KiB / many, 4 * MiB / one  # bytes/s each cost implies, with nothing fixed
+    many_rate = next((r for r in rates + [bandwidth] if close(per_many, r, rel=0.02)), None)
+    one_rate = next((r for r in rates + [bandwidth] if close(per_one, r, rel=0.02)), None)
+    if many_rate is not None and one_rate is not None and many_rate != one_rate:
+        return ("you applied each copy's own bytes per second to another size: a copy's time is a fixed cost as well "
+                "as its bytes, so its bytes over its time is not a rate that carries to a copy of another size. A "
+                "copy pays a fixed cost and a rate; two copies of different sizes tell you both (section 1)")
+    if many_rate is not None and many_rate == one_rate:
+        return ("your costs are in proportion to the bytes, as if a copy paid only for its bytes: every copy also "
+                "pays a fixed cost, whatever its size. A copy pays a fixed cost and a rate; two copies of different "
+                "sizes tell you both (section 1)")
     if close(many, latency + 1000 * 4 * KiB / bandwidth, rel=0.1) or close(many, one, rel=0.1):
         return ("your 1000 small copies cost about what one copy of the same bytes costs: what does each copy pay "
                 "whatever its size, and how many copies are there?")
@@ -120,10 +134,10 @@ def show_probes():
     display(pd.DataFrame(rows).drop(columns=["pretend", "device"]).set_index("line"))
     print(f"counter device: {rows[0]['device']} ({'pretend: tensors stay on the CPU' if rows[0]['pretend'] else 'real'}). "
           "x_host is ordinary host memory, x_pinned pinned host memory, x a tensor on the device.")
-    print("The lines that wait fall in four groups: a Python number (.item(), float(), int(), an if), text "
-          "(print, an f-string), a device tensor's values in host memory (.cpu(), .tolist(); a host tensor's .numpy() "
-          "waits for nothing), and a size that depends on the data "
-          "(nonzero, a boolean mask, unique); and a copy from pageable memory, non_blocking or not.")
+    print("The lines that wait fall in five groups: a Python number (.item(), float(), int(), an if); text "
+          "(print, an f-string); a device tensor's values in host memory (.cpu(), .tolist() — a host tensor's .numpy() "
+          "waits for nothing); a size that depends on the data (nonzero, a boolean mask, unique); and a copy to the "
+          "device from pageable memory, non_blocking or not.")
 
 
 def _doing(op):

@@ -196,6 +196,14 @@ PREDICTION_MUTANTS = {
          r"read each copy alone"),
         ("the same bytes cost the same", _copies(values={"1000 copies of 4 KiB": _L + 4 * 2**20 / _B}),
          r"what does each copy pay whatever its size, and how many copies are there"),
+        # time in proportion to bytes, at the big copy's bytes per second: no fixed cost anywhere
+        ("no fixed cost: time in proportion to bytes", _copies(values={"1000 copies of 4 KiB": 1000 * 4096 * 707.05e-6 / 2**24,
+                                                                     "1 copy of 4 MiB": 4 * 2**20 * 707.05e-6 / 2**24}),
+         r"in proportion to the bytes, as if a copy paid only for its bytes.*fixed cost and a rate"),
+        # each size scaled from the copy nearest it: 4 KiB at the small copy's bytes per second, 4 MiB at the big one's
+        ("each copy's own rate applied to another size", _copies(values={"1000 copies of 4 KiB": 1000 * 4096 * 18.92e-6 / 2**18,
+                                                                        "1 copy of 4 MiB": 4 * 2**20 * 707.05e-6 / 2**24}),
+         r"each copy's own bytes per second to another size.*fixed cost and a rate"),
         ("a fixed cost per 4 KiB of the big copy", _copies(values={"1 copy of 4 MiB": 1000 * _L + 4 * 2**20 / _B}),
          r"how many times does one copy pay"),
         ("milliseconds", _copies(values={"1000 copies of 4 KiB": 1e3 * _COSTS["1000 copies of 4 KiB"],
