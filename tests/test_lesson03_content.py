@@ -476,3 +476,28 @@ def test_the_page_gives_the_cast_rule_not_the_cut_off_for_zero():
     for recipe in ("smallest nonzero number a format holds", "nearer to 0 than to it", "half the smallest subnormal"):
         assert recipe not in text, recipe
     assert "a cast keeps the" in text and "last mantissa bit is 0" in text
+
+
+# --- an outside tester's report on lesson 03 (ZERO_SHARE, predict_vanishing, stall_point, choose_loss_scale, fp8) ------
+
+
+def test_zero_share_takes_any_share_from_0_to_1_and_refuses_a_percentage():
+    """0.0 was refused with "write a positive number", which told a learner the e5m6 share is not 0, and 56.8 (a
+    percentage) passed. Every numeric key of the prediction is a share now; SCALER_FORECAST's share is one too."""
+    from grader.checks._common import CheckFailed
+
+    check = lesson03.check_zero_share
+    assert [kind for kind in check.keys.values() if kind == "number"] == []
+    for share in (0.0, 0, 0.5, 1.0):
+        assert check.valid({"e5m6": share, "bf16": "none", "why": "a reason"})["e5m6"] == float(share)
+    for wrong in (56.8, 1.5, -0.1):
+        with pytest.raises(CheckFailed) as caught:
+            check.valid({"e5m6": wrong, "bf16": "none", "why": "a reason"})
+        said = str(caught.value)
+        assert "share from 0 to 1" in said and "20%" in said and "positive" not in said, said
+    forecast = lesson03.check_scaler_forecast
+    assert forecast.valid({"skipped at start": 6, "share skipped in the long run": 0.0, "why": "a reason"})
+    with pytest.raises(CheckFailed, match="share from 0 to 1"):
+        forecast.valid({"skipped at start": 6, "share skipped in the long run": 9.1, "why": "a reason"})
+    stub = next(c.source for c in _cells(RELEASE) if c.metadata.get("nbgrader", {}).get("grade_id") == "ZERO_SHARE")
+    assert "<a share, 0 to 1>" in stub

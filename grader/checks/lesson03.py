@@ -409,7 +409,9 @@ def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
     """Part of ZERO_SHARE's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"e5m6": "number", "bf16": ("none", "some", "most")}, points=1,
+# e5m6 is a share: any value from 0 to 1 is an answer (0 included: refusing it told a learner the share is not 0),
+# and one above 1 (a percentage) is refused as malformed, for the first guess and the final answer alike
+check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"e5m6": "share", "bf16": ("none", "some", "most")}, points=1,
                               band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
                               model=lambda context: (f"a cast turns {_zero_share(*ZERO_SHARE_FORMAT):.1%} of the spread "
                                                      "into 0 in e5m6, none of it in bf16"),
@@ -619,7 +621,7 @@ def _forecast_reference() -> tuple[int, float]:
     """Part of SCALER_FORECAST's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "number"}
+_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "share"}
 
 
 @course_only()

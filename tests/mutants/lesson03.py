@@ -402,14 +402,15 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
             r"what it holds below its\s+smallest normal number",
         ),
         (
-            "share: fp16 loses everything below its smallest subnormal",
-            "ZERO_SHARE = {'e5m6': 0.598, 'bf16': 'none'}",
+            # 0 is a share like any other: scored as a guess, never refused (the refusal told a learner it is not 0)
+            "share: nothing vanishes in e5m6 either",
+            "ZERO_SHARE = {'e5m6': 0.0, 'bf16': 'none'}",
             r"what a cast does with a value smaller than all of them",
         ),
         (
-            "share: a percentage, not a fraction",
-            "ZERO_SHARE = {'e5m6': 56.8, 'bf16': 'none'}",
-            r"not 25",
+            "share: fp16 loses everything below its smallest subnormal",
+            "ZERO_SHARE = {'e5m6': 0.598, 'bf16': 'none'}",
+            r"what a cast does with a value smaller than all of them",
         ),
     ],
     "choose_loss_scale_check": [
@@ -741,3 +742,10 @@ for _check, _name, _cell in (("ZERO_SHARE_check", "ZERO_SHARE", "ZERO_SHARE_chec
         ("prediction without a reason", f"{_name}.pop('why')", r"needs exactly the keys"),
         ("prediction as a bare number", f"{_name} = 0.5", r"should be a dict"),
     ]
+# A share above 1 is malformed, not a wrong guess: refused before it is recorded, as a share (0 to 1, 0 included: an
+# outside tester read "the share is not 0" off the refusal of 0.0 when e5m6 was a positive number)
+MUTANTS["ZERO_SHARE_check"].append(("share: a percentage, not a fraction", "ZERO_SHARE['e5m6'] = 56.8",
+                                    r"share from 0 to 1 \(0\.2 for 20%\)"))
+MUTANTS["SCALER_FORECAST_check"].append(("share: a percentage, not a fraction",
+                                         "SCALER_FORECAST['share skipped in the long run'] = 9.1",
+                                         r"share from 0 to 1 \(0\.2 for 20%\)"))
