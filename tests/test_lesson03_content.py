@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import sys
 
 import pytest
@@ -501,3 +502,76 @@ def test_zero_share_takes_any_share_from_0_to_1_and_refuses_a_percentage():
         forecast.valid({"skipped at start": 6, "share skipped in the long run": 9.1, "why": "a reason"})
     stub = next(c.source for c in _cells(RELEASE) if c.metadata.get("nbgrader", {}).get("grade_id") == "ZERO_SHARE")
     assert "<a share, 0 to 1>" in stub
+
+
+_HALF = re.compile(r"\bhalf(way)?\b", re.I)
+_TIE_WAY = re.compile(r"\btie\b.*\b(to 0|into 0|to zero|toward zero|to even|even|down|up|away)\b"
+                      r"|\b(to 0|into 0|to zero|toward zero|to even|down|up)\b.*\btie\b", re.I | re.S)
+
+
+def _vanishing_messages() -> list[str]:
+    """What predict_vanishing's check says to cut-offs near the right one: below, at and above the smallest subnormal,
+    its half and its quarter, each with < and <=, as a trial-and-error learner would try them."""
+    from grader.checks._common import CheckFailed
+
+    said = []
+    for fraction in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0):
+        for inclusive in (False, True):
+            def predict_vanishing(values, e, m, fraction=fraction, inclusive=inclusive):
+                cut = fraction * 2.0 ** (1 - (2 ** (e - 1) - 1) - m)
+                return [x != 0 and (abs(x) <= cut if inclusive else abs(x) < cut) for x in values]
+
+            try:
+                lesson03.check_predict_vanishing(predict_vanishing)
+            except CheckFailed as exc:
+                said.append(str(exc))
+    return said
+
+
+def test_predict_vanishing_messages_name_the_mistake_not_the_cut_off_and_its_tie():
+    """Trial and error read the rule off two messages in turn: "< the smallest subnormal" was asked "which is nearer,
+    0 or that number?", then "< half of it" was told of "the one exactly halfway" and asked where a tie goes. A message
+    names the mistake and the principle (rounding to nearest, what a cast does at a tie); none says where the cut-off
+    lies (half the smallest subnormal) together with which way its tie goes."""
+    said = _vanishing_messages()
+    assert len(said) == 11, said  # every cut-off but the right one fails
+    for message in said:
+        assert not (_HALF.search(message) and _TIE_WAY.search(message)), message
+        assert not _HALF.search(message), message  # and no message says "half" at all: the next one could say the rest
+    joined = " ".join(said)
+    assert "nearest number the format holds" in joined and "at a tie?" in joined
+    # the old pair, as the tester read them: the test fails on it
+    old = ["the largest of them lie just below the smallest positive number the format holds. Which is nearer to them, "
+           "0 or that number?", "you predicted that a value survives which the cast turns into 0: the one exactly "
+           "halfway between 0 and the smallest positive number the format holds. Section 2: where does a tie go?"]
+    assert any(_HALF.search(m) and _TIE_WAY.search(m) for m in old)
+
+
+def _mutant(grade_id: str, starts: str):
+    """The function one of tests/mutants/lesson03.py's mutants defines (the one whose name starts with `starts`)."""
+    import importlib
+
+    found = [source for name, source, _ in importlib.import_module("mutants.lesson03").MUTANTS[grade_id]
+             if name.startswith(starts)]
+    assert len(found) == 1, (grade_id, starts)
+    ns: dict = {}
+    exec(compile(found[0], f"<mutant {starts}>", "exec"), ns)
+    return ns[grade_id.removesuffix("_check")]
+
+
+def test_the_fp8_scale_rule_copied_into_choose_loss_scale_is_named():
+    """Section 7's S = 2^floor(log2(max/amax)) for fp8 got the unknown message (65519/1024 in fp16 gets 512, not 1024):
+    its mutant is keyed now, and an answer that does it only in torch dtypes meets the same principle in the hints."""
+    from grader.checks._common import CheckFailed
+
+    floor_rule = _mutant("choose_loss_scale_check", "section 7's fp8 scale copied")
+
+    def floor_rule_named_formats_only(grads, dtype):
+        return floor_rule(grads, dtype) if isinstance(dtype, torch.dtype) else 1.0
+
+    for fn in (floor_rule, floor_rule_named_formats_only):
+        with pytest.raises(CheckFailed) as caught:
+            lesson03.check_choose_loss_scale(fn)
+        said = str(caught.value)
+        assert "not where overflow starts" in said and "rounds to the nearest" in said, said
+        assert "65,520" not in said and "65520" not in said and "halfway" not in said, said  # no threshold stated

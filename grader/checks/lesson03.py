@@ -455,7 +455,8 @@ _SCALE_CASES = [
 
 
 def _scale_label(grads: torch.Tensor, dtype: torch.dtype) -> str:
-    return f"choose_loss_scale([{', '.join(f'{v:.3g}' for v in grads.tolist())}], {dtype})"
+    # 6 figures: a case just past a format's top (65519 / 1024 in fp16) must not read as a round number (64)
+    return f"choose_loss_scale([{', '.join(f'{v:.6g}' for v in grads.tolist())}], {dtype})"
 
 
 def _scale_of(got: Any) -> Any:
@@ -477,8 +478,16 @@ def _public_choose_loss_scale(choose_loss_scale: Replay) -> None:
             fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
 
 
+# Said of a scale that stops where the scaled gradients would pass the format's largest number: the instructor's judge
+# says it of that known mistake (exercise 1's third number), and the hints of any answer that does it in a torch dtype.
+STOPS_AT_THE_LARGEST = ("the largest finite number is not where overflow starts. A cast rounds to the nearest number the "
+                        "format holds, so a scaled gradient a little past the largest one still rounds back down to it: "
+                        "where does inf become the nearest? Exercise 1's third number is the case to remember.")
+
+
 def _hints_choose_loss_scale(choose_loss_scale: Replay) -> None:
-    """An unknown answer that raised, is not positive and finite, or is not a power of two."""
+    """An unknown answer that raised, is not positive and finite, or is not a power of two; or one that stops short of
+    a torch dtype's largest number where a cast to that dtype (public: torch's own) still keeps twice the scale finite."""
     for grads, dtype in _SCALE_CASES:
         label = _scale_label(grads, dtype)
         got = float(_scale_of(call(choose_loss_scale, grads, dtype, label=label)))
@@ -487,6 +496,15 @@ def _hints_choose_loss_scale(choose_loss_scale: Replay) -> None:
         if got != 2.0 ** round(math.log2(got)):
             fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a "
                  "gradient.")
+    for grads, dtype in _SCALE_CASES:
+        if not isinstance(dtype, torch.dtype):
+            continue  # a made-up format: no cast to try, and its limits are the exercise
+        label = _scale_label(grads, dtype)
+        doubled = grads.double() * (2 * float(_scale_of(call(choose_loss_scale, grads, dtype, label=label))))
+        if float(doubled.abs().max()) > torch.finfo(dtype).max and bool(torch.isfinite(doubled.to(dtype)).all()):
+            fail(f"{label} returns a scale that leaves room: twice it still keeps every scaled gradient finite in "
+                 f"{dtype}, though it would take the largest of them past the format's largest finite number: "
+                 f"{STOPS_AT_THE_LARGEST}")
 
 
 def _scales_read(observation: Any) -> list:

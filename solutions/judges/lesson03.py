@@ -25,7 +25,8 @@ from fractions import Fraction
 from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson03 import (_BY_HAND, _BY_HAND_WIDTHS, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
                                     _SCALE_CASES, _STALL_RUN, _ROUNDED_VALUES, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
-                                    _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler)
+                                    _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler,
+                                    STOPS_AT_THE_LARGEST)
 from grader.floats import FORMATS, value_of
 
 
@@ -448,12 +449,15 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         if mine == [v != 0 and abs(v) <= smallest for v in values]:
             fail(f"{fmt} you predicted that the smallest positive number the format holds vanishes, but the cast "
                  "keeps it: a cast sends a value to 0 only when 0 is the nearest number it holds.")
+        # These two name the mistake and the principle only: told together, where the cut-off lies and which way
+        # its tie goes would be the rule itself (an outside tester read it off them in two tries).
         if mine == [v != 0 and abs(v) < smallest for v in values]:
-            fail(f"{fmt} you predicted that values vanish which the cast keeps: the largest of them lie just below "
-                 "the smallest positive number the format holds. Which is nearer to them, 0 or that number?")
+            fail(f"{fmt} you predicted that values vanish which the cast keeps: that sends every value below the "
+                 "format's smallest positive number down to 0, as if a cast dropped what does not fit. A cast rounds "
+                 "to the nearest number the format holds (section 2).")
         if mine == [v != 0 and abs(v) < half for v in values]:
-            fail(f"{fmt} you predicted that a value survives which the cast turns into 0: the one exactly halfway "
-                 "between 0 and the smallest positive number the format holds. Section 2: where does a tie go?")
+            fail(f"{fmt} your prediction is right except at an exact tie, a value as far from one number the format "
+                 "holds as from the next. Section 2: which of the two does a cast keep at a tie?")
         if mine == [v != 0 and abs(v) <= half / 2 for v in values]:
             fail(f"{fmt} you predicted that values survive which the cast turns into 0, all of them within a factor "
                  "of two of your cut-off. Check the bias, and the power of two an all-zero exponent field stands "
@@ -541,7 +545,7 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
                  "digit: what does a higher scale still buy, and where does it stop being safe?")
         if got == want / 2 and got == line:
             fail(f"{label} returns a scale that leaves room: twice it still keeps every scaled gradient finite in "
-                 f"{dtype}. Exercise 1's third number is the case to remember.")
+                 f"{dtype}, and {STOPS_AT_THE_LARGEST}")
         fail(f"{label} returns a scale that leaves room unused in {dtype}: a bigger power of two still keeps every "
              "scaled gradient finite, and costs none of them a digit.")
 

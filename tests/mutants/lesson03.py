@@ -351,7 +351,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) for x in values]
 """,
-            r"Which is nearer to them",
+            r"rounds\s+to the nearest number the format holds",
         ),
         (
             "a tie at exactly half kept (< for <=)",
@@ -360,7 +360,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
 """,
-            r"where does a tie go",
+            r"which of the two does a cast keep at a tie\?",
         ),
         (
             "bias off by one",
@@ -488,6 +488,21 @@ def choose_loss_scale(grads, dtype):
     return 2.0 ** math.floor(math.log2(torch.finfo(dtype).max / float(grads.abs().max())))
 """,
             r"third number is the case to remember",
+        ),
+        (
+            # an outside tester's first try: section 7's fp8 rule, S = 2^floor(log2(max/amax)), made-up formats too
+            "section 7's fp8 scale copied: the largest finite number as the line, in every format",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    if isinstance(dtype, torch.dtype):
+        largest = torch.finfo(dtype).max
+    else:
+        e, m = dtype
+        largest = (2 - 2.0 ** -m) * 2.0 ** (2 ** e - 2 - (2 ** (e - 1) - 1))
+    return 2.0 ** math.floor(math.log2(largest / float(grads.abs().max())))
+""",
+            r"not where overflow starts",
         ),
     ],
     "stall_point_check": [
