@@ -205,7 +205,7 @@ def test_decode_takes_any_nan_payload():
 def test_opening_says_what_run_all_does():
     opening = " ".join(_cells()[0].source.split())
     assert "Run All stops at the first exercise you have not done yet, with one line saying which" in opening
-    assert "from grader.notebook import skip_if_not_done" in _text()
+    assert re.search(r"^from grader\.notebook import (\w+, )*skip_if_not_done$", _text(), re.M)
 
 
 def _is_skip(node: ast.AST) -> bool:
@@ -263,6 +263,11 @@ def test_blank_release_runs_cell_by_cell_failing_only_at_checks():
     assert not stderr, stderr
     shown = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "⏭ skipped" in shown
+    # the running sums are stall_point's answers (2048 + 1 = 2048, 0.01s stalling at 32 in fp16): none before its check
+    sums = next(c for c in nb.cells if c.cell_type == "code" and "running_sum(d, 0.01" in c.source)
+    said = "".join(o.get("text", "") for o in sums.outputs)
+    assert all(o.output_type == "stream" for o in sums.outputs) and said.startswith("⏭ skipped"), sums.outputs
+    assert not any(ch.isdigit() for ch in said), said
     html = "\n".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert ".py:" not in shown and "inf · inf" not in html
 
@@ -547,6 +552,25 @@ def test_predict_vanishing_messages_name_the_mistake_not_the_cut_off_and_its_tie
     assert any(_HALF.search(m) and _TIE_WAY.search(m) for m in old)
 
 
+def test_stall_point_takes_made_up_formats_that_no_dtype_search_answers():
+    """A generic search in the dtype (double x until x + step == x, then halve back) passed every case when each was a
+    torch dtype. stall_point now takes a made-up format's widths, as decode and choose_loss_scale do, and the visible
+    check and the hidden tests ask about some; the judge runs those sums with its own rounding."""
+    made_up = [case for case in lesson03._STALL_CASES if not isinstance(case[0], torch.dtype)]
+    assert made_up and all(isinstance(w, tuple) and len(w) == 2 for w, _ in made_up)
+    assert JUDGES._widths_sum_stall((5, 10), 1.0) == JUDGES._running_sum_stall(torch.float16, 1.0)
+    ns = namespace(LESSON)
+    hidden = [((5, 4), 3.0, 128.0), ((7, 3), 0.3, 8.0)]
+    for widths, step, *want in made_up + [(w, s) for w, s, _ in hidden]:
+        assert ns["stall_point"](widths, step) == JUDGES._widths_sum_stall(widths, step), (widths, step)
+    for widths, step, want in hidden:
+        assert JUDGES._widths_sum_stall(widths, step) == want
+        assert f"args=({widths}, {step!r}), want={want!r}" in check_cells(LESSON)["stall_point_check"]
+    release = "\n".join(c.source for c in _cells(RELEASE))
+    assert "def stall_point(dtype: torch.dtype | tuple[int, int], step: float)" in release
+    assert "made-up format's widths" in release and "no sum can be run" in release
+
+
 def _mutant(grade_id: str, starts: str):
     """The function one of tests/mutants/lesson03.py's mutants defines (the one whose name starts with `starts`)."""
     import importlib
@@ -557,6 +581,26 @@ def _mutant(grade_id: str, starts: str):
     ns: dict = {}
     exec(compile(found[0], f"<mutant {starts}>", "exec"), ns)
     return ns[grade_id.removesuffix("_check")]
+
+
+def test_a_search_in_the_dtype_fails_stall_points_check_on_a_made_up_format():
+    from grader.checks._common import CheckFailed
+
+    with pytest.raises(CheckFailed, match="made-up one, given by its widths"):
+        lesson03.check_stall_point(_mutant("stall_point_check", "a search in the dtype"))
+
+
+def test_the_running_sums_wait_behind_stall_points_check():
+    """Cell 41 printed 2048 + 1 = 2048, 256 + 1 = 256 and 4000 × 0.01 (32 in fp16, 4 in bf16) before its gate: every
+    measurement of it now runs under skip_if_not_done, after needs(check_stall_point)."""
+    cell = _code_cell("running_sum(d, 0.01")
+    tree = ast.parse(cell)
+    outside = [node for node in tree.body if not _is_skip(node)]
+    called = {n.func.id for node in outside for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert not called & {"print", "running_sum", "display", "stall_point"}, called
+    gate = next(node for node in tree.body if _is_skip(node))
+    assert ast.unparse(gate.body[0]) == "needs(lesson03.check_stall_point)"
+    assert getattr(lesson03.check_stall_point, "passed", None) is not None  # the check keeps whether it has passed
 
 
 def test_the_fp8_scale_rule_copied_into_choose_loss_scale_is_named():

@@ -538,26 +538,42 @@ def _as_float(got: Any, label: str) -> float:
 
 
 _STALL_FP64 = (1.0, 0.01)  # float64: billions of years of additions to run, so only reasoning answers these
-_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32), *((torch.float64, s) for s in _STALL_FP64)]
+# Made-up formats given by their widths, laid out as fp16 is (as decode and choose_loss_scale take them): no dtype
+# holds them, so no sum can be run and no search over a dtype answers them; only the format's gaps do. A step that
+# is a normal number, one the format must round (1.05 in (4, 3)) and one among the subnormals (2**-16 in (5, 2)).
+_STALL_MADE_UP = (((5, 4), 1.0), ((4, 3), 1.05), ((6, 5), 0.01), ((3, 2), 0.25), ((5, 2), 2.0**-16))
+_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32), *((torch.float64, s) for s in _STALL_FP64),
+                *_STALL_MADE_UP]
 
 
 def _public_stall_point(stall_point: Replay) -> None:
-    """What can be said of stall_point without its answer: a float."""
+    """What can be said of stall_point without its answer: a float, for a torch dtype and for a made-up format."""
     for dtype, step in _STALL_CASES:
         label = f"stall_point({dtype}, {step})"
-        _as_float(call(stall_point, dtype, step, label=label), label)
+        try:
+            got = call(stall_point, dtype, step, label=label)
+        except CheckFailed as exc:
+            if isinstance(dtype, torch.dtype):
+                raise
+            fail(f"{exc}. Here the format is a made-up one, given by its widths (exponent bits, mantissa bits) and "
+                 "laid out as fp16 is, as in exercises 1 and 6: no dtype holds it, so no sum can be run in it. Work "
+                 "out from the format itself where the sum stops.")
+        _as_float(got, label)
 
 
 def _hints_stall_point(stall_point: Replay) -> None:
     """An unknown answer: a case whose value still grows when the step is added, or one already stalled below it."""
     for dtype, step in _STALL_CASES:
         got = _as_float(call(stall_point, dtype, step), f"stall_point({dtype}, {step})")
-        if dtype != torch.float32 and got == _as_float(call(stall_point, torch.float32, step), "fp32"):
+        if (dtype != torch.float32 and step in _STALL_FP32
+                and got == _as_float(call(stall_point, torch.float32, step), "fp32")):
             fail(f"stall_point({dtype}, {step}) returned the same as for torch.float32: your answer does not depend "
                  "on the format the sum is held in.")
         if not math.isfinite(got) or got <= 0:
             fail(f"stall_point({dtype}, {step}) returned {got!r}: a running sum of a positive step stops at a "
                  "positive number.")
+        if not isinstance(dtype, torch.dtype):
+            continue  # a made-up format: no cast to try it with
         total, add = torch.tensor(got, dtype=dtype), torch.tensor(step, dtype=dtype)
         if not math.isfinite(float(total)) or float(total + add) != float(total):
             fail(f"stall_point({dtype}, {step}) returned {got:g}, and there the sum still grows: adding the step "
@@ -570,8 +586,10 @@ def _hints_stall_point(stall_point: Replay) -> None:
 
 check_stall_point = Keyed(
     LESSON, "stall_point", "stall_point", _STALL_CASES, public=_public_stall_point, hints=_hints_stall_point,
-    unknown="stall_point is not where adding the step over and over in that dtype stops growing, nor a mistake the "
+    unknown="stall_point is not where adding the step over and over in that format stops growing, nor a mistake the "
             "course knows. Go back to section 4: what decides whether one addition changes the sum.")
+# record: the cell after the check measures running sums, which are its answers: it waits until the check has passed
+check_stall_point = guard(check_stall_point, "stall_point", _FORMAT_SHORTCUTS, record=True)
 
 
 # --- the scaler -----------------------------------------------------------------------------

@@ -46,6 +46,17 @@ _GROW = """
         return True
 """
 
+_STALL_HEAD = """
+import math, torch
+def _held(dtype, step):
+    # (the step as the format holds it, the gap after 1.0), for a torch dtype or a made-up format's widths
+    if isinstance(dtype, torch.dtype):
+        return float(torch.tensor(step, dtype=dtype)), torch.finfo(dtype).eps
+    e, m = dtype
+    spacing = 2.0 ** (max(math.frexp(step)[1] - 1, 2 - 2 ** (e - 1)) - m)
+    return round(step / spacing) * spacing, 2.0 ** -m
+"""
+
 _ROUND_REFERENCE = """
 import math
 import torch
@@ -508,22 +519,46 @@ def choose_loss_scale(grads, dtype):
     "stall_point_check": [
         (
             "stops only once the step is less than half the spacing (a tie thought to grow)",
-            """
-import math, torch
+            _STALL_HEAD + """
 def stall_point(dtype, step):
-    step = float(torch.tensor(step, dtype=dtype))
-    return 2.0 ** (math.floor(math.log2(2 * step / torch.finfo(dtype).eps)) + 1)
+    step, eps = _held(dtype, step)
+    return 2.0 ** (math.floor(math.log2(2 * step / eps)) + 1)
 """,
             r"where does a cast send a tie",
         ),
         (
             "step/eps",
+            _STALL_HEAD + """
+def stall_point(dtype, step):
+    return step / _held(dtype, step)[1]
+""",
+            r"still reaches the next number up",
+        ),
+        (
+            # an outside tester passed the check this way before it asked about made-up formats: no idea of the format
+            "a search in the dtype: doubling until x + step == x, then halving back",
             """
 import torch
 def stall_point(dtype, step):
-    return step / torch.finfo(dtype).eps
+    s, x = torch.tensor(step, dtype=dtype), torch.tensor(1.0, dtype=dtype)
+    while x + s != x:
+        x = x * 2
+    while x / 2 + s == x / 2:
+        x = x / 2
+    return float(x)
 """,
-            r"still reaches the next number up",
+            r"made-up one, given by its widths",
+        ),
+        (
+            "the step taken as it is, not as the format holds it",
+            _STALL_HEAD + """
+def stall_point(dtype, step):
+    eps = _held(dtype, step)[1]
+    if isinstance(dtype, torch.dtype):
+        step = float(torch.tensor(step, dtype=dtype))
+    return 2.0 ** math.ceil(math.log2(2 * step / eps))
+""",
+            r"The step is stored in the format too",
         ),
         (
             "float32's eps for every dtype",
