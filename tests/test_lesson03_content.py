@@ -100,7 +100,7 @@ def test_fp8_facts_the_lesson_measures():
     assert torch.isinf(torch.tensor([1e5]).to(torch.float8_e5m2).float()).all(), "e5m2 overflows to inf"
     cell = _code_cell("e4m3_rule")
     assert "float8_e4m3fn" in cell and "float8_e5m2" in cell
-    assert "saturates to ±448" in cell and "turns it into" in cell  # the sentence is chosen by what the cast did
+    assert "saturates to ±448" in cell and "turns 1e6 into" in cell  # the sentence is chosen by what the cast did
     text = _text()
     assert "per-tensor" in text.lower() and "amax" in text
 
@@ -619,3 +619,61 @@ def test_the_fp8_scale_rule_copied_into_choose_loss_scale_is_named():
         said = str(caught.value)
         assert "not where overflow starts" in said and "rounds to the nearest" in said, said
         assert "65,520" not in said and "65520" not in said and "halfway" not in said, said  # no threshold stated
+
+
+def _fp8_cells(capsys) -> tuple[str, str, dict]:
+    """Cells 66 and 68 run as the notebook runs them: (what each printed, the fp8 table's rows)."""
+    import pandas as pd
+
+    from grader import floats
+
+    ns = {"math": math, "torch": torch, "pd": pd, "floats": floats, "display": lambda *a, **k: None}
+    printed = []
+    for marker in ("e4m3_rule", "def fp8_roundtrip"):
+        exec(compile(_code_cell(marker), f"<{marker}>", "exec"), ns)
+        printed.append(capsys.readouterr().out)
+    return printed[0], printed[1], ns["fp8_rows"]
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no fp8")
+def test_fp8_table_counts_values_past_max_apart_from_values_rounded_onto_it(capsys):
+    """The "at ±max" column said it counted lost values, and read 1 in e5m2's amax-scale row: the amax rounded onto
+    57,344 from below, nothing lost. Values beyond max before the cast and values rounded onto ±max from within are
+    counted apart, and the lines under the table say what the cast did, from the counts."""
+    _, said, rows = _fp8_cells(capsys)
+    gradients = rows[("gradients → e5m2", "amax scale")]
+    assert gradients["beyond max"] == 0 and gradients["within, rounded to ±max"] >= 1
+    activations = rows[("activations → e4m3", "no scale")]
+    assert activations["beyond max"] > 0
+    assert activations["beyond max"] == activations["beyond, stored as ±max"] + activations["→ inf or nan"]
+    assert "at ±max" not in _code_cell("def fp8_roundtrip")
+    text = " ".join(_text().split())
+    assert 'the column "at ±max" counts them' not in text and '"within, rounded to ±max" counts something else' in text
+    assert "kept, not lost" in said
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no fp8")
+def test_fp8_follow_up_sentences_follow_what_the_cast_did(capsys, monkeypatch):
+    """Cell 66 measures whether e4m3fn saturates; what follows it (there and under the fp8 table) is said only of a
+    build that does. A build whose cast makes nan of an overflow is told so."""
+    saturating, table, _ = _fp8_cells(capsys)
+    assert "A saturated value is finite" in saturating and "does not saturate" not in saturating
+    assert "clipped" in table
+    to = torch.Tensor.to
+
+    def nan_past_the_top(self, *args, **kwargs):  # a build whose e4m3fn cast makes nan of anything past 448
+        out = to(self, *args, **kwargs)
+        if out.dtype == torch.float8_e4m3fn and self.dtype != torch.float8_e4m3fn:
+            values = to(self, torch.float32).clone()
+            values[values.abs() > 448] = math.nan
+            out = to(values, torch.float8_e4m3fn)
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "to", nan_past_the_top)
+    nan_build, table, rows = _fp8_cells(capsys)
+    assert "does not saturate" in nan_build and "A saturated value is finite" not in nan_build, nan_build
+    assert "saturates to ±448" not in nan_build and "turns 1e6 into nan" in nan_build
+    activations = rows[("activations → e4m3", "no scale")]
+    assert activations["beyond, stored as ±max"] == 0 and activations["→ inf or nan"] == activations["beyond max"]
+    line = next(line for line in table.splitlines() if line.startswith("activations → e4m3, no scale") and "beyond" in line)
+    assert "as inf or nan" in line and "clipped" not in line, line
