@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import sys
 
 import pytest
@@ -99,7 +100,7 @@ def test_fp8_facts_the_lesson_measures():
     assert torch.isinf(torch.tensor([1e5]).to(torch.float8_e5m2).float()).all(), "e5m2 overflows to inf"
     cell = _code_cell("e4m3_rule")
     assert "float8_e4m3fn" in cell and "float8_e5m2" in cell
-    assert "saturates to ±448" in cell and "turns it into" in cell  # the sentence is chosen by what the cast did
+    assert "saturates to ±448" in cell and "turns 1e6 into" in cell  # the sentence is chosen by what the cast did
     text = _text()
     assert "per-tensor" in text.lower() and "amax" in text
 
@@ -204,7 +205,7 @@ def test_decode_takes_any_nan_payload():
 def test_opening_says_what_run_all_does():
     opening = " ".join(_cells()[0].source.split())
     assert "Run All stops at the first exercise you have not done yet, with one line saying which" in opening
-    assert "from grader.notebook import skip_if_not_done" in _text()
+    assert re.search(r"^from grader\.notebook import (\w+, )*skip_if_not_done$", _text(), re.M)
 
 
 def _is_skip(node: ast.AST) -> bool:
@@ -262,6 +263,11 @@ def test_blank_release_runs_cell_by_cell_failing_only_at_checks():
     assert not stderr, stderr
     shown = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "⏭ skipped" in shown
+    # the running sums are stall_point's answers (2048 + 1 = 2048, 0.01s stalling at 32 in fp16): none before its check
+    sums = next(c for c in nb.cells if c.cell_type == "code" and "running_sum(d, 0.01" in c.source)
+    said = "".join(o.get("text", "") for o in sums.outputs)
+    assert all(o.output_type == "stream" for o in sums.outputs) and said.startswith("⏭ skipped"), sums.outputs
+    assert not any(ch.isdigit() for ch in said), said
     html = "\n".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert ".py:" not in shown and "inf · inf" not in html
 
@@ -476,3 +482,198 @@ def test_the_page_gives_the_cast_rule_not_the_cut_off_for_zero():
     for recipe in ("smallest nonzero number a format holds", "nearer to 0 than to it", "half the smallest subnormal"):
         assert recipe not in text, recipe
     assert "a cast keeps the" in text and "last mantissa bit is 0" in text
+
+
+# --- an outside tester's report on lesson 03 (ZERO_SHARE, predict_vanishing, stall_point, choose_loss_scale, fp8) ------
+
+
+def test_zero_share_takes_any_share_from_0_to_1_and_refuses_a_percentage():
+    """0.0 was refused with "write a positive number", which told a learner the e5m6 share is not 0, and 56.8 (a
+    percentage) passed. Every numeric key of the prediction is a share now; SCALER_FORECAST's share is one too."""
+    from grader.checks._common import CheckFailed
+
+    check = lesson03.check_zero_share
+    assert [kind for kind in check.keys.values() if kind == "number"] == []
+    for share in (0.0, 0, 0.5, 1.0):
+        assert check.valid({"e5m6": share, "bf16": "none", "why": "a reason"})["e5m6"] == float(share)
+    for wrong in (56.8, 1.5, -0.1):
+        with pytest.raises(CheckFailed) as caught:
+            check.valid({"e5m6": wrong, "bf16": "none", "why": "a reason"})
+        said = str(caught.value)
+        assert "share from 0 to 1" in said and "20%" in said and "positive" not in said, said
+    forecast = lesson03.check_scaler_forecast
+    assert forecast.valid({"skipped at start": 6, "share skipped in the long run": 0.0, "why": "a reason"})
+    with pytest.raises(CheckFailed, match="share from 0 to 1"):
+        forecast.valid({"skipped at start": 6, "share skipped in the long run": 9.1, "why": "a reason"})
+    stub = next(c.source for c in _cells(RELEASE) if c.metadata.get("nbgrader", {}).get("grade_id") == "ZERO_SHARE")
+    assert "<a share, 0 to 1>" in stub
+
+
+_HALF = re.compile(r"\bhalf(way)?\b", re.I)
+_TIE_WAY = re.compile(r"\btie\b.*\b(to 0|into 0|to zero|toward zero|to even|even|down|up|away)\b"
+                      r"|\b(to 0|into 0|to zero|toward zero|to even|down|up)\b.*\btie\b", re.I | re.S)
+
+
+def _vanishing_messages() -> list[str]:
+    """What predict_vanishing's check says to cut-offs near the right one: below, at and above the smallest subnormal,
+    its half and its quarter, each with < and <=, as a trial-and-error learner would try them."""
+    from grader.checks._common import CheckFailed
+
+    said = []
+    for fraction in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0):
+        for inclusive in (False, True):
+            def predict_vanishing(values, e, m, fraction=fraction, inclusive=inclusive):
+                cut = fraction * 2.0 ** (1 - (2 ** (e - 1) - 1) - m)
+                return [x != 0 and (abs(x) <= cut if inclusive else abs(x) < cut) for x in values]
+
+            try:
+                lesson03.check_predict_vanishing(predict_vanishing)
+            except CheckFailed as exc:
+                said.append(str(exc))
+    return said
+
+
+def test_predict_vanishing_messages_name_the_mistake_not_the_cut_off_and_its_tie():
+    """Trial and error read the rule off two messages in turn: "< the smallest subnormal" was asked "which is nearer,
+    0 or that number?", then "< half of it" was told of "the one exactly halfway" and asked where a tie goes. A message
+    names the mistake and the principle (rounding to nearest, what a cast does at a tie); none says where the cut-off
+    lies (half the smallest subnormal) together with which way its tie goes."""
+    said = _vanishing_messages()
+    assert len(said) == 11, said  # every cut-off but the right one fails
+    for message in said:
+        assert not (_HALF.search(message) and _TIE_WAY.search(message)), message
+        assert not _HALF.search(message), message  # and no message says "half" at all: the next one could say the rest
+    joined = " ".join(said)
+    assert "nearest number the format holds" in joined and "at a tie?" in joined
+    # the old pair, as the tester read them: the test fails on it
+    old = ["the largest of them lie just below the smallest positive number the format holds. Which is nearer to them, "
+           "0 or that number?", "you predicted that a value survives which the cast turns into 0: the one exactly "
+           "halfway between 0 and the smallest positive number the format holds. Section 2: where does a tie go?"]
+    assert any(_HALF.search(m) and _TIE_WAY.search(m) for m in old)
+
+
+def test_stall_point_takes_made_up_formats_that_no_dtype_search_answers():
+    """A generic search in the dtype (double x until x + step == x, then halve back) passed every case when each was a
+    torch dtype. stall_point now takes a made-up format's widths, as decode and choose_loss_scale do, and the visible
+    check and the hidden tests ask about some; the judge runs those sums with its own rounding."""
+    made_up = [case for case in lesson03._STALL_CASES if not isinstance(case[0], torch.dtype)]
+    assert made_up and all(isinstance(w, tuple) and len(w) == 2 for w, _ in made_up)
+    assert JUDGES._widths_sum_stall((5, 10), 1.0) == JUDGES._running_sum_stall(torch.float16, 1.0)
+    ns = namespace(LESSON)
+    hidden = [((5, 4), 3.0, 128.0), ((7, 3), 0.3, 8.0)]
+    for widths, step, *want in made_up + [(w, s) for w, s, _ in hidden]:
+        assert ns["stall_point"](widths, step) == JUDGES._widths_sum_stall(widths, step), (widths, step)
+    for widths, step, want in hidden:
+        assert JUDGES._widths_sum_stall(widths, step) == want
+        assert f"args=({widths}, {step!r}), want={want!r}" in check_cells(LESSON)["stall_point_check"]
+    release = "\n".join(c.source for c in _cells(RELEASE))
+    assert "def stall_point(dtype: torch.dtype | tuple[int, int], step: float)" in release
+    assert "made-up format's widths" in release and "no sum can be run" in release
+
+
+def _mutant(grade_id: str, starts: str):
+    """The function one of tests/mutants/lesson03.py's mutants defines (the one whose name starts with `starts`)."""
+    import importlib
+
+    found = [source for name, source, _ in importlib.import_module("mutants.lesson03").MUTANTS[grade_id]
+             if name.startswith(starts)]
+    assert len(found) == 1, (grade_id, starts)
+    ns: dict = {}
+    exec(compile(found[0], f"<mutant {starts}>", "exec"), ns)
+    return ns[grade_id.removesuffix("_check")]
+
+
+def test_a_search_in_the_dtype_fails_stall_points_check_on_a_made_up_format():
+    from grader.checks._common import CheckFailed
+
+    with pytest.raises(CheckFailed, match="made-up one, given by its widths"):
+        lesson03.check_stall_point(_mutant("stall_point_check", "a search in the dtype"))
+
+
+def test_the_running_sums_wait_behind_stall_points_check():
+    """Cell 41 printed 2048 + 1 = 2048, 256 + 1 = 256 and 4000 × 0.01 (32 in fp16, 4 in bf16) before its gate: every
+    measurement of it now runs under skip_if_not_done, after needs(check_stall_point)."""
+    cell = _code_cell("running_sum(d, 0.01")
+    tree = ast.parse(cell)
+    outside = [node for node in tree.body if not _is_skip(node)]
+    called = {n.func.id for node in outside for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert not called & {"print", "running_sum", "display", "stall_point"}, called
+    gate = next(node for node in tree.body if _is_skip(node))
+    assert ast.unparse(gate.body[0]) == "needs(lesson03.check_stall_point)"
+    assert getattr(lesson03.check_stall_point, "passed", None) is not None  # the check keeps whether it has passed
+
+
+def test_the_fp8_scale_rule_copied_into_choose_loss_scale_is_named():
+    """Section 7's S = 2^floor(log2(max/amax)) for fp8 got the unknown message (65519/1024 in fp16 gets 512, not 1024):
+    its mutant is keyed now, and an answer that does it only in torch dtypes meets the same principle in the hints."""
+    from grader.checks._common import CheckFailed
+
+    floor_rule = _mutant("choose_loss_scale_check", "section 7's fp8 scale copied")
+
+    def floor_rule_named_formats_only(grads, dtype):
+        return floor_rule(grads, dtype) if isinstance(dtype, torch.dtype) else 1.0
+
+    for fn in (floor_rule, floor_rule_named_formats_only):
+        with pytest.raises(CheckFailed) as caught:
+            lesson03.check_choose_loss_scale(fn)
+        said = str(caught.value)
+        assert "not where overflow starts" in said and "rounds to the nearest" in said, said
+        assert "65,520" not in said and "65520" not in said and "halfway" not in said, said  # no threshold stated
+
+
+def _fp8_cells(capsys) -> tuple[str, str, dict]:
+    """Cells 66 and 68 run as the notebook runs them: (what each printed, the fp8 table's rows)."""
+    import pandas as pd
+
+    from grader import floats
+
+    ns = {"math": math, "torch": torch, "pd": pd, "floats": floats, "display": lambda *a, **k: None}
+    printed = []
+    for marker in ("e4m3_rule", "def fp8_roundtrip"):
+        exec(compile(_code_cell(marker), f"<{marker}>", "exec"), ns)
+        printed.append(capsys.readouterr().out)
+    return printed[0], printed[1], ns["fp8_rows"]
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no fp8")
+def test_fp8_table_counts_values_past_max_apart_from_values_rounded_onto_it(capsys):
+    """The "at ±max" column said it counted lost values, and read 1 in e5m2's amax-scale row: the amax rounded onto
+    57,344 from below, nothing lost. Values beyond max before the cast and values rounded onto ±max from within are
+    counted apart, and the lines under the table say what the cast did, from the counts."""
+    _, said, rows = _fp8_cells(capsys)
+    gradients = rows[("gradients → e5m2", "amax scale")]
+    assert gradients["beyond max"] == 0 and gradients["within, rounded to ±max"] >= 1
+    activations = rows[("activations → e4m3", "no scale")]
+    assert activations["beyond max"] > 0
+    assert activations["beyond max"] == activations["beyond, stored as ±max"] + activations["→ inf or nan"]
+    assert "at ±max" not in _code_cell("def fp8_roundtrip")
+    text = " ".join(_text().split())
+    assert 'the column "at ±max" counts them' not in text and '"within, rounded to ±max" counts something else' in text
+    assert "kept, not lost" in said
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no fp8")
+def test_fp8_follow_up_sentences_follow_what_the_cast_did(capsys, monkeypatch):
+    """Cell 66 measures whether e4m3fn saturates; what follows it (there and under the fp8 table) is said only of a
+    build that does. A build whose cast makes nan of an overflow is told so."""
+    saturating, table, _ = _fp8_cells(capsys)
+    assert "A saturated value is finite" in saturating and "does not saturate" not in saturating
+    assert "clipped" in table
+    to = torch.Tensor.to
+
+    def nan_past_the_top(self, *args, **kwargs):  # a build whose e4m3fn cast makes nan of anything past 448
+        out = to(self, *args, **kwargs)
+        if out.dtype == torch.float8_e4m3fn and self.dtype != torch.float8_e4m3fn:
+            values = to(self, torch.float32).clone()
+            values[values.abs() > 448] = math.nan
+            out = to(values, torch.float8_e4m3fn)
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "to", nan_past_the_top)
+    nan_build, table, rows = _fp8_cells(capsys)
+    assert "does not saturate" in nan_build and "A saturated value is finite" not in nan_build, nan_build
+    assert "saturates to ±448" not in nan_build and "turns 1e6 into nan" in nan_build
+    activations = rows[("activations → e4m3", "no scale")]
+    assert activations["beyond, stored as ±max"] == 0 and activations["→ inf or nan"] == activations["beyond max"]
+    line = next(line for line in table.splitlines() if line.startswith("activations → e4m3, no scale") and "beyond" in line)
+    assert "as inf or nan" in line and "clipped" not in line, line

@@ -409,7 +409,9 @@ def _zero_share_band(first: dict, context: dict) -> tuple[float, str]:
     """Part of ZERO_SHARE's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"e5m6": "number", "bf16": ("none", "some", "most")}, points=1,
+# e5m6 is a share: any value from 0 to 1 is an answer (0 included: refusing it told a learner the share is not 0),
+# and one above 1 (a percentage) is refused as malformed, for the first guess and the final answer alike
+check_zero_share = Prediction(LESSON, "ZERO_SHARE", {"e5m6": "share", "bf16": ("none", "some", "most")}, points=1,
                               band=_zero_share_band, mistakes=lambda answer, context: _zero_share_mistake(answer),
                               model=lambda context: (f"a cast turns {_zero_share(*ZERO_SHARE_FORMAT):.1%} of the spread "
                                                      "into 0 in e5m6, none of it in bf16"),
@@ -453,7 +455,8 @@ _SCALE_CASES = [
 
 
 def _scale_label(grads: torch.Tensor, dtype: torch.dtype) -> str:
-    return f"choose_loss_scale([{', '.join(f'{v:.3g}' for v in grads.tolist())}], {dtype})"
+    # 6 figures: a case just past a format's top (65519 / 1024 in fp16) must not read as a round number (64)
+    return f"choose_loss_scale([{', '.join(f'{v:.6g}' for v in grads.tolist())}], {dtype})"
 
 
 def _scale_of(got: Any) -> Any:
@@ -475,8 +478,16 @@ def _public_choose_loss_scale(choose_loss_scale: Replay) -> None:
             fail(f"{label} returned {got!r}; return the scale as a positive float (a power of two, 2.0 ** k).")
 
 
+# Said of a scale that stops where the scaled gradients would pass the format's largest number: the instructor's judge
+# says it of that known mistake (exercise 1's third number), and the hints of any answer that does it in a torch dtype.
+STOPS_AT_THE_LARGEST = ("the largest finite number is not where overflow starts. A cast rounds to the nearest number the "
+                        "format holds, so a scaled gradient a little past the largest one still rounds back down to it: "
+                        "where does inf become the nearest? Exercise 1's third number is the case to remember.")
+
+
 def _hints_choose_loss_scale(choose_loss_scale: Replay) -> None:
-    """An unknown answer that raised, is not positive and finite, or is not a power of two."""
+    """An unknown answer that raised, is not positive and finite, or is not a power of two; or one that stops short of
+    a torch dtype's largest number where a cast to that dtype (public: torch's own) still keeps twice the scale finite."""
     for grads, dtype in _SCALE_CASES:
         label = _scale_label(grads, dtype)
         got = float(_scale_of(call(choose_loss_scale, grads, dtype, label=label)))
@@ -485,6 +496,15 @@ def _hints_choose_loss_scale(choose_loss_scale: Replay) -> None:
         if got != 2.0 ** round(math.log2(got)):
             fail(f"{label} returned {got!r}; the scale is a power of two (2.0 ** k), so scaling changes no digit of a "
                  "gradient.")
+    for grads, dtype in _SCALE_CASES:
+        if not isinstance(dtype, torch.dtype):
+            continue  # a made-up format: no cast to try, and its limits are the exercise
+        label = _scale_label(grads, dtype)
+        doubled = grads.double() * (2 * float(_scale_of(call(choose_loss_scale, grads, dtype, label=label))))
+        if float(doubled.abs().max()) > torch.finfo(dtype).max and bool(torch.isfinite(doubled.to(dtype)).all()):
+            fail(f"{label} returns a scale that leaves room: twice it still keeps every scaled gradient finite in "
+                 f"{dtype}, though it would take the largest of them past the format's largest finite number: "
+                 f"{STOPS_AT_THE_LARGEST}")
 
 
 def _scales_read(observation: Any) -> list:
@@ -518,26 +538,42 @@ def _as_float(got: Any, label: str) -> float:
 
 
 _STALL_FP64 = (1.0, 0.01)  # float64: billions of years of additions to run, so only reasoning answers these
-_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32), *((torch.float64, s) for s in _STALL_FP64)]
+# Made-up formats given by their widths, laid out as fp16 is (as decode and choose_loss_scale take them): no dtype
+# holds them, so no sum can be run and no search over a dtype answers them; only the format's gaps do. A step that
+# is a normal number, one the format must round (1.05 in (4, 3)) and one among the subnormals (2**-16 in (5, 2)).
+_STALL_MADE_UP = (((5, 4), 1.0), ((4, 3), 1.05), ((6, 5), 0.01), ((3, 2), 0.25), ((5, 2), 2.0**-16))
+_STALL_CASES = [*_STALL_RUN, *((torch.float32, s) for s in _STALL_FP32), *((torch.float64, s) for s in _STALL_FP64),
+                *_STALL_MADE_UP]
 
 
 def _public_stall_point(stall_point: Replay) -> None:
-    """What can be said of stall_point without its answer: a float."""
+    """What can be said of stall_point without its answer: a float, for a torch dtype and for a made-up format."""
     for dtype, step in _STALL_CASES:
         label = f"stall_point({dtype}, {step})"
-        _as_float(call(stall_point, dtype, step, label=label), label)
+        try:
+            got = call(stall_point, dtype, step, label=label)
+        except CheckFailed as exc:
+            if isinstance(dtype, torch.dtype):
+                raise
+            fail(f"{exc}. Here the format is a made-up one, given by its widths (exponent bits, mantissa bits) and "
+                 "laid out as fp16 is, as in exercises 1 and 6: no dtype holds it, so no sum can be run in it. Work "
+                 "out from the format itself where the sum stops.")
+        _as_float(got, label)
 
 
 def _hints_stall_point(stall_point: Replay) -> None:
     """An unknown answer: a case whose value still grows when the step is added, or one already stalled below it."""
     for dtype, step in _STALL_CASES:
         got = _as_float(call(stall_point, dtype, step), f"stall_point({dtype}, {step})")
-        if dtype != torch.float32 and got == _as_float(call(stall_point, torch.float32, step), "fp32"):
+        if (dtype != torch.float32 and step in _STALL_FP32
+                and got == _as_float(call(stall_point, torch.float32, step), "fp32")):
             fail(f"stall_point({dtype}, {step}) returned the same as for torch.float32: your answer does not depend "
                  "on the format the sum is held in.")
         if not math.isfinite(got) or got <= 0:
             fail(f"stall_point({dtype}, {step}) returned {got!r}: a running sum of a positive step stops at a "
                  "positive number.")
+        if not isinstance(dtype, torch.dtype):
+            continue  # a made-up format: no cast to try it with
         total, add = torch.tensor(got, dtype=dtype), torch.tensor(step, dtype=dtype)
         if not math.isfinite(float(total)) or float(total + add) != float(total):
             fail(f"stall_point({dtype}, {step}) returned {got:g}, and there the sum still grows: adding the step "
@@ -550,8 +586,10 @@ def _hints_stall_point(stall_point: Replay) -> None:
 
 check_stall_point = Keyed(
     LESSON, "stall_point", "stall_point", _STALL_CASES, public=_public_stall_point, hints=_hints_stall_point,
-    unknown="stall_point is not where adding the step over and over in that dtype stops growing, nor a mistake the "
+    unknown="stall_point is not where adding the step over and over in that format stops growing, nor a mistake the "
             "course knows. Go back to section 4: what decides whether one addition changes the sum.")
+# record: the cell after the check measures running sums, which are its answers: it waits until the check has passed
+check_stall_point = guard(check_stall_point, "stall_point", _FORMAT_SHORTCUTS, record=True)
 
 
 # --- the scaler -----------------------------------------------------------------------------
@@ -619,7 +657,7 @@ def _forecast_reference() -> tuple[int, float]:
     """Part of SCALER_FORECAST's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "number"}
+_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "share"}
 
 
 @course_only()

@@ -24,8 +24,9 @@ from fractions import Fraction
 
 from grader.checks._common import call, close, fail, is_number
 from grader.checks.lesson03 import (_BY_HAND, _BY_HAND_WIDTHS, _EDGE, _MADE_UP, _ROUND_CASES, _ROUNDED, _STALL_FP32, _STALL_FP64,
-                                    _SCALE_CASES, _STALL_RUN, _ROUNDED_VALUES, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
-                                    _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler)
+                                    _SCALE_CASES, _STALL_MADE_UP, _STALL_RUN, _ROUNDED_VALUES, _VANISH_CASES, _WIDTHS, _as_bools, _as_float, _fields,
+                                    _round_input, _scale_label, _scale_of, _WINDOW_CASES, _public_loss_scaler,
+                                    STOPS_AT_THE_LARGEST)
 from grader.floats import FORMATS, value_of
 
 
@@ -383,8 +384,25 @@ def _running_sum_stall(dtype: torch.dtype, step: float, limit: int = 200_000) ->
     raise RuntimeError("the running sum did not stall")
 
 
+def _cast_to_widths(x: float, widths: tuple[int, int]) -> float:
+    """x rounded to nearest (a tie to even) in the made-up IEEE-style format `widths`: inf past its top."""
+    return _value(*_encode(x, *widths), _Widths(*widths))
+
+
+def _widths_sum_stall(widths: tuple[int, int], step: float, limit: int = 200_000) -> float:
+    """_running_sum_stall in a made-up format: the sum and the step each rounded into it after every addition (in
+    doubles the additions here are exact: both terms hold a few bits)."""
+    total, add = 0.0, _cast_to_widths(step, widths)
+    for _ in range(limit):
+        after = _cast_to_widths(total + add, widths)
+        if after == total:
+            return total
+        total = after
+    raise RuntimeError("the running sum did not stall")
+
+
 def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> None:
-    """stall_point(dtype, step): where a running sum adding `step` in `dtype` stops growing."""
+    """stall_point(dtype, step): where a running sum adding `step` in `dtype` (or a made-up format) stops growing."""
     for dtype, step in _STALL_RUN:
         label = f"stall_point({dtype}, {step})"
         got = _as_float(call(stall_point, dtype, step, label=label), label)
@@ -417,6 +435,26 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
             below = torch.nextafter(s, torch.zeros((), dtype=dtype))
             if s + step != s or below + step == below:
                 fail(f"{label} returned {got:g}; in {dtype} the sum stops growing elsewhere.")
+    for widths, step in _STALL_MADE_UP:  # no dtype: the sum run with the judge's own rounding
+        label = f"stall_point({widths}, {step})"
+        got = _as_float(call(stall_point, widths, step, label=label), label)
+        want = _widths_sum_stall(widths, step)
+        if got == want:
+            continue
+        e, m = widths
+        fmt = f"a format of {e} exponent bits and {m} mantissa bits"
+        unrounded = 2.0 ** math.ceil(math.log2(2 * step * 2.0**m))  # the stall of a step the format held exactly
+        if _cast_to_widths(step, widths) != step and got == unrounded:
+            fail(f"{label} returned {got:g}: that is where a step of exactly {step} would stop, but {fmt} cannot hold "
+                 f"{step}. The step is stored in the format too: section 2, what a cast keeps.")
+        if got == 2 * want:
+            fail(f"{label} returned {got:g}, but in {fmt} the sum already stops below it, where the step lands exactly "
+                 "halfway to the next number. Section 2: where does a cast send a tie?")
+        if got == want / 2:
+            fail(f"{label} returned {got:g}, but in {fmt} the sum still grows there: where the spacing between numbers "
+                 "equals the step, one addition still reaches the next number up.")
+        fail(f"{label} returned {got:g}, which is not where adding {step} over and over in {fmt} stops growing: "
+             "section 4, how far apart the format's numbers are in each binade, and what one addition does there.")
 
 # --- predict_vanishing ---------------------------------------------------------------------------------------------
 
@@ -448,12 +486,15 @@ def _judge_predict_vanishing(predict_vanishing: Callable) -> None:
         if mine == [v != 0 and abs(v) <= smallest for v in values]:
             fail(f"{fmt} you predicted that the smallest positive number the format holds vanishes, but the cast "
                  "keeps it: a cast sends a value to 0 only when 0 is the nearest number it holds.")
+        # These two name the mistake and the principle only: told together, where the cut-off lies and which way
+        # its tie goes would be the rule itself (an outside tester read it off them in two tries).
         if mine == [v != 0 and abs(v) < smallest for v in values]:
-            fail(f"{fmt} you predicted that values vanish which the cast keeps: the largest of them lie just below "
-                 "the smallest positive number the format holds. Which is nearer to them, 0 or that number?")
+            fail(f"{fmt} you predicted that values vanish which the cast keeps: that sends every value below the "
+                 "format's smallest positive number down to 0, as if a cast dropped what does not fit. A cast rounds "
+                 "to the nearest number the format holds (section 2).")
         if mine == [v != 0 and abs(v) < half for v in values]:
-            fail(f"{fmt} you predicted that a value survives which the cast turns into 0: the one exactly halfway "
-                 "between 0 and the smallest positive number the format holds. Section 2: where does a tie go?")
+            fail(f"{fmt} your prediction is right except at an exact tie, a value as far from one number the format "
+                 "holds as from the next. Section 2: which of the two does a cast keep at a tie?")
         if mine == [v != 0 and abs(v) <= half / 2 for v in values]:
             fail(f"{fmt} you predicted that values survive which the cast turns into 0, all of them within a factor "
                  "of two of your cut-off. Check the bias, and the power of two an all-zero exponent field stands "
@@ -541,7 +582,7 @@ def _judge_choose_loss_scale(choose_loss_scale: Callable[[torch.Tensor, torch.dt
                  "digit: what does a higher scale still buy, and where does it stop being safe?")
         if got == want / 2 and got == line:
             fail(f"{label} returns a scale that leaves room: twice it still keeps every scaled gradient finite in "
-                 f"{dtype}. Exercise 1's third number is the case to remember.")
+                 f"{dtype}, and {STOPS_AT_THE_LARGEST}")
         fail(f"{label} returns a scale that leaves room unused in {dtype}: a bigger power of two still keeps every "
              "scaled gradient finite, and costs none of them a digit.")
 

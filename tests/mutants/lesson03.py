@@ -46,6 +46,17 @@ _GROW = """
         return True
 """
 
+_STALL_HEAD = """
+import math, torch
+def _held(dtype, step):
+    # (the step as the format holds it, the gap after 1.0), for a torch dtype or a made-up format's widths
+    if isinstance(dtype, torch.dtype):
+        return float(torch.tensor(step, dtype=dtype)), torch.finfo(dtype).eps
+    e, m = dtype
+    spacing = 2.0 ** (max(math.frexp(step)[1] - 1, 2 - 2 ** (e - 1)) - m)
+    return round(step / spacing) * spacing, 2.0 ** -m
+"""
+
 _ROUND_REFERENCE = """
 import math
 import torch
@@ -351,7 +362,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) for x in values]
 """,
-            r"Which is nearer to them",
+            r"rounds\s+to the nearest number the format holds",
         ),
         (
             "a tie at exactly half kept (< for <=)",
@@ -360,7 +371,7 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
     return [x != 0 and abs(x) < 2.0 ** (1 - bias - mantissa_bits) / 2 for x in values]
 """,
-            r"where does a tie go",
+            r"which of the two does a cast keep at a tie\?",
         ),
         (
             "bias off by one",
@@ -402,14 +413,15 @@ def predict_vanishing(values, exponent_bits, mantissa_bits):
             r"what it holds below its\s+smallest normal number",
         ),
         (
-            "share: fp16 loses everything below its smallest subnormal",
-            "ZERO_SHARE = {'e5m6': 0.598, 'bf16': 'none'}",
+            # 0 is a share like any other: scored as a guess, never refused (the refusal told a learner it is not 0)
+            "share: nothing vanishes in e5m6 either",
+            "ZERO_SHARE = {'e5m6': 0.0, 'bf16': 'none'}",
             r"what a cast does with a value smaller than all of them",
         ),
         (
-            "share: a percentage, not a fraction",
-            "ZERO_SHARE = {'e5m6': 56.8, 'bf16': 'none'}",
-            r"not 25",
+            "share: fp16 loses everything below its smallest subnormal",
+            "ZERO_SHARE = {'e5m6': 0.598, 'bf16': 'none'}",
+            r"what a cast does with a value smaller than all of them",
         ),
     ],
     "choose_loss_scale_check": [
@@ -488,26 +500,65 @@ def choose_loss_scale(grads, dtype):
 """,
             r"third number is the case to remember",
         ),
+        (
+            # an outside tester's first try: section 7's fp8 rule, S = 2^floor(log2(max/amax)), made-up formats too
+            "section 7's fp8 scale copied: the largest finite number as the line, in every format",
+            """
+import math, torch
+def choose_loss_scale(grads, dtype):
+    if isinstance(dtype, torch.dtype):
+        largest = torch.finfo(dtype).max
+    else:
+        e, m = dtype
+        largest = (2 - 2.0 ** -m) * 2.0 ** (2 ** e - 2 - (2 ** (e - 1) - 1))
+    return 2.0 ** math.floor(math.log2(largest / float(grads.abs().max())))
+""",
+            r"not where overflow starts",
+        ),
     ],
     "stall_point_check": [
         (
             "stops only once the step is less than half the spacing (a tie thought to grow)",
-            """
-import math, torch
+            _STALL_HEAD + """
 def stall_point(dtype, step):
-    step = float(torch.tensor(step, dtype=dtype))
-    return 2.0 ** (math.floor(math.log2(2 * step / torch.finfo(dtype).eps)) + 1)
+    step, eps = _held(dtype, step)
+    return 2.0 ** (math.floor(math.log2(2 * step / eps)) + 1)
 """,
             r"where does a cast send a tie",
         ),
         (
             "step/eps",
+            _STALL_HEAD + """
+def stall_point(dtype, step):
+    return step / _held(dtype, step)[1]
+""",
+            r"still reaches the next number up",
+        ),
+        (
+            # an outside tester passed the check this way before it asked about made-up formats: no idea of the format
+            "a search in the dtype: doubling until x + step == x, then halving back",
             """
 import torch
 def stall_point(dtype, step):
-    return step / torch.finfo(dtype).eps
+    s, x = torch.tensor(step, dtype=dtype), torch.tensor(1.0, dtype=dtype)
+    while x + s != x:
+        x = x * 2
+    while x / 2 + s == x / 2:
+        x = x / 2
+    return float(x)
 """,
-            r"still reaches the next number up",
+            r"made-up one, given by its widths",
+        ),
+        (
+            "the step taken as it is, not as the format holds it",
+            _STALL_HEAD + """
+def stall_point(dtype, step):
+    eps = _held(dtype, step)[1]
+    if isinstance(dtype, torch.dtype):
+        step = float(torch.tensor(step, dtype=dtype))
+    return 2.0 ** math.ceil(math.log2(2 * step / eps))
+""",
+            r"The step is stored in the format too",
         ),
         (
             "float32's eps for every dtype",
@@ -741,3 +792,10 @@ for _check, _name, _cell in (("ZERO_SHARE_check", "ZERO_SHARE", "ZERO_SHARE_chec
         ("prediction without a reason", f"{_name}.pop('why')", r"needs exactly the keys"),
         ("prediction as a bare number", f"{_name} = 0.5", r"should be a dict"),
     ]
+# A share above 1 is malformed, not a wrong guess: refused before it is recorded, as a share (0 to 1, 0 included: an
+# outside tester read "the share is not 0" off the refusal of 0.0 when e5m6 was a positive number)
+MUTANTS["ZERO_SHARE_check"].append(("share: a percentage, not a fraction", "ZERO_SHARE['e5m6'] = 56.8",
+                                    r"share from 0 to 1 \(0\.2 for 20%\)"))
+MUTANTS["SCALER_FORECAST_check"].append(("share: a percentage, not a fraction",
+                                         "SCALER_FORECAST['share skipped in the long run'] = 9.1",
+                                         r"share from 0 to 1 \(0\.2 for 20%\)"))
