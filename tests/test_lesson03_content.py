@@ -509,6 +509,39 @@ def test_zero_share_takes_any_share_from_0_to_1_and_refuses_a_percentage():
     assert "<a share, 0 to 1>" in stub
 
 
+def test_scaler_forecast_takes_0_steps_skipped_and_refuses_a_negative_count():
+    """ "skipped at start" refused 0 with "write a positive number", which told a learner some steps are skipped."""
+    from grader.checks._common import CheckFailed
+
+    forecast = lesson03.check_scaler_forecast
+    for count in (0, 0.0, 6):
+        assert forecast.valid({"skipped at start": count, "share skipped in the long run": 0.1,
+                               "why": "a reason"})["skipped at start"] == float(count)
+    for wrong in (-1, float("inf"), "six"):
+        with pytest.raises(CheckFailed) as caught:
+            forecast.valid({"skipped at start": wrong, "share skipped in the long run": 0.1, "why": "a reason"})
+        assert "0 or more" in str(caught.value) and "positive" not in str(caught.value)
+
+
+def test_no_stall_point_message_says_where_the_tie_goes_or_calls_it_halfway():
+    """The tie message said the sum stops "where the step lands exactly halfway to the next number" and asked where a
+    cast sends a tie: with that, the rule is in the message. Every stall_point mutant's message, read the same way as
+    predict_vanishing's."""
+    from mutants import lesson03 as mutants_03
+
+    from grader.checks._common import CheckFailed
+
+    said = []
+    for _name, source, _pattern in mutants_03.MUTANTS["stall_point_check"]:
+        space: dict = {}
+        exec(compile(source, "<mutant>", "exec"), space)
+        with pytest.raises(CheckFailed) as caught:
+            lesson03.check_stall_point(space["stall_point"])
+        said.append(str(caught.value))
+    for message in said:
+        assert not _HALF.search(message) and not _TIE_WAY.search(message), message
+
+
 _HALF = re.compile(r"\bhalf(way)?\b", re.I)
 _TIE_WAY = re.compile(r"\btie\b.*\b(to 0|into 0|to zero|toward zero|to even|even|down|up|away)\b"
                       r"|\b(to 0|into 0|to zero|toward zero|to even|down|up)\b.*\btie\b", re.I | re.S)

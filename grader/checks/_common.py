@@ -284,8 +284,8 @@ class Prediction(Check):
 
     `lessonNN.check_x = Prediction(lesson, name, keys, points, band, mistakes, model)`:
 
-    - `keys`: {key: "number", "share" (0 to 1), "bool" or a tuple of allowed words}; "why" (one line of
-      reasoning) is added to every prediction and required.
+    - `keys`: {key: "number" (above 0), "count" (0 or more), "share" (0 to 1), "bool" or a tuple of allowed
+      words}; "why" (one line of reasoning) is added to every prediction and required.
     - `band(first, context) -> (fraction, message)`: the first guess (a dict
       of `keys`, numbers as floats) against the lesson's model fed with
       `context` (what the run measured when the guess was recorded,
@@ -383,6 +383,10 @@ class Prediction(Check):
             elif kind == "number":
                 if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
                     fail(f"{self.name}[{key!r}] is {quote(value)}; write a positive number.")
+                out[key] = float(value)
+            elif kind == "count":  # how many: 0 (none) is an answer too, and refusing it would say it is not the answer
+                if not is_number(value) or not math.isfinite(float(value)) or float(value) < 0:
+                    fail(f"{self.name}[{key!r}] is {quote(value)}; write how many, 0 or more.")
                 out[key] = float(value)
             elif kind == "share":  # a share of a whole: 0 (none) is an answer too
                 if not is_number(value) or not 0 <= float(value) <= 1:

@@ -657,7 +657,7 @@ def _forecast_reference() -> tuple[int, float]:
     """Part of SCALER_FORECAST's model or its feedback: sealed (grader.checks._sealed)."""
 
 
-_FORECAST_KEYS = {"skipped at start": "number", "share skipped in the long run": "share"}
+_FORECAST_KEYS = {"skipped at start": "count", "share skipped in the long run": "share"}
 
 
 @course_only()

@@ -418,8 +418,9 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
             )
         if close(got, 2 * want):
             fail(
-                f"{label} returned {got:g}, but the sum already stops below it, where the step lands exactly halfway "
-                "to the next number. Section 2: where does a cast send a tie?"
+                f"{label} returned {got:g}, but the sum already stops growing below it. Below your answer, add the "
+                "step once and ask what the cast makes of a result that is not one of the format's numbers, in "
+                "every case section 2 names, the rare one too."
             )
         fp32 = call(stall_point, torch.float32, step, label=f"stall_point(torch.float32, {step})")
         if is_number(fp32) and close(got, float(fp32)):
@@ -448,8 +449,9 @@ def _judge_stall_point(stall_point: Callable[[torch.dtype, float], float]) -> No
             fail(f"{label} returned {got:g}: that is where a step of exactly {step} would stop, but {fmt} cannot hold "
                  f"{step}. The step is stored in the format too: section 2, what a cast keeps.")
         if got == 2 * want:
-            fail(f"{label} returned {got:g}, but in {fmt} the sum already stops below it, where the step lands exactly "
-                 "halfway to the next number. Section 2: where does a cast send a tie?")
+            fail(f"{label} returned {got:g}, but in {fmt} the sum already stops growing below it. Below your answer, "
+                 "add the step once and ask what the cast makes of a result that is not one of the format's numbers, "
+                 "in every case section 2 names, the rare one too.")
         if got == want / 2:
             fail(f"{label} returned {got:g}, but in {fmt} the sum still grows there: where the spacing between numbers "
                  "equals the step, one addition still reaches the next number up.")

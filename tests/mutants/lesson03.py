@@ -524,7 +524,7 @@ def stall_point(dtype, step):
     step, eps = _held(dtype, step)
     return 2.0 ** (math.floor(math.log2(2 * step / eps)) + 1)
 """,
-            r"where does a cast send a tie",
+            r"in every case section 2 names, the rare one too",
         ),
         (
             "step/eps",
