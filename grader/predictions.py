@@ -400,6 +400,21 @@ def revealed(lesson: str, name: str, shown: str = ""):
     yield True
 
 
+@contextlib.contextmanager
+def after_guess(lesson: str, name: str):
+    """`with after_guess(lesson, name) as ready:` around a cell that runs what `name` is scored against without showing
+    its answer (lesson 05's loader table and op count): its body runs once a first guess is recorded (or the answer was
+    revealed on purpose), else one line and skip. Run before the guess, the cell would count as asking for the answer
+    (copy test r33: running section 6 first zeroed MFU_GUESS, whose answer it never shows)."""
+    found = entry(lesson, name)
+    if found is None or not (found.get("first") or found.get("revealed")):
+        print(f"⏭ skipped: this cell runs what `{name}` is scored against; write your prediction and run its check "
+              "cell first (it records your first guess)")
+        yield False
+        return
+    yield True
+
+
 def describe(value: dict) -> str:
     """A prediction's value in one line, its reason left out."""
     parts = []

@@ -557,3 +557,37 @@ def test_diagnose_lists_its_verdicts_in_no_order_of_precedence():
     assert order != ["near-oom", "waiting", "slowed", "tiny-kernels", "busy"], order
     stub = solution_cells("05_reading_the_machine", student=True)["diagnose"]
     assert "'near-oom', 'waiting', 'slowed', 'tiny-kernels', 'busy'" not in stub
+
+
+def test_the_lessons_own_cells_never_count_as_asking_for_a_prediction(tmp_path):
+    """Copy test r33: with every function done and both predictions left blank, running the rest of the lesson zeroed
+    MFU_GUESS (section 6's op count calls profiling.device_ops) and, when fixed_loader chose other than 2 workers,
+    IDLE_GUESS (section 5's table calls loading.with_workers), though neither cell shows their answers. Those cells
+    now wait for a first guess with one line, so a learner who comes back to the predictions still earns them."""
+    from grader import predictions
+    from grader.pipeline.kernels import notebook_client
+
+    nb = read_notebook(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb")
+    release = read_notebook(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb")
+    blank = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+             if c.metadata.get("nbgrader", {}).get("grade_id") in ("MFU_GUESS", "IDLE_GUESS")}
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in blank:
+            cell.source = blank[grade_id]
+        if cell.cell_type == "code" and "def fixed_loader" in cell.source:  # 3 workers, not 2: the loader table then
+            cell.source = cell.source.replace(  # builds a "2 workers" loader, with loading.with_workers
+                "workers = max(1, math.ceil(batch_size * dataset.item_seconds / step_seconds))", "workers = 3")
+            assert "workers = 3" in cell.source
+    folder = tmp_path / LESSON
+    folder.mkdir()
+    record = folder / predictions.FILE_NAME
+    with predictions.environment(**{predictions.ENV_PATH: str(record), predictions.ENV_LEDGER: ""}):
+        notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                        resources={"metadata": {"path": str(folder)}}).execute()
+    stamped = {name: entry.get("revealed") for part in predictions.read(record).values()
+               for name, entry in part["entries"].items()}
+    assert not any(stamped.get(name) for name in blank), stamped
+    skipped = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    for name in blank:
+        assert any(f"this cell runs what `{name}` is scored against" in text for text in skipped), name

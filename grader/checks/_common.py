@@ -496,6 +496,13 @@ class Prediction(Check):
         self._wait()
         return predictions.revealed(self.lesson, self.name, shown)
 
+    def after_guess(self):
+        """`with check.after_guess() as ready:` around a cell that runs what the prediction is scored against but shows
+        no answer: skips with one line until a first guess is recorded (grader.predictions.after_guess)."""
+        from grader import predictions
+
+        return predictions.after_guess(self.lesson, self.name)
+
     def reveal(self) -> None:
         """The deliberate reveal: prints the model's answer and records that it was asked for. While `waits` holds the
         answer back, it records the choice (before a first guess) and says when the answer will be shown."""
