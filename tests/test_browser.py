@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, lesson_ids
+from conftest import ROOT, blank_run_group, lesson_ids
 from notebook_cells import solution_cells
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -688,23 +688,12 @@ def test_every_deck_presents_offline_and_reruns_a_cell_on_its_slide(browser, pre
 # --- without a browser -----------------------------------------------------------------------------------
 
 
-def _run_cell_by_cell(path: Path) -> nbformat.NotebookNode:
-    """Every cell in turn, errors kept, with the lesson's quickest settings (demo = True)."""
-    from grader.pipeline.kernels import notebook_client
+@pytest.mark.parametrize("lesson", [pytest.param(lesson, marks=blank_run_group(lesson)) for lesson in lesson_ids()])
+def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson, blank_release):
+    """Every cell of the blank release run in turn: show cells never fail; each error is short, from the learner's side.
 
-    nb = nbformat.read(str(path), as_version=4)
-    for cell in nb.cells:
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            cell.source = re.sub(r"^demo = False", "demo = True", cell.source, flags=re.M)
-    notebook_client(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return nb
-
-
-@pytest.mark.parametrize("lesson", lesson_ids())
-def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson):
-    """Every cell of the blank release run in turn: show cells never fail; each error is short, from the learner's side."""
-    nb = _run_cell_by_cell(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    The run is conftest's `blank_release` (the release as stored), which tests/test_notebooks.py reads too."""
+    nb, _ = blank_release(lesson)
     problems = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
