@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from pathlib import Path
@@ -39,6 +40,42 @@ def lesson_ids() -> list[str]:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def blank_run_group(lesson: str) -> pytest.MarkDecorator:
+    """The xdist group of every test that reads `lesson`'s blank release run (`blank_release`): one worker runs it once."""
+    return pytest.mark.xdist_group(f"blank-{lesson}")
+
+
+@pytest.fixture(scope="session")
+def blank_release(tmp_path_factory):
+    """`blank_release(lesson)`: the blank student notebook (notebooks/, as stored) run cell by cell, errors kept, and
+    the predictions record its kernel wrote; run once per lesson for every test that only reads what it showed.
+
+    The kernel starts as `fresh_predictions` leaves a test's: a record of its own, no ledger, no grading.
+    """
+    from grader import predictions
+    from grader.pipeline.kernels import notebook_client
+
+    done: dict[str, tuple[nbformat.NotebookNode, dict]] = {}
+
+    def executed(lesson: str) -> tuple[nbformat.NotebookNode, dict]:
+        if lesson not in done:
+            path = ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
+            record = tmp_path_factory.mktemp(f"blank-{lesson}") / predictions.FILE_NAME
+            nb = read_notebook(path)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(predictions.ENV_PATH, str(record))
+                mp.setenv(predictions.ENV_LEDGER, "")
+                for name in ("NBGRADER_EXECUTION", predictions.ENV_GRADING):
+                    mp.delenv(name, raising=False)
+                notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+            done[lesson] = nb, predictions.read(record)
+        nb, record = done[lesson]
+        return copy.deepcopy(nb), copy.deepcopy(record)  # each test reads its own copy
+
+    return executed
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:

@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, lesson_ids
+from conftest import ROOT, blank_run_group, lesson_ids
 from notebook_cells import solution_cells
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -343,35 +343,43 @@ def _is_check(meta: dict | None) -> bool:
 
 
 @in_browser
-@pytest.mark.parametrize("lesson,size", [(lesson_ids()[0], size) for size in VIEWPORTS])
-def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browser, lesson, size):
-    page = _page(browser, size)
+@pytest.mark.parametrize("lesson", lesson_ids()[:1])
+def test_blank_lesson_run_all_stops_at_the_first_check_with_one_line(lab, browser, lesson):
+    """Run All once (the kernel's run does not depend on the window), then read what it showed at each size."""
+    sizes = list(VIEWPORTS)
+    page = _page(browser, sizes[0])
     _open(page, lab, f"{lesson}/{lesson}.ipynb")
     page.evaluate(_RUN_ALL)
-    cells = page.evaluate(_OUTPUTS)
-    errors = _errors(cells)
-    first_error = next((c for c in cells if c["type"] == "code" and _errors([c])), None)
-    if first_error is not None:  # the notebook renders only the cells in view: scroll through the notebook's own API
-        page.evaluate("""async (i) => {
-          const notebook = window.jupyterapp.shell.currentWidget.content;
-          notebook.activeCellIndex = i;
-          await notebook.scrollToItem(i, 'center');
-        }""", first_error["i"])
-        page.wait_for_timeout(500)
-    _shot(page, f"{lesson}-blank-run-all-{size}")
+    seen = {}
+    for size in sizes:
+        page.set_viewport_size(VIEWPORTS[size])
+        page.wait_for_timeout(300)
+        cells = page.evaluate(_OUTPUTS)
+        seen[size] = cells
+        first_error = next((c for c in cells if c["type"] == "code" and _errors([c])), None)
+        if first_error is not None:  # the notebook renders only the cells in view: scroll through the notebook's own API
+            page.evaluate("""async (i) => {
+              const notebook = window.jupyterapp.shell.currentWidget.content;
+              notebook.activeCellIndex = i;
+              await notebook.scrollToItem(i, 'center');
+            }""", first_error["i"])
+            page.wait_for_timeout(500)
+        _shot(page, f"{lesson}-blank-run-all-{size}")
     page.close()
-    opening = " ".join(c["source"] for c in cells[:6] if c["type"] == "markdown")
-    assert "Run All" in opening, "the lesson's opening does not say where Run All stops"
-    assert len(errors) == 1, f"Run All on a blank lesson should stop at one error, got {errors}"
-    (error,) = errors
-    assert _is_check(error["nbgrader"]), f"Run All stopped in cell {error['i']}, which is not a check cell: {error}"
-    assert error["ename"] == "NotDone", f"a blank exercise should say NotDone, not {error['ename']}: {error['evalue']}"
-    assert "not done yet" in error["evalue"], error["evalue"]
-    shown = error["shown"].strip()
-    assert len(shown.splitlines()) <= 2 and "Traceback" not in shown and "grader/" not in shown, \
-        f"a learner sees more than one line for an unfinished exercise:\n{shown}"
-    ran = [c for c in cells if c["type"] == "code" and c["i"] < error["i"]]
-    assert all(c["count"] is not None for c in ran), "Run All skipped cells before the first check"
+    for size, cells in seen.items():
+        errors = _errors(cells)
+        opening = " ".join(c["source"] for c in cells[:6] if c["type"] == "markdown")
+        assert "Run All" in opening, "the lesson's opening does not say where Run All stops"
+        assert len(errors) == 1, f"{size}: Run All on a blank lesson should stop at one error, got {errors}"
+        (error,) = errors
+        assert _is_check(error["nbgrader"]), f"{size}: Run All stopped in cell {error['i']}, which is not a check cell: {error}"
+        assert error["ename"] == "NotDone", f"a blank exercise should say NotDone, not {error['ename']}: {error['evalue']}"
+        assert "not done yet" in error["evalue"], error["evalue"]
+        shown = error["shown"].strip()
+        assert len(shown.splitlines()) <= 2 and "Traceback" not in shown and "grader/" not in shown, \
+            f"{size}: a learner sees more than one line for an unfinished exercise:\n{shown}"
+        ran = [c for c in cells if c["type"] == "code" and c["i"] < error["i"]]
+        assert all(c["count"] is not None for c in ran), "Run All skipped cells before the first check"
 
 
 def _solved(page, lab: str, lesson: str) -> list[dict]:
@@ -688,23 +696,12 @@ def test_every_deck_presents_offline_and_reruns_a_cell_on_its_slide(browser, pre
 # --- without a browser -----------------------------------------------------------------------------------
 
 
-def _run_cell_by_cell(path: Path) -> nbformat.NotebookNode:
-    """Every cell in turn, errors kept, with the lesson's quickest settings (demo = True)."""
-    from grader.pipeline.kernels import notebook_client
+@pytest.mark.parametrize("lesson", [pytest.param(lesson, marks=blank_run_group(lesson)) for lesson in lesson_ids()])
+def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson, blank_release):
+    """Every cell of the blank release run in turn: show cells never fail; each error is short, from the learner's side.
 
-    nb = nbformat.read(str(path), as_version=4)
-    for cell in nb.cells:
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            cell.source = re.sub(r"^demo = False", "demo = True", cell.source, flags=re.M)
-    notebook_client(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return nb
-
-
-@pytest.mark.parametrize("lesson", lesson_ids())
-def test_blank_release_errors_are_one_line_and_show_cells_skip(lesson):
-    """Every cell of the blank release run in turn: show cells never fail; each error is short, from the learner's side."""
-    nb = _run_cell_by_cell(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    The run is conftest's `blank_release` (the release as stored), which tests/test_notebooks.py reads too."""
+    nb, _ = blank_release(lesson)
     problems = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):

@@ -11,9 +11,8 @@ from typing import Optional, Sequence
 
 import pytest
 import torch
-from grader.pipeline.kernels import notebook_client
 
-from conftest import ROOT, read_notebook, quiet_model
+from conftest import ROOT, blank_run_group, read_notebook, quiet_model
 from notebook_cells import cell_index, graded, shown_by
 from grader import plots, shortcuts, specs, timing
 from grader.checks import lesson01
@@ -281,10 +280,9 @@ def test_opening_says_where_run_all_stops():
     assert "stops at the first exercise you have not done yet, with one line saying which" in " ".join(_markdown().split())
 
 
-def test_blank_release_fails_only_at_check_cells_with_one_line():
-    nb = read_notebook(STUDENT)
-    notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(STUDENT.parent)}}).execute()
+@blank_run_group(LESSON)
+def test_blank_release_fails_only_at_check_cells_with_one_line(blank_release):
+    nb, _ = blank_release(LESSON)  # the blank release as stored, run cell by cell (conftest), shared with other tests
     graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
     errors = {i: o for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"}

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 import torch
-from grader.pipeline.kernels import notebook_client
 
-from conftest import ROOT, read_notebook
+from conftest import ROOT, blank_run_group, read_notebook
 from grader.checks import _plain, lesson03
 from notebook_cells import check_cells, namespace
 
@@ -247,10 +246,9 @@ def test_show_cells_use_exercises_only_under_skip_if_not_done():
                                  for target in stmt.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
 
 
-def test_blank_release_runs_cell_by_cell_failing_only_at_checks():
-    nb = read_notebook(RELEASE)
-    notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(RELEASE.parent)}}).execute()
+@blank_run_group(LESSON)
+def test_blank_release_runs_cell_by_cell_failing_only_at_checks(blank_release):
+    nb, _ = blank_release(LESSON)  # the blank release as stored, run cell by cell (conftest), shared with other tests
     graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
     errors = {i: (o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"}

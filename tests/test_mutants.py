@@ -79,20 +79,20 @@ def test_visible_part_drops_only_the_hidden_block():
     assert visible_part("x.check(f)\n") == "x.check(f)\n"
 
 
-@pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_cases()))
-def test_visible_check_alone_fails_each_mutant_with_its_message(lesson, grade_id, source, pattern):
-    """No mutant passes what the learner sees and loses points only in a hidden test: the ✓ means the grade."""
+def _failing_line(exc: BaseException, filename: str) -> int | None:
+    """The line of the code compiled as `filename` that `exc` was raised through (its innermost frame there)."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _visible_alone_fails(lesson: str, grade_id: str, source: str, pattern: str, visible: str) -> None:
+    """The visible part run on its own, after the mutant: it fails, with the message naming the mistake."""
     ns = namespace(lesson)
     exec(compile(source, "<mutant>", "exec"), ns)
-    visible = visible_part(check_cells(lesson)[grade_id])
-    assert "HIDDEN" not in visible
-    if grade_id in prediction_cells(lesson):  # a prediction: less than full credit, its feedback naming the mistake
-        try:
-            got, said = _scored(lesson, grade_id, ns)
-        except AssertionError as exc:
-            got, said = 0.0, str(exc)
-        assert got < prediction_cells(lesson)[grade_id].points and re.search(pattern, said), (got, said)
-        return
     try:
         exec(compile(visible, f"<{lesson} {grade_id}, visible part>", "exec"), ns)
     except AssertionError as exc:
@@ -102,10 +102,19 @@ def test_visible_check_alone_fails_each_mutant_with_its_message(lesson, grade_id
 
 
 @pytest.mark.parametrize("lesson,grade_id,source,pattern", list(_cases()))
-def test_mutant_fails_with_its_message(lesson, grade_id, source, pattern):
+def test_mutant_fails_with_its_message_in_the_visible_part(lesson, grade_id, source, pattern):
+    """The check cell fails each mutant with the message that names its mistake, and so does the part of it the learner
+    sees: no mutant passes the ✓ and loses points only in a hidden test, so the ✓ means the grade.
+
+    One run of the whole cell shows both where the hidden block ends the cell (every cell today): the visible part is
+    then the cell's first lines, and a failure at one of them is the visible part's own. Elsewhere the visible part
+    is also run on its own."""
     ns = namespace(lesson)
     exec(compile(source, "<mutant>", "exec"), ns)
-    if grade_id in prediction_cells(lesson):
+    cell = check_cells(lesson)[grade_id]
+    visible = visible_part(cell)
+    assert "HIDDEN" not in visible
+    if grade_id in prediction_cells(lesson):  # a prediction: less than full credit, its feedback naming the mistake
         try:
             got, message = _scored(lesson, grade_id, ns)
         except AssertionError as exc:
@@ -117,6 +126,12 @@ def test_mutant_fails_with_its_message(lesson, grade_id, source, pattern):
         run_check(lesson, grade_id, ns)
     message = str(caught.value)
     assert re.search(pattern, message), f"the check failed, but its message does not name the mistake:\n{message}"
+    if cell.startswith(visible):  # the hidden block ends the cell
+        line = _failing_line(caught.value, f"<{lesson} {grade_id}>")
+        assert line is not None and line <= len(visible.splitlines()), (
+            f"the visible part of {grade_id} passes this mutant: only a hidden test (cell line {line}) catches it")
+    else:
+        _visible_alone_fails(lesson, grade_id, source, pattern, visible)
 
 
 # --- the same checks as the class grader runs them: observe beside the code, judge in the grader --------------

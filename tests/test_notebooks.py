@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
-from grader import predictions
-from grader.pipeline.kernels import notebook_client
 
 import lesson_outputs
-from conftest import ROOT, lesson_ids, processes_tagged, read_notebook
+from conftest import ROOT, blank_run_group, lesson_ids, processes_tagged, read_notebook
 from grader.pipeline.release import release
 from grader.pipeline.run import run
 
@@ -88,12 +84,12 @@ def test_solution_runs_under_papermill(lesson, tmp_path, process_tag):
     lesson_outputs.check(lesson, executed)  # what it must show, not only that it ran
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_student_notebook_fails_only_at_checks_with_one_line(lesson):
-    """A blank release run cell by cell: only check cells fail, each with the one-line 'not done yet', no package frames."""
-    nb = read_notebook(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
-    notebook_client(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(ROOT / "notebooks" / lesson)}}).execute()
+@pytest.mark.parametrize("lesson", [pytest.param(lesson, marks=blank_run_group(lesson)) for lesson in LESSONS])
+def test_student_notebook_fails_only_at_checks_with_one_line(lesson, blank_release):
+    """A blank release run cell by cell: only check cells fail, each with the one-line 'not done yet', no package frames.
+
+    The run is conftest's `blank_release`, shared with the other tests that read a blank lesson's outputs."""
+    nb, record = blank_release(lesson)
     errors = [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     graded = {i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
     assert errors, f"{lesson}: the blank student notebook raised nothing; are the exercises stubs?"
@@ -106,7 +102,6 @@ def test_student_notebook_fails_only_at_checks_with_one_line(lesson):
         assert "not done yet" in out.traceback[0]
     # A show cell that skips must skip before it runs an instrument a prediction is scored against: run ahead on a
     # blank notebook, a copy test found lesson 02's loop tables stamping SYNC_ANSWERS as revealed, answer unseen.
-    record = predictions.read(Path(os.environ[predictions.ENV_PATH]))
     stamped = sorted(name for part in record.values() for name, entry in part["entries"].items() if entry.get("revealed"))
     assert not stamped, f"{lesson}: a blank notebook run cell by cell recorded a reveal of {stamped}, showing nothing"
 

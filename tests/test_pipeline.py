@@ -1,7 +1,9 @@
 """End to end through the grader on a temporary course: full marks, zero, and a named mistake, for every lesson.
 
 One class is graded once: alice hands in each lesson's reference solution, bob
-each blank release, carol each release with one typical mistake written in.
+each blank release, carol each release with one typical mistake written in; for
+lesson 01 dave, erin and frank too (partial credit, no record, another mistake).
+Plain nbgrader grades lesson 01's six once, for the tests that compare the two.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import shutil
 
+import nbformat
 import pytest
 
 from conftest import ROOT, lesson_ids
@@ -92,13 +95,58 @@ CAROL = {
 GRADED_CELLS = {lesson: len(check_cells(lesson)) for lesson in lesson_ids()}
 
 
+# Lesson 01's other students, graded by both graders: dave (an honest half-right first guess, then the right answer),
+# erin (the right answer, no predictions.json handed in) and frank (crossover_size returns None).
+PARTIAL = "01_crossover"
+PARTIAL_STUDENTS = ("dave", "erin", "frank")
+
+
+def _partial_credit_students(subs, scratch) -> None:
+    from grader import predictions
+    from grader.checks import lesson01
+    from notebook_cells import honest_predictions, with_exercise
+
+    lesson = PARTIAL
+    # outside any test's record (a module fixture has none): what the model's call records goes to a scratch one
+    with predictions.environment(**{predictions.ENV_PATH: str(scratch / predictions.FILE_NAME), predictions.ENV_LEDGER: ""}):
+        right = lesson01._crossover_n(*lesson01._crossover_inputs())
+    for student in ("dave", "erin"):
+        (subs / student / lesson).mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / lesson / f"{lesson}.ipynb", subs / student / lesson)
+    honest_predictions(lesson, subs / "dave" / lesson)
+    record = json.loads((subs / "dave" / lesson / predictions.FILE_NAME).read_text())
+    entry = record["lessons"][lesson]["entries"]["CROSSOVER_PREDICTION"]
+    entry["first"] = {"n": right * 1.3, "why": "roughly where the fixed cost is paid back"}
+    (subs / "dave" / lesson / predictions.FILE_NAME).write_text(json.dumps(record))
+    frank = with_exercise(ROOT / "notebooks" / lesson / f"{lesson}.ipynb", "crossover_size",
+                          "def crossover_size(sizes, cpu_seconds, gpu_seconds):\n    return None\n")
+    (subs / "frank" / lesson).mkdir(parents=True)
+    nbformat.write(frank, str(subs / "frank" / lesson / f"{lesson}.ipynb"))
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def submissions(tmp_path_factory):
+    """The class's hand-ins: alice, bob and carol for every lesson, and lesson 01's PARTIAL_STUDENTS."""
     subs = tmp_path_factory.mktemp("submissions")
     for lesson, (exercise, mistake, _, _) in CAROL.items():
         three_submissions(subs, lesson, exercise, mistake)
+    _partial_credit_students(subs, tmp_path_factory.mktemp("record"))
+    return subs
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, submissions):
     out = tmp_path_factory.mktemp("grades")
-    return out, read_csv(grade_class(ROOT, subs, out, log=lambda line: None))
+    return out, read_csv(grade_class(ROOT, submissions, out, log=lambda line: None))
+
+
+@pytest.fixture(scope="module")
+def plain_graded(tmp_path_factory, submissions):
+    """Lesson 01's six submissions graded by plain nbgrader (checks and hidden tests run in the student's kernel)."""
+    from grader.pipeline.nbgrader_plain import autograde_plain
+
+    out = tmp_path_factory.mktemp("plain")
+    return read_csv(autograde_plain(ROOT, submissions, out, only=[PARTIAL], log=lambda line: None))
 
 
 def _rows(graded, student: str, lesson: str):
@@ -144,58 +192,38 @@ def test_a_mistake_is_named_in_the_csv(graded, lesson):
 
 def test_one_row_per_student_lesson_and_graded_cell(graded):
     keys = [(r.student, r.lesson, r.grade_id) for r in graded[1]]
-    assert len(keys) == len(set(keys)) == 3 * sum(GRADED_CELLS.values())
+    assert len(keys) == len(set(keys)) == 3 * sum(GRADED_CELLS.values()) + len(PARTIAL_STUDENTS) * GRADED_CELLS[PARTIAL]
 
 
 def test_feedback_html_has_no_hidden_tests(graded):
     pages = list((graded[0] / "course" / "feedback").rglob("*.html"))
-    assert len(pages) == 3 * len(CAROL)
+    assert len(pages) == 3 * len(CAROL) + len(PARTIAL_STUDENTS)
     for page in pages:
         assert "BEGIN HIDDEN TESTS" not in page.read_text(encoding="utf-8")
 
 
-def test_plain_nbgrader_grades_the_release_in_the_kernel(tmp_path):
+def test_plain_nbgrader_grades_the_release_in_the_kernel(plain_graded):
     """An instructor's own `nbgrader autograde` (checks and hidden tests run in the student's kernel) grades right too."""
-    from grader.pipeline.nbgrader_plain import autograde_plain
-
     lesson = "01_crossover"
     exercise, mistake, check, words = CAROL[lesson]
-    three_submissions(tmp_path / "subs", lesson, exercise, mistake)
-    rows = read_csv(autograde_plain(ROOT, tmp_path / "subs", tmp_path / "out", log=lambda line: None))
-    by = {s: {r.grade_id: r for r in rows if r.student == s} for s in ("alice", "bob", "carol")}
+    by = {s: {r.grade_id: r for r in plain_graded if r.student == s} for s in ("alice", "bob", "carol")}
     assert all(r.score == r.max_score for r in by["alice"].values()), by["alice"]
     assert len(by["bob"]) == GRADED_CELLS[lesson] and all(r.score == 0 for r in by["bob"].values())
     assert by["carol"][check].score == 0 and words in by["carol"][check].message, by["carol"][check]
 
 
-def test_both_graders_give_the_same_scores_partial_credit_included(tmp_path):
-    """alice (reference, first guesses recorded), bob (blank), dave (an honest half-right first guess, then the
-    right answer) and erin (the right answer, no predictions.json handed in): the class grader and plain
-    nbgrader give each graded cell of lesson 01 the same score."""
-    from grader import predictions
-    from grader.checks import lesson01
-    from grader.pipeline.nbgrader_plain import autograde_plain
-    from notebook_cells import honest_predictions, with_exercise
-
-    lesson = "01_crossover"
-    subs = tmp_path / "subs"
-    three_submissions(subs, lesson, "crossover_size", "def crossover_size(sizes, cpu_seconds, gpu_seconds):\n    return None\n")
-    right = lesson01._crossover_n(*lesson01._crossover_inputs())
-    for student in ("dave", "erin"):
-        (subs / student / lesson).mkdir(parents=True)
-        shutil.copy(ROOT / "solutions" / lesson / f"{lesson}.ipynb", subs / student / lesson)
-    honest_predictions(lesson, subs / "dave" / lesson)
-    record = json.loads((subs / "dave" / lesson / predictions.FILE_NAME).read_text())
-    entry = record["lessons"][lesson]["entries"]["CROSSOVER_PREDICTION"]
-    entry["first"] = {"n": right * 1.3, "why": "roughly where the fixed cost is paid back"}
-    (subs / "dave" / lesson / predictions.FILE_NAME).write_text(json.dumps(record))
-    ours = read_csv(grade_class(ROOT, subs, tmp_path / "ours", log=lambda line: None))
-    plain = read_csv(autograde_plain(ROOT, subs, tmp_path / "plain", log=lambda line: None))
+def test_both_graders_give_the_same_scores_partial_credit_included(graded, plain_graded):
+    """alice (reference, first guesses recorded), bob (blank), carol and frank (a mistake each), dave (an honest
+    half-right first guess, then the right answer) and erin (the right answer, no predictions.json handed in): the
+    class grader and plain nbgrader give each graded cell of lesson 01 the same score."""
     by = lambda rows: {(r.student, r.grade_id): r.score for r in rows}  # noqa: E731
-    assert by(ours) == by(plain)
-    assert by(ours)["dave", "CROSSOVER_PREDICTION_check"] == 1.5  # the commitment and half the band
-    assert by(ours)["erin", "CROSSOVER_PREDICTION_check"] == 0.0  # nothing recorded: nothing to credit
-    assert by(ours)["alice", "CROSSOVER_PREDICTION_check"] == 2.0
+    ours = by(r for r in graded[1] if r.lesson == PARTIAL)
+    plain = by(plain_graded)
+    assert {s for s, _ in plain} == {"alice", "bob", "carol", *PARTIAL_STUDENTS}
+    assert ours == plain
+    assert ours["dave", "CROSSOVER_PREDICTION_check"] == 1.5  # the commitment and half the band
+    assert ours["erin", "CROSSOVER_PREDICTION_check"] == 0.0  # nothing recorded: nothing to credit
+    assert ours["alice", "CROSSOVER_PREDICTION_check"] == 2.0
 
 
 def _grader_imports(path) -> set[str]:
