@@ -383,10 +383,8 @@ def revealed(lesson: str, name: str, shown: str = ""):
     Use as `with check.revealed(): ...` (the check knows its lesson and name).
     A body that is skipped is not run at all.
     """
-    found = entry(lesson, name)
-    if found is None or not (found.get("first") or found.get("revealed")):
-        print(f"⏭ skipped: this cell shows the answer to `{name}`; write your prediction and run its check cell "
-              "first (it records your first guess)")
+    found = _guessed_or_said(lesson, name, "shows the answer to")
+    if found is None:
         yield False
         return
     if (lesson, name) not in _SHOWN:
@@ -406,13 +404,18 @@ def after_guess(lesson: str, name: str):
     its answer (lesson 05's loader table and op count): its body runs once a first guess is recorded (or the answer was
     revealed on purpose), else one line and skip. Run before the guess, the cell would count as asking for the answer
     (copy test r33: running section 6 first zeroed MFU_GUESS, whose answer it never shows)."""
+    yield _guessed_or_said(lesson, name, "runs what is scored against") is not None
+
+
+def _guessed_or_said(lesson: str, name: str, what: str) -> dict | None:
+    """`name`'s record when it has a first guess or a deliberate reveal; else None, after the one line a cell that
+    waits for it prints ("this cell <what> `name`")."""
     found = entry(lesson, name)
     if found is None or not (found.get("first") or found.get("revealed")):
-        print(f"⏭ skipped: this cell runs what `{name}` is scored against; write your prediction and run its check "
-              "cell first (it records your first guess)")
-        yield False
-        return
-    yield True
+        print(f"⏭ skipped: this cell {what} `{name}`; write your prediction and run its check cell first (it records "
+              "your first guess)")
+        return None
+    return found
 
 
 def describe(value: dict) -> str:

@@ -590,4 +590,4 @@ def test_the_lessons_own_cells_never_count_as_asking_for_a_prediction(tmp_path):
     assert not any(stamped.get(name) for name in blank), stamped
     skipped = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     for name in blank:
-        assert any(f"this cell runs what `{name}` is scored against" in text for text in skipped), name
+        assert any(f"this cell runs what is scored against `{name}`" in text for text in skipped), name
