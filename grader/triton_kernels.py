@@ -45,7 +45,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
         b = tl.load(b_ptr + (k0 + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,
                     mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)  # (BK, BN)
         acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),  # C's dtype
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 @triton.jit
@@ -67,9 +67,9 @@ def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, s, scale, D: tl.constexpr
         alpha = tl.exp(m - m_new)
         p = tl.exp(scores - m_new[:, None])
         l = l * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p, v)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # p in v's dtype for the dot; acc stays float32
         m = m_new
-    tl.store(o_ptr + rm[:, None] * D + rd[None, :], acc / l[:, None], mask=rm[:, None] < s)
+    tl.store(o_ptr + rm[:, None] * D + rd[None, :], (acc / l[:, None]).to(o_ptr.dtype.element_ty), mask=rm[:, None] < s)
 
 
 def kernels() -> dict:
@@ -103,13 +103,14 @@ def unfused_bias_gelu(x, bias, block: int = 1024):
 
 @course_only("grader.triton_kernels.matmul")
 def matmul(a, b, bm: int, bn: int, bk: int):
-    """a @ b with the course's tiled kernel under the counter: (c, counts)."""
+    """a @ b with the course's tiled kernel under the counter: (c, counts); c in the inputs' dtype, as torch's matmul
+    returns it (rounded from the float32 accumulator)."""
     import torch
 
     from grader import triton_counter
 
     (M, K), N = a.shape, b.shape[1]
-    c = torch.full((M, N), float("nan"))
+    c = torch.full((M, N), float("nan"), dtype=torch.promote_types(a.dtype, b.dtype))
     counts = triton_counter.launch(kernels()["matmul_kernel"], (math.ceil(M / bm), math.ceil(N / bn)), a, b, c, M, N, K,
                                    *a.stride(), *b.stride(), *c.stride(), BM=bm, BN=bn, BK=bk)
     return c, counts
@@ -117,13 +118,14 @@ def matmul(a, b, bm: int, bn: int, bk: int):
 
 @course_only("grader.triton_kernels.flash_attention")
 def flash_attention(q, k, v, block_m: int, block_n: int):
-    """softmax(q kᵀ/√d) v for (s, d) inputs with the course's FlashAttention kernel under the counter: (o, counts)."""
+    """softmax(q kᵀ/√d) v for (s, d) inputs with the course's FlashAttention kernel under the counter: (o, counts);
+    o in q's dtype."""
     import torch
 
     from grader import triton_counter
 
     s, d = q.shape
-    o = torch.full((s, d), float("nan"))
+    o = torch.full((s, d), float("nan"), dtype=q.dtype)
     counts = triton_counter.launch(kernels()["flash_attention_kernel"], (math.ceil(s / block_m),), q, k, v, o, s,
                                    1.0 / math.sqrt(d), D=d, BLOCK_M=block_m, BLOCK_N=block_n)
     return o, counts

@@ -309,3 +309,70 @@ def test_fusion_bytes_gives_the_principle_not_the_count():
     for told in ("each time a kernel reads or writes it", "comes from memory once", "the bias, one per column"):
         assert told not in flat, told
     assert "least bytes" in text
+
+
+def test_the_flash_kernel_runs_on_16_bit_inputs_and_moves_what_flash_traffic_counts():
+    """An outside tester: tl.dot(p, v) took a float32 p and a float16 v, which Triton refuses ('Both operands must be
+    same dtype', triton/language/semantic.py, the GPU compiler's path too), yet flash_traffic is checked and used at 2
+    bytes. p is cast to v's dtype for the second dot, as FlashAttention does; the accumulator stays float32."""
+    source = triton_kernels.source("flash_attention_kernel")
+    assert "tl.dot(p.to(v.dtype), v)" in source and "acc = tl.zeros((BLOCK_M, D), tl.float32)" in source
+    q, k, v = (t.half() for t in lesson08.attention_inputs(40, 16, "random"))  # s = 40: neither block divides it
+    o, counts = triton_kernels.flash_attention(q, k, v, 16, 8)
+    assert o.dtype == torch.float16
+    assert torch.allclose(o.float(), lesson08.reference_attention(q.float(), k.float(), v.float()), atol=1e-2)
+    assert (counts.loaded_bytes, counts.stored_bytes) == JUDGES.flash_bytes(40, 16, 16, 8, 2)
+    # bfloat16 moves the same bytes; its values are not compared: the interpreter's bfloat16 arithmetic on this CPU
+    # build gives wrong numbers (measured: errors of 1e8), so float16 stands for the 2-byte formats above
+    o, counts = triton_kernels.flash_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), 16, 8)
+    assert o.dtype == torch.bfloat16 and (counts.loaded_bytes, counts.stored_bytes) == JUDGES.flash_bytes(40, 16, 16, 8, 2)
+
+
+def test_the_matmul_stores_c_in_the_inputs_dtype_as_tile_traffic_counts_it():
+    """An outside tester: the course's matmul stored C as float32 for float16 inputs (12288 B for 64 × 48), while
+    tile_traffic's check counts C at dtype_bytes. C is now allocated in the inputs' dtype and the float32 accumulator
+    rounded to it on the store, as torch's matmul returns it; the exercise says so."""
+    from conftest import read_notebook
+
+    a, b = torch.randn(64, 32).half(), torch.randn(32, 48).half()
+    c, counts = triton_kernels.matmul(a, b, 16, 16, 16)
+    assert c.dtype == torch.float16 and counts.per_argument()["c_ptr"]["stored"] == 64 * 48 * 2
+    assert counts.bytes == JUDGES._traffic(64, 48, 32, 16, 16, 16, 2)
+    assert torch.allclose(c.float(), a.float() @ b.float(), atol=1e-2, rtol=2e-3)
+    assert "acc.to(c_ptr.dtype.element_ty)" in triton_kernels.source("matmul_kernel")
+    name = "08_inside_a_kernel"
+    text = " ".join(" ".join(c.source for c in read_notebook(ROOT / "solutions" / name / f"{name}.ipynb").cells).split())
+    assert "rounds it to C's dtype when it stores, as torch's matmul returns C in its inputs' dtype" in text
+    assert "torch.float16" in next(c.source for c in read_notebook(ROOT / "solutions" / name / f"{name}.ipynb").cells
+                                   if "triton_kernels.matmul(" in c.source)
+
+
+def test_the_softmax_case_whose_max_lies_in_a_later_block_overflows_one_blocks_max():
+    """An outside tester: a kernel that subtracts only its first block's max passed every case. The case added has
+    its rows' max in a later block, so high above the first block's that e^(x − that max) overflows float32."""
+    case = next(c for c in lesson08._SOFTMAX_CASES if c[-1] > 0)
+    label, rows, cols, scale, shift, strided, block, rise = case
+    x = lesson08._softmax_input(rows, cols, scale, shift, strided, rise, block)
+    assert cols > block
+    first, whole = x[:, :block].max(1).values, x.max(1).values
+    assert (whole - first).min() > 88.8 and torch.isinf(torch.exp(whole - first)).all()
+    assert torch.isfinite(torch.softmax(x, 1)).all()
+
+
+def test_the_page_says_what_the_on_chip_model_assumes():
+    """An outside tester: the shared-memory limit is one thread block's (227 KB on an H100, data/sm.csv's note), and
+    one thread holds at most 255 registers, so the register model holds only with warps enough: the page says both,
+    and the reveal prints what the per-block figure and num_warps = 4 do to the pick."""
+    from conftest import read_notebook
+
+    name = "08_inside_a_kernel"
+    cells = [c.source for c in read_notebook(ROOT / "solutions" / name / f"{name}.ipynb").cells]
+    text = " ".join(" ".join(cells).split())
+    assert "more shared memory than an SM has" not in text
+    assert "more shared memory than one program (one thread block) may use: on an H100, 227 KB" in text
+    assert "227 KB" in open(ROOT / "data" / "sm.csv", encoding="utf-8").read()
+    assert "at most 255 registers" in text and "`num_warps = 4`" in text and "**8 warps**" in text
+    reveal = next(c for c in cells if "block_smem = smem - 1024" in c)
+    assert "for warps in (8, 4)" in reveal and "255" in reveal
+    assert "compiles these kernels" not in text and "that they compile on a GPU is untested" in text
+    assert 256 * 128 / (4 * 32) > 255 >= 256 * 128 / (8 * 32)  # the answer's tile: over the cap at 4 warps, not at 8

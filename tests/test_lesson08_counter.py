@@ -157,3 +157,11 @@ def test_the_widest_access_is_the_block_a_kernel_worked_on():
     assert tc.launch(_add, (4,), x, y, torch.empty(100), 100, BLOCK=32).widest == 32
     assert tc.launch(_add, (1,), x, y, torch.empty(100), 100, BLOCK=1024).widest == 1024
     assert "widest" in tc.launch(_add, (1,), x, y, torch.empty(100), 100, BLOCK=128).summary()
+
+
+def test_bytes_are_counted_at_each_tensors_element_size():
+    """A float16 launch moves 2 bytes an element: the counter reads the element size of each pointer's tensor."""
+    n = 100
+    x, y, out = torch.randn(n).half(), torch.randn(n).half(), torch.full((n,), float("nan")).half()
+    c = tc.launch(_add, (4,), x, y, out, n, BLOCK=32)
+    assert (c.loaded_bytes, c.stored_bytes) == (2 * n * 2, n * 2) and torch.equal(out, x + y)

@@ -720,6 +720,34 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
          r"called the course's flash_attention_kernel .*before your attention_blocked was checked"),
         ("attention_blocked_check", "from grader.checks import lesson08\n\ndef attention_blocked(q, k, v, block):\n"
          "    return lesson08.reference_attention(q, k, v)\n", r"calls grader\.checks\.lesson08\.reference_attention"),
+        # an outside tester: k and v taken into numpy, one query row at a time with np.logaddexp, so no torch
+        # operation made a large tensor and numpy never held the s x s scores
+        ("attention_blocked_check", "import math\nimport numpy as np\nimport torch\n\n"
+         "def attention_blocked(q, k, v, block):\n"
+         "    qn, kn, vn = q.double().numpy(), k.double().numpy(), v.double().numpy()\n"
+         "    out, lse = np.zeros(vn.shape), np.zeros(len(qn))\n    for i in range(len(qn)):\n"
+         "        sc = kn @ qn[i] / math.sqrt(qn.shape[1])\n        lse[i] = np.logaddexp.reduce(sc)\n"
+         "        out[i] = np.exp(sc - lse[i]) @ vn\n"
+         "    return torch.from_numpy(out).float(), torch.from_numpy(lse).float()\n",
+         r"takes the tensors out of torch \(Tensor\.numpy\)"),
+        ("attention_blocked_check", "import math\nimport numpy as np\nimport torch\n\n"
+         "def attention_blocked(q, k, v, block):\n"
+         "    qn, kn, vn = (np.asarray(t.cpu(), dtype=np.float64) for t in (q, k, v))\n"
+         "    out, lse = np.zeros(vn.shape), np.zeros(len(qn))\n    for i in range(len(qn)):\n"
+         "        sc = kn @ qn[i] / math.sqrt(qn.shape[1])\n        lse[i] = np.logaddexp.reduce(sc)\n"
+         "        out[i] = np.exp(sc - lse[i]) @ vn\n"
+         "    return torch.from_numpy(out).float(), torch.from_numpy(lse).float()\n",
+         r"takes the tensors out of torch \(numpy's asarray"),
+        ("attention_blocked_check", "import math\nimport torch\n\n"
+         "def attention_blocked(q, k, v, block):\n"
+         "    ql, kl, vl = q.tolist(), k.tolist(), v.tolist()  # Python lists, one query row at a time\n"
+         "    out, lse = [], []\n    for qi in ql:\n"
+         "        sc = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(len(qi)) for kj in kl]\n"
+         "        top = max(sc)\n        e = [math.exp(x - top) for x in sc]\n        total = sum(e)\n"
+         "        out.append([sum(w * vj[c] for w, vj in zip(e, vl)) / total for c in range(len(vl[0]))])\n"
+         "        lse.append(top + math.log(total))\n"
+         "    return torch.tensor(out), torch.tensor(lse)\n",
+         r"takes the tensors out of torch \(Tensor\.tolist\)"),
     ],
 }
 

@@ -11,8 +11,9 @@ The pure functions (fusion_bytes, tile_traffic, best_tiles, flash_traffic) are r
 digests (grader.checks._keys): their answers and the judges that hold them are the instructor's
 (solutions/judges/lesson08.py); only the on-chip budget TILE_PREDICTION's model needs stays here.
 attention_blocked runs in torch under a TorchDispatchMode that notes the largest tensor it creates, so the
-judge can tell an online softmax from one that builds the s x s scores; tracemalloc notes the peak of what is
-allocated outside torch (numpy arrays, Python lists), so the scores cannot hide in numpy either.
+judge can tell an online softmax from one that builds the s x s scores; a TorchFunctionMode notes a tensor handed out
+of torch (Tensor.numpy, .tolist), which that watch cannot follow; tracemalloc notes the peak of what is allocated
+outside torch (numpy arrays, Python lists), so the scores cannot hide in numpy either.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tracemalloc
 from typing import Any, Callable
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader import shortcuts, triton_counter
@@ -356,27 +358,33 @@ bias_gelu_on.__doc__ = "Hidden test: bias_gelu_kernel on a strided (rows, cols) 
 
 # --- exercise 3: row softmax ------------------------------------------------------------------------
 
-# (label, rows, cols, scale, shift, strided, BLOCK): normal rows; rows x50; rows near -200; a strided view of a wider
-# tensor; rows that fit one block and rows longer than one (walked BLOCK columns at a time)
-_SOFTMAX_CASES = [("normal rows", 6, 37, 1.0, 0.0, False, 64),
-                  ("normal rows, a strided view, longer than a block", 5, 37, 1.0, 0.0, True, 16),
-                  ("rows × 50, longer than a block", 4, 37, 50.0, 0.0, False, 16),
-                  ("rows near −200, a strided view, longer than a block", 4, 37, 1.0, -200.0, True, 16),
-                  ("rows × 50 in one block", 3, 40, 50.0, 0.0, False, 64),
-                  ("rows of 64, exactly two blocks", 3, 64, 1.0, 0.0, False, 32),
-                  ("rows of a vocabulary's length, a strided view", 2, 3000, 1.0, 0.0, True, 256)]
+# (label, rows, cols, scale, shift, strided, BLOCK, rise): normal rows; rows x50; rows near -200; a strided view of a
+# wider tensor; rows that fit one block and rows longer than one (walked BLOCK columns at a time); rows whose columns
+# after the first block are `rise` higher, so the row's max is in a later block and e^(x − the first block's max)
+# overflows float32 there (a kernel that subtracts one block's max passes every other case)
+_SOFTMAX_CASES = [("normal rows", 6, 37, 1.0, 0.0, False, 64, 0.0),
+                  ("normal rows, a strided view, longer than a block", 5, 37, 1.0, 0.0, True, 16, 0.0),
+                  ("rows × 50, longer than a block", 4, 37, 50.0, 0.0, False, 16, 0.0),
+                  ("rows near −200, a strided view, longer than a block", 4, 37, 1.0, -200.0, True, 16, 0.0),
+                  ("rows × 50 in one block", 3, 40, 50.0, 0.0, False, 64, 0.0),
+                  ("rows of 64, exactly two blocks", 3, 64, 1.0, 0.0, False, 32, 0.0),
+                  ("rows of a vocabulary's length, a strided view", 2, 3000, 1.0, 0.0, True, 256, 0.0),
+                  ("rows near 0 in their first block and near +100 after it", 3, 40, 1.0, 0.0, False, 16, 100.0)]
 
 
-def _softmax_input(rows: int, cols: int, scale: float, shift: float, strided: bool) -> torch.Tensor:
+def _softmax_input(rows: int, cols: int, scale: float, shift: float, strided: bool, rise: float = 0.0,
+                   after: int = 0) -> torch.Tensor:
+    """randn × scale + shift, its columns from `after` on raised by `rise`; strided: a view of a wider tensor."""
     g = _gen(rows * 100 + cols + int(scale))
     wide = torch.randn(rows, cols + 13, generator=g) * scale + shift
+    wide[:, (5 if strided else 0) + after:] += rise
     return wide[:, 5:5 + cols] if strided else wide[:, :cols].contiguous()
 
 
 def _observe_softmax(kernel: Any, cases: list | None = None) -> dict:
     runs = []
-    for _, rows, cols, scale, shift, strided, block in cases or _SOFTMAX_CASES:
-        x = _softmax_input(rows, cols, scale, shift, strided)
+    for _, rows, cols, scale, shift, strided, block, rise in cases or _SOFTMAX_CASES:
+        x = _softmax_input(rows, cols, scale, shift, strided, rise, block)
         out = torch.full((rows, cols), NAN)
         runs.append(_launch(kernel, "softmax_kernel", (rows,), (x, out, cols, x.stride(0), out.stride(0)),
                             {"BLOCK": block}, {"out": out}, block=block))
@@ -401,7 +409,7 @@ def _judge_softmax(observation: dict, cases: list | None = None) -> None:
     if not isinstance(runs, list) or len(runs) != len(cases):
         fail("the check could not read what your kernel did")
     results = []
-    for (label, rows, cols, scale, shift, strided, block), run in zip(cases, runs):
+    for (label, rows, cols, scale, shift, strided, block, rise), run in zip(cases, runs):
         text = (f"softmax_kernel on {label} ({rows}×{cols}{', row stride ' + str(cols + 13) if strided else ''}, "
                 f"BLOCK {block})")
         _launch_failed(run, text)
@@ -411,7 +419,7 @@ def _judge_softmax(observation: dict, cases: list | None = None) -> None:
                  "BLOCK is how many columns a program holds at a time (on a GPU, what fits its registers); a block "
                  "of another width, fixed in the kernel, fits some rows and not others, and no row is too long for "
                  "a kernel that keeps to BLOCK.")
-        x = _softmax_input(rows, cols, scale, shift, strided)
+        x = _softmax_input(rows, cols, scale, shift, strided, rise, block)
         results.append((got, x, text, strided, block, shift, run["counts"]))
     right = [bool(torch.allclose(got, torch.softmax(x, dim=1), atol=1e-5)) for got, x, *_ in results]
     for ok, (got, x, text, strided, block, shift, counts) in zip(right, results):
@@ -457,21 +465,23 @@ def _rows_as_if_contiguous(got: torch.Tensor, x: torch.Tensor) -> bool:
 check_softmax = Check("softmax_kernel", _observe_softmax, _judge_softmax)
 
 
-def _observe_softmax_on(kernel: Any, rows: int, cols: int, scale: float, shift: float, block: int = 32) -> dict:
-    return _observe_softmax(kernel, [("the hidden test's rows", rows, cols, scale, shift, True, block)])
+def _observe_softmax_on(kernel: Any, rows: int, cols: int, scale: float, shift: float, block: int = 32,
+                        rise: float = 0.0) -> dict:
+    return _observe_softmax(kernel, [("the hidden test's rows", rows, cols, scale, shift, True, block, rise)])
 
 
 def _judge_softmax_on(observation: dict, rows: int, cols: int, scale: float, shift: float, why: str,
-                      block: int = 32) -> None:
+                      block: int = 32, rise: float = 0.0) -> None:
     try:
-        _judge_softmax(observation, [("the hidden test's rows", rows, cols, scale, shift, True, block)])
+        _judge_softmax(observation, [("the hidden test's rows", rows, cols, scale, shift, True, block, rise)])
     except CheckFailed as exc:
         fail(f"{why}: {exc}")
 
 
 softmax_on = Check("softmax_kernel on other rows", _observe_softmax_on, _judge_softmax_on,
-                   inputs=("rows", "cols", "scale", "shift", "block"), announce=False)
-softmax_on.__doc__ = "Hidden test: softmax_kernel on a strided rows × cols input of randn × scale + shift, in BLOCK columns."
+                   inputs=("rows", "cols", "scale", "shift", "block", "rise"), announce=False)
+softmax_on.__doc__ = ("Hidden test: softmax_kernel on a strided rows × cols input of randn × scale + shift (the columns "
+                      "after the first BLOCK raised by rise), in BLOCK columns.")
 
 
 # --- exercise 4: tile traffic and the best tiles under an on-chip budget -----------------------------
@@ -696,6 +706,24 @@ class _Largest(TorchDispatchMode):
         return out
 
 
+class _LeavesTorch(TorchFunctionMode):
+    """Notes the first Tensor method that hands a tensor's values out of torch (Tensor.numpy, .tolist, numpy's
+    __array__). The dispatch watch above sees only torch's operations: a copy of the tester's attention_blocked took
+    k and v into numpy and walked them one query row at a time, where neither watch nor tracemalloc's floor saw it."""
+
+    _OUT = {"numpy": "Tensor.numpy", "tolist": "Tensor.tolist", "__array__": "numpy's asarray (Tensor.__array__)"}
+
+    def __init__(self):
+        super().__init__()
+        self.left = None  # the first such method's name
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self._OUT.get(getattr(func, "__name__", ""))
+        if name and self.left is None:
+            self.left = name
+        return func(*args, **(kwargs or {}))
+
+
 # operations that copy or convert the values of k and v: their outputs are followed as k and v themselves (a view
 # shares their storage, so it is k or v already and never reaches this list)
 _MOVES = {"_to_copy", "clone", "copy_", "contiguous", "index", "index_select", "gather", "cat", "stack",
@@ -710,14 +738,14 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
     runs = []
     for label, s, d, block, kind in cases:
         q, k, v = attention_inputs(s, d, kind)
-        mode = _Largest((k, v), block)
+        mode, leaves = _Largest((k, v), block), _LeavesTorch()
         tracing = tracemalloc.is_tracing()  # a learner's cell may trace already: then only its peak is reset
         if not tracing:
             tracemalloc.start()
         tracemalloc.reset_peak()
         before = tracemalloc.get_traced_memory()[0]
         try:
-            with mode:
+            with mode, leaves:
                 got = call(fn, q, k, v, block, label=f"attention_blocked(q, k, v, block={block}) on {label}")
         finally:
             # switched off inside the function: what it allocated outside torch is unknown, so taken as unbounded
@@ -727,10 +755,11 @@ def _observe_attention(fn: Callable, cases: list | None = None) -> dict:
         pair = isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)
         shown = f"one tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else quote(got)
         runs.append({"out": got[0] if pair else shown, "lse": got[1] if pair else None,
-                     "largest": mode.largest, "ops": mode.ops, "outside": outside, "whole": mode.whole})
-        if s > block and (mode.whole or mode.largest >= s * s):
-            # the judge fails on this case whatever the output (right: the keys were not taken a block at a time;
-            # wrong: wrong), so the cases after it, the 1200-token one among them, are not run: a row-at-a-time
+                     "largest": mode.largest, "ops": mode.ops, "outside": outside, "whole": mode.whole,
+                     "left": leaves.left})
+        if leaves.left or (s > block and (mode.whole or mode.largest >= s * s)):
+            # the judge fails on this case whatever the output (right: the keys were not taken a block at a time, or
+            # left torch; wrong: wrong), so the cases after it, the 1200-token one among them, are not run: a row-at-a-time
             # function took 20 s there under the watch, in each test of its mutant
             runs += [{"out": "not run (an earlier case failed)", "lse": None}] * (len(cases) - len(runs))
             break
@@ -757,6 +786,10 @@ def _judge_attention(observation: dict, cases: list | None = None) -> None:
         q, k, v = attention_inputs(s, d, kind)
         want = reference_attention(q, k, v)
         if torch.allclose(got.float(), want, atol=1e-4, rtol=1e-4):
+            if run.get("left"):
+                fail(f"{text}: right, but your attention_blocked takes the tensors out of torch ({run['left']}): the "
+                     "check measures the memory torch holds, so it cannot tell whether the scores were made a block at "
+                     "a time. Write it with torch.")
             if not run.get("ops"):
                 fail(f"{text}: right, but the check saw no torch operation run: it cannot tell whether the {s}×{s} "
                      "scores were made. Compute it with torch on the tensors you are given, in plain code the check "

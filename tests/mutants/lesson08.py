@@ -186,6 +186,11 @@ def fusion_bytes(rows, cols, dtype_bytes):
          r"rows are x_row_stride elements apart"),
         ("store without its mask", _softmax(_LOAD, _LOAD, _LOAD, _STORE.replace(", mask=cols < n_cols)", ")")),
          r"tl\.store through `out_ptr`.*out of bounds"),
+        ("the first block's max only (the tester's kernel)", _softmax(_LOAD, _LOAD, _LOAD, _STORE).replace(
+            "    for start in range(0, n_cols, BLOCK):\n        cols = start + tl.arange(0, BLOCK)\n"
+            "        top = tl.maximum(top, ", "    cols = tl.arange(0, BLOCK)  # the first block only\n"
+            "    top = tl.maximum(top, ", 1),
+         r"you subtract a max, but not the whole row's"),
         ("the whole row in one block (Triton's tutorial)", _SOFTMAX + """
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -331,7 +336,7 @@ def fusion_bytes(rows, cols, dtype_bytes):
     e = np.exp(sc - top)
     out = (e / e.sum(axis=1, keepdims=True)) @ v.double().numpy()
     return torch.from_numpy(out).float(), torch.from_numpy(top[:, 0] + np.log(e.sum(axis=1))).float()
-""", r"allocated outside torch.*1200×1200 scores"),
+""", r"takes the tensors out of torch \(Tensor\.numpy\)"),
         ("torch's scaled_dot_product_attention", _ATTN + """    out = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
     return out, torch.logsumexp(q @ k.T / math.sqrt(d), dim=1)
 """, r"the \d+×\d+ scores"),
