@@ -627,3 +627,32 @@ def test_the_crossover_question_does_not_say_where_its_answer_lies():
     3's T4 balance, put n just under the balance point, inside the band, with no reasoning."""
     text = _markdown()
     assert "near the answer" not in text and "work out whether that term changes it" in text
+
+
+def _fixed_warmup_timer(k: int, plus: bool):
+    """A time_op whose warm-up is k × repeats untimed calls (after the given warmup when `plus`), decided in advance."""
+    import time
+
+    def time_op(fn, sync, warmup, repeats):
+        for _ in range(warmup + k * repeats if plus else max(warmup, k * repeats)):
+            fn()
+        sync()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    return time_op
+
+
+@pytest.mark.parametrize("plus", [False, True], ids=["max(warmup, k·repeats)", "warmup + k·repeats"])
+def test_no_warmup_fixed_as_a_multiple_of_repeats_passes_the_timer_check(plus):
+    """An outside test passed check_time_op with 3 × repeats untimed calls: every multiple now fails, by name."""
+    from grader.checks._common import CheckFailed
+
+    for k in range(0, 31):
+        with pytest.raises(CheckFailed, match="fixed its warm-up in advance"):
+            lesson01.check_time_op(_fixed_warmup_timer(k, plus))
