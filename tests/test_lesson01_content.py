@@ -625,3 +625,97 @@ def test_the_crossover_question_does_not_say_where_its_answer_lies():
     3's T4 balance, put n just under the balance point, inside the band, with no reasoning."""
     text = _markdown()
     assert "near the answer" not in text and "work out whether that term changes it" in text
+
+
+def _fixed_warmup_timer(k: int, plus: bool):
+    """A time_op whose warm-up is k × repeats untimed calls (after the given warmup when `plus`), decided in advance."""
+    import time
+
+    def time_op(fn, sync, warmup, repeats):
+        for _ in range(warmup + k * repeats if plus else max(warmup, k * repeats)):
+            fn()
+        sync()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    return time_op
+
+
+@pytest.mark.parametrize("plus", [False, True], ids=["max(warmup, k·repeats)", "warmup + k·repeats"])
+def test_no_warmup_fixed_as_a_multiple_of_repeats_passes_the_timer_check(plus):
+    """An outside test passed check_time_op with 3 × repeats untimed calls: every multiple now fails, by name."""
+    from grader.checks._common import CheckFailed
+
+    for k in range(0, 31):
+        with pytest.raises(CheckFailed, match="fixed its warm-up in advance"):
+            lesson01.check_time_op(_fixed_warmup_timer(k, plus))
+
+
+# --- what the show cells say of their own measurements -------------------------------------------
+
+
+def test_a_first_call_no_slower_than_the_warm_ones_is_called_noise_not_little_setup():
+    """An outside test read "the first call cost 0.6× a warm one: this cpu had little to set up"."""
+    said = _defined("first_call_said")
+    faster = said(0.6e-3, [1.0e-3, 1.1e-3, 0.9e-3, 1.0e-3, 1.2e-3], "cpu")
+    assert "not slower than the warm ones" in faster and "noise" in faster and "set up" not in faster, faster
+    within = said(1.15e-3, [1.0e-3, 1.1e-3, 0.9e-3, 1.0e-3, 1.2e-3], "cpu")
+    assert "not slower than the warm ones" in within, within
+    slow = said(5e-3, [1.0e-3, 1.1e-3, 0.9e-3, 1.0e-3, 1.2e-3], "cpu")
+    assert "**5.0×**" in slow and "setup a warm-up keeps out" in slow, slow
+    little = said(1.3e-3, [1.0e-3, 1.1e-3, 0.9e-3, 1.0e-3, 1.2e-3], "cpu")
+    assert "little to set up" in little and "slower than every warm call" in little, little
+
+
+def _measured_said():
+    return _defined("measured_said", {"BUSY_SPREAD": 0.5, "lesson01": lesson01})
+
+
+_MIB = 2**20
+
+
+def test_a_row_called_untrustworthy_is_not_then_used_without_saying_so():
+    """An outside test saw batch 1's row called too busy to trust, then batch 64 / batch 1 in bold from it, and a
+    cache explanation of batch 1's speed stated as the measured cause."""
+    said = _measured_said()
+    per_call = {1: 1e-3, 8: 1.5e-3, 64: 25e-3, 512: 0.2}
+    busy = said(per_call, {1: 0.9, 8: 0.1, 64: 0.1, 512: 0.1}, 4.5e-3, 16 * _MIB, 32 * _MIB, "cpu", "the model says x")
+    assert "cannot be compared" in busy and "**" not in busy, busy
+    assert "rests on the batch 1 row" in busy and "faster than its forecast" not in busy, busy
+    backwards = said({1: 2e-3, 8: 1e-3, 64: 25e-3, 512: 0.2}, {b: 0.1 for b in per_call}, 4.5e-3, 16 * _MIB,
+                     32 * _MIB, "cpu", "the model says x")
+    assert "more work cannot take less time" in backwards and "rests on the batch 1 row" in backwards, backwards
+    quiet = said(per_call, {b: 0.1 for b in per_call}, 4.5e-3, 16 * _MIB, 32 * _MIB, "cpu", "the model says x")
+    assert "Measured here" in quiet and "**25.00×**" in quiet and "rests on" not in quiet, quiet
+    assert "faster than its forecast" in quiet and "consistent with" in quiet and "does not measure" in quiet, quiet
+    assert "fit in this" not in quiet, "the cache is a possibility the numbers allow, not a measured cause"
+    bigger = said(per_call, {b: 0.1 for b in per_call}, 4.5e-3, 64 * _MIB, 32 * _MIB, "cpu", "the model says x")
+    assert "last-level cache" not in bigger, "weights larger than the cache: the cache explains nothing"
+    noisy_64 = said(per_call, {1: 0.1, 8: 0.1, 64: 0.9, 512: 0.1}, 4.5e-3, 16 * _MIB, 32 * _MIB, "cpu", "x")
+    assert "rests on the batch 64 row" in noisy_64 and "**25.00×**" not in noisy_64, noisy_64
+
+
+def test_the_balance_sentence_holds_for_each_format_of_the_table():
+    """An outside test: "gaming cards sit higher" held for fp32 only; in bf16 the RTX 3090 is below the H100."""
+    text = _markdown()
+    chips = {c.name: c for c in specs.load_chips()}
+    h100 = chips["NVIDIA H100 SXM5 80GB"]
+    for name in ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 3090", "NVIDIA T4", "NVIDIA L4"):
+        assert chips[name].balance("fp32") > h100.balance("fp32"), name
+    assert "In fp32, cards with less bandwidth per FLOP" in text
+    assert chips["NVIDIA L4"].balance("bf16") > 300 and "the L4 sits higher again" in text
+    assert 100 <= chips["NVIDIA GeForce RTX 4090"].balance("bf16") <= 300 and "RTX 4090 lands\ninside that range" in text
+    assert chips["NVIDIA GeForce RTX 3090"].balance("bf16") < 100 and "RTX 3090 below it" in text
+
+
+def test_exercise_4_is_asked_in_the_order_of_its_stub_and_checks():
+    text = _markdown()
+    assert text.index("Write `attainable_flops(") < text.index("`bound(intensity, peak_flops, bandwidth)`: `\"memory\"`")
+    stub = _cell_with("def attainable_flops(")
+    assert stub.index("def attainable_flops(") < stub.index("def bound(")
+    assert _at(graded("attainable_flops_check")) < _at(graded("bound_check"))

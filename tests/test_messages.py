@@ -308,6 +308,28 @@ SHORTCUTS = {  # lesson -> (check cell, the exercise written with the shortcut, 
         ("matmul_flops_check", "from torch.utils.flop_counter import conv_flop_count\n\n"
          "def matmul_flops(n):\n    return int(conv_flop_count([n, n, 1], [n, n, 1], [n, n, 1]))\n",
          r"calls torch\.utils\.flop_counter's FLOP formulas"),
+        # an outside test: torch's FLOP counter run in a process of its own, where the check's watch does not follow
+        ("matmul_flops_check", "import subprocess\nimport sys\n\ndef matmul_flops(n):\n"
+         "    code = ('import torch\\nfrom torch.utils.flop_counter import FlopCounterMode\\n'\n"
+         "            f'a = torch.empty({n}, {n}, device=\"meta\")\\n'\n"
+         "            'with FlopCounterMode(display=False) as c:\\n    a @ a\\nprint(c.get_total_flops())')\n"
+         "    return int(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True).stdout)\n",
+         r"a process of its own"),
+        # ... and in a thread of its own, for the bytes and the forecast
+        ("matmul_bytes_check", "import threading\n\ndef matmul_bytes(n, dtype, out_dtype=None):\n    box = []\n"
+         "    t = threading.Thread(target=lambda: box.append((2 * dtype.itemsize + (out_dtype or dtype).itemsize) * n * n))\n"
+         "    t.start()\n    t.join()\n    return box[0]\n", r"a thread of its own"),
+        ("linear_forecast_check", "import threading\nimport torch\nfrom torch.utils.flop_counter import FlopCounterMode\n\n"
+         "def linear_forecast(batch, d_in, d_out, dtype, peak_flops, bandwidth):\n    box = []\n\n"
+         "    def count():\n        with FlopCounterMode(display=False) as counter:\n"
+         "            torch.nn.functional.linear(torch.empty(batch, d_in, device='meta'), "
+         "torch.empty(d_out, d_in, device='meta'))\n        box.append(counter.get_total_flops())\n\n"
+         "    t = threading.Thread(target=count)\n    t.start()\n    t.join()\n    flops = box[0]\n"
+         "    nbytes = (batch * d_in + d_in * d_out + batch * d_out) * dtype.itemsize\n"
+         "    x = flops / nbytes\n    rate = min(peak_flops, x * bandwidth)\n"
+         "    return {'intensity': x, 'bound': 'memory' if x * bandwidth < peak_flops else 'compute',\n"
+         "            'seconds_per_sample': flops / rate / batch}\n",
+         r"a thread of its own"),
         # round 4: measure's way with a fixed 100 extra warm-up calls, longer than any case's ramp
         ("time_op_check", "import statistics, time\n\ndef time_op(fn, sync, warmup, repeats):\n"
          "    for _ in range(warmup + 100):\n        fn()\n    sync()\n    samples = []\n"

@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from grader import triton_counter
+from grader import shortcuts, triton_counter
 from grader.checks._common import (Check, Prediction, answered_by, call, close, fail, guard, is_number, quote, recorded,
                                    require_callable, same)
 from grader.checks._common import Replay, expect  # noqa: F401  the hidden tests call lesson01.expect
@@ -78,7 +78,8 @@ check_matmul_flops = guard(Keyed(
     "01_crossover", "matmul_flops", "matmul_flops", [(4,), (16,), (32,), (1,), (3,)], public=_public_matmul_flops,
     unknown="matmul_flops is not the work of an n×n matmul, nor a mistake the course knows. Go back to section 2 "
             "and count from what a matrix product is: a 2×2 product on paper, then a 3×3, is a good check."),
-    "matmul_flops", _FLOP_COUNTERS)
+    # a thread or process of its own, where the watch does not follow (an outside test: FlopCounterMode in a subprocess)
+    "matmul_flops", {**_FLOP_COUNTERS, **shortcuts.ELSEWHERE})
 
 
 def _public_matmul_bytes(matmul_bytes: Replay) -> None:
@@ -121,7 +122,7 @@ check_matmul_bytes = guard(Keyed(
     unknown="matmul_bytes is not the least traffic a matmul must cause, nor a mistake the course knows: what must "
             "cross memory at the very least, however clever the kernel, and at how many bytes an element, as each "
             "matrix is stored?"),
-    "matmul_bytes", _BYTE_COUNTERS, earlier=_BYTES_EARLIER)
+    "matmul_bytes", {**_BYTE_COUNTERS, **shortcuts.ELSEWHERE}, earlier=_BYTES_EARLIER)
 
 
 def _public_intensity(intensity: Replay) -> None:
@@ -227,10 +228,11 @@ class VirtualDevice:
 _RAMP = (8.0, 4.0, 2.0, 1.0, 0.5, 0.25)  # calls 1..6: base x (1 + this)
 
 
-def _long_ramp(calls: int) -> tuple[float, ...]:
-    """A ramp of `calls` calls, each 20% faster than the one before, down to base x 1.25: a device that comes up to
-    speed more slowly (the check's cases differ in how long, so no fixed extra warm-up passes them all)."""
-    return tuple(1.25 ** (calls - k) - 1 for k in range(calls))
+def _long_ramp(calls: int, step: float = 1.25) -> tuple[float, ...]:
+    """A ramp of `calls` calls, each taking 1/`step` of the one before (20% less at 1.25), down to base x `step`: a
+    device that comes up to speed more slowly (the check's cases differ in how long, so no fixed extra warm-up passes
+    them all)."""
+    return tuple(step ** (calls - k) - 1 for k in range(calls))
 
 
 def _work(warmup: int, pattern: list[float] | None = None, base: float = 0.001,
@@ -283,11 +285,17 @@ def _while_warming(warmup: int, repeats: int, base: float, ramp: tuple[float, ..
             for first in range(max(warmup, 1), len(ramp) + 1)]
 
 
-_TIMER_CASES = ((3, 5), (1, 8))
-_TIMER_BASE = {(3, 5): 0.001, (1, 8): 0.0025}  # seconds of a typical call: each case its own, so no constant passes
+_TIMER_CASES = ((3, 5), (1, 8), (2, 3), (1, 20))
+# seconds of a typical call: each case its own, so no constant passes
+_TIMER_BASE = {(3, 5): 0.001, (1, 8): 0.0025, (2, 3): 0.0017, (1, 20): 0.0004}
 # How many calls each case's device takes to come up to speed: each its own, so a fixed extra warm-up (a copy test
-# passed with measure's body and 10 more untimed calls) fails one; only a timer that notices passes both.
-_TIMER_RAMP = {(3, 5): _RAMP, (1, 8): _long_ramp(24)}
+# passed with measure's body and 10 more untimed calls) fails one; only a timer that notices passes them all. Nor does
+# a warm-up fixed as a multiple of repeats (an outside test passed the first two cases with 3 × repeats): the few
+# repeats of (2, 3) come with a device that takes 40 calls to come up to speed, longer than any small multiple, and the
+# many repeats of (1, 20) with one warm after its first call, where any multiple goes past the calls a timer may spend.
+# (2, 3)'s steps are 1.4, not 1.25: at 1.25 some multiple's timed calls took 1000× or 3× a warm one, which the judge
+# reads as milliseconds or a total, not as a warm-up (tests/test_lesson01_content.py tries every multiple).
+_TIMER_RAMP = {(3, 5): _RAMP, (1, 8): _long_ramp(24), (2, 3): _long_ramp(40, 1.4), (1, 20): ()}
 
 
 _SPARE_CALLS = 8  # calls a timer may spend, past the device's ramp, seeing that it has stopped getting faster
@@ -296,8 +304,6 @@ _COURSE_TIMERS = ("grader.timing.measure", "grader.timing.benchmark_median", "gr
 
 
 def _observe_time_op(time_op: Callable) -> dict:
-    from grader import shortcuts
-
     require_callable(time_op, "time_op")
     from grader import timing
 
@@ -313,8 +319,6 @@ def _observe_time_op(time_op: Callable) -> dict:
 def _judge_time_op(observation: dict) -> None:
     """time_op warms up, synchronizes before every clock read, and returns the median seconds per call."""
     called = observation.get("shortcuts") if isinstance(observation, dict) else None
-    from grader import shortcuts
-
     elsewhere = [c for c in called or () if c in shortcuts.ELSEWHERE.values()]
     if elsewhere:
         fail(f"your time_op starts {elsewhere[0]}: time fn in the thread the check calls time_op in.")
@@ -371,8 +375,8 @@ def _judge_time_op(observation: dict) -> None:
                                                                             _TIMER_RAMP[warmup, repeats])):
             fail(
                 f"time_op(warmup={warmup}, repeats={repeats}) timed calls that were still getting faster: this "
-                "simulated GPU was not yet warm when your timed calls began (compare its durations, call by call). "
-                "What tells a timer that the device has come up to speed?"
+                "simulated GPU was not yet warm when your timed calls began (compare its durations, call by call)."
+                + _fixed_in_advance(seen, repeats) + " What tells a timer that the device has come up to speed?"
             )
         if not close(got, median, rel=0.05):
             fail(
@@ -387,8 +391,21 @@ def _judge_time_op(observation: dict) -> None:
         # stops warming a few calls after the durations stop falling; each call past that is time the user waits.
         if seen["calls"] > warmup + len(_TIMER_RAMP[warmup, repeats]) + repeats + _SPARE_CALLS:
             fail(f"time_op(warmup={warmup}, repeats={repeats}) called fn {seen['calls']} times on a device that was "
-                 "warm long before: it went on warming after the calls had stopped getting faster. Each extra call "
-                 "is time the user waits; what tells your timer it can stop?")
+                 "warm long before: it went on warming after the calls had stopped getting faster."
+                 + _fixed_in_advance(seen, repeats) + " Each extra call is time the user waits; what tells your timer "
+                 "it can stop?")
+
+
+def _fixed_in_advance(seen: dict, repeats: int) -> str:
+    """What to add when a timer made every untimed call before it read any clock: its warm-up was a count decided
+    before it saw the device (the given warmup, a constant more, a multiple of repeats), not watched."""
+    events = seen["events"]
+    blind = events[:events.index("clock")].count("call") if "clock" in events else seen["calls"]
+    if seen["calls"] - blind > repeats:
+        return ""  # it timed calls besides the ones it reports: it looked at the device while warming
+    return (" Your timer fixed its warm-up in advance: it made every untimed call before it read a clock, so the "
+            "count was decided before it saw this device, and a count that fits one device is too short or too long "
+            "for the next. The simulated GPUs of the check come up to speed over different numbers of calls.")
 
 
 check_time_op = Check("time_op", _observe_time_op, _judge_time_op)
@@ -568,7 +585,7 @@ check_linear_forecast = guard(Keyed(
     public=_public_linear_forecast, hints=_hints_linear_forecast,
     unknown="linear_forecast is not the roofline's forecast, nor a mistake the course knows: go back to section 8's "
             "count of one call's work and bytes, and to your own intensity, bound and attainable_flops."),
-    "linear_forecast", {**_FLOP_COUNTERS, **_BYTE_COUNTERS}, earlier=_BYTES_EARLIER)
+    "linear_forecast", {**_FLOP_COUNTERS, **_BYTE_COUNTERS, **shortcuts.ELSEWHERE}, earlier=_BYTES_EARLIER)
 
 
 # --- predictions ------------------------------------------------------------------------------

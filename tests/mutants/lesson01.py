@@ -305,6 +305,16 @@ def time_op(fn, sync, warmup, repeats):
 """,
             r"timed calls that were still getting faster",
         ),
+        # an outside test: 3 × repeats passed both of the check's first cases (2× and 4× failed them); no multiple of
+        # repeats passes a device that comes up to speed over far more calls and one that is warm almost at once
+        *[(f"warm-up a fixed multiple of repeats: {k} × repeats", _TIME_OP_HEAD + f"""
+    for _ in range(max(warmup, {k} * repeats)): fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter(); fn(); sync(); samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+""", r"fixed its warm-up in advance") for k in (2, 3, 4)],
     ],
     "CROSSOVER_PREDICTION_check": [
         ("predicts the GPU always wins", "CROSSOVER_PREDICTION = {'n': 32, 'why': 'GPUs are fast'}",
