@@ -596,7 +596,8 @@ def cluster_allreduce_seconds(nbytes: float, links: dict, allreduce_seconds: Cal
     """The course's model of an all-reduce over `links` (cluster_links), priced with a ring model
     `allreduce_seconds(nbytes, world, latency, bandwidth)`: ALLREDUCE_PREDICTION's model, sealed
     (grader.checks._sealed; called from a cell before that guess, a reveal). Its parts are priced one after another
-    (an upper bound), on rail-optimised, non-blocking fabrics (one switch port per adapter, no oversubscription)."""
+    (an upper bound on its bandwidth terms: NCCL pipelines chunks through them; latency and links below their line rate
+    add time), on rail-optimised, non-blocking fabrics (one switch port per adapter, no oversubscription)."""
 
 
 def activations_in_flight(stages: int, microbatches: int, schedule: str) -> int:

@@ -262,8 +262,9 @@ def data_parallel_explorer(
                 f"{4 * params / 1e9:.3g} GB of fp32 gradients over {links['link']}"
                 + (f" (across {links['nodes']} nodes, every NIC of a node at once: the schedule of section 2's "
                    "reveal)" if links["nodes"] > 1 else "")
-                + f" takes at least <b>{seconds * 1e3:.3g} ms</b> per step (model: bandwidth terms only, phases "
-                "one after another).")
+                + f": the course's model gives <b>{seconds * 1e3:.3g} ms</b> per step (bandwidth terms only, phases "
+                "priced one after another). A real NCCL run may overlap the phases and be faster, or lose time to "
+                "latency and to links below their line rate.")
         fig = plots.memory_per_rank({row["model"]: bars}, [(chip.name, memory)],
                                     f"Training state per GPU on {n} GPUs (torch autocast + Adam)")
         return html, fig

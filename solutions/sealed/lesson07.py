@@ -14,12 +14,15 @@ def _ring_model(nbytes: float, world: int, latency: float, bandwidth: float) -> 
 def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy: bool, label: str,
                    weights: Callable[[float, float, float, float], None] | None = None) -> None:
     """A fit judged against the latency and bandwidth its data were made with (the inputs, not the fit's answer);
-    `weights(lat, bw, lat_tol, bw_tol)`, the instructor's, tells a wrongly weighted fit (solutions/judges)."""
+    `weights(lat, bw, lat_tol, bw_tol)` tells a wrongly weighted fit (_fit_weighting)."""
     pair = _as_pair(got)
     if pair is None:
         fail(f"fit_latency_bandwidth{label} returned {got!r}; return a tuple (latency in seconds, bandwidth in bytes/s).")
     lat, bw = pair
     steps = 2 * (world - 1)
+    lat_tol, bw_tol = (0.2, 0.05) if noisy else (1e-6, 1e-6)
+    if weights is not None:  # a wrongly weighted line of these data is that mistake, whatever else it resembles
+        weights(lat, bw, lat_tol, bw_tol)
     if close(lat, bandwidth, 0.2) and close(bw, latency, 0.2):
         fail(f"fit_latency_bandwidth{label}: latency and bandwidth swapped. Return (latency, bandwidth).")
     if close(lat, latency * steps, 0.2 if noisy else 1e-6) and close(bw, bandwidth * world / steps, 0.1 if noisy else 1e-6):
@@ -32,11 +35,8 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
         if close(value, true * scale, 0.2):
             fail(f"fit_latency_bandwidth{label} returned the {'latency' if unit == 'µs' else 'bandwidth'} in {unit}; "
                  "return seconds and bytes per second (SI units, no prefixes).")
-    lat_tol, bw_tol = (0.2, 0.05) if noisy else (1e-6, 1e-6)
     if abs(lat) < 0.01 * latency:
         _lost_intercept(label)
-    if weights is not None:
-        weights(lat, bw, lat_tol, bw_tol)
     if noisy and (lat < 0 or not close(lat, latency, 0.5)) and close(bw, bandwidth, 0.15):
         fail(f"fit_latency_bandwidth{label} found the bandwidth but lost the latency. Which of the points decide your "
              "line, and how large is their noise next to the latency?")
@@ -44,6 +44,40 @@ def _judge_fit_one(got: Any, world: int, latency: float, bandwidth: float, noisy
         fail(f"fit_latency_bandwidth{label} returned latency {lat:.4g} s and bandwidth {bw:.4g} B/s, not what the data "
              "were made with" + (" (with 5% noise)" if noisy else " (without noise)") + ". Go back to which of the "
              "points can tell you each of the two, and whether your fit lets them.")
+
+
+def _fit_weighting(nbytes: list, seconds: list, world: int, latency: float, bandwidth: float,
+                   label: str) -> Callable[[float, float, float, float], None]:
+    """_judge_fit_one's `weights` for these noisy data: fails a fit that is one of the wrongly weighted lines of them,
+    even where the noise of this draw left it inside the tolerances (it computes only the wrong ones). On noise-free
+    data every weighting gives the same line: pass no `weights` there."""
+    def line(power: float) -> tuple[float, float]:
+        # the line fitted with weights 1/t^power on the squared residuals, as (latency, bandwidth)
+        w = [1.0 / t**power for t in seconds]
+        s0, sx = sum(w), sum(a * x for a, x in zip(w, nbytes))
+        sxx = sum(a * x * x for a, x in zip(w, nbytes))
+        st, sxt = sum(a * t for a, t in zip(w, seconds)), sum(a * x * t for a, x, t in zip(w, nbytes, seconds))
+        det = s0 * sxx - sx * sx
+        intercept, slope = (st * sxx - sx * sxt) / det, (s0 * sxt - sx * st) / det
+        steps = 2 * (world - 1)
+        return intercept / steps, steps / (world * slope)
+
+    wrong = {
+        0: f"fit_latency_bandwidth{label} counted every point alike and lost the latency: the points with the largest "
+           "times, and the largest noise, decide such a line. Which of the points can tell you the latency, and how "
+           "large is their noise next to it?",
+        4: f"fit_latency_bandwidth{label} returned the line weighted by 1/t⁴ on the squared residuals: more steeply "
+           "than the points' noise calls for.",
+        1: f"fit_latency_bandwidth{label} returned the line weighted by 1/t on the squared residuals: less steeply "
+           "than the points' noise calls for.",
+    }
+
+    def weights(lat: float, bw: float, lat_tol: float, bw_tol: float) -> None:
+        for power, words in wrong.items():
+            other = line(power)
+            if close(lat, other[0], 1e-6) and close(bw, other[1], 1e-6):
+                fail(words)
+    return weights
 
 
 def _allreduce_model() -> dict:
@@ -131,7 +165,8 @@ def cluster_allreduce_seconds(nbytes: float, links: dict, allreduce_seconds: Cal
     each GPU then all-reduces its 1/g with the GPUs of the same position in the other m nodes (its rail: one
     adapter per GPU, all g rails at once); an all-gather over NVLink gives every GPU the whole sum. The
     reduce-scatter and the all-gather together cost what a ring all-reduce of the message costs in the node.
-    The phases are priced one after another: NCCL pipelines chunks through them, so this is an upper bound.
+    The phases are priced one after another: NCCL pipelines chunks through them, so this is an upper bound on the
+    bandwidth terms (latency and links below their line rate add time).
     It holds on rail-optimised, non-blocking fabrics (one switch port per adapter, no oversubscription).
     """
     g, m = links["gpus_per_node"], links["nodes"]

@@ -66,7 +66,7 @@ MUTANTS = {
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0] * len(seconds))
     return a / (2 * (world - 1)), 2 * (world - 1) / (world * b)
-""", r"found the bandwidth but lost the latency. Which of the points decide your line"),
+""", r"counted every point alike and lost the latency"),
         ("ring factor missing", _FIT_HEAD + """
 def fit_latency_bandwidth(nbytes, seconds, world):
     a, b = _line(nbytes, seconds, [1.0 / t**2 for t in seconds])
