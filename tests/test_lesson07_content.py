@@ -689,7 +689,8 @@ def test_pricing_rings_with_the_course_model_before_the_check_fails_it():
 def test_the_fit_exercise_leaves_the_weighting_to_the_learner():
     """Copy test r22: the page said why a plain fit fails, to count each point by its relative error and to read what
     np.polyfit's w does, so polyfit(x, y, 1, w=1/y) restated it. The page now gives the data's noise, not the weights;
-    the messages name what went wrong (the latency lost, the points weighted too steeply), not the recipe."""
+    the messages name what went wrong (the latency lost, the weight used), not the recipe, nor which way to go: "more
+    steeply" for 1/t⁴ and "less steeply" for 1/t bracketed 1/t² (a bisection)."""
     from notebook_cells import solution_cells
 
     text = "\n".join(c.source for c in read_notebook(ROOT / "notebooks" / "07_data_parallel" / "07_data_parallel.ipynb").cells)
@@ -702,6 +703,14 @@ def test_the_fit_exercise_leaves_the_weighting_to_the_learner():
     with pytest.raises(CheckFailed) as failed:
         lesson07.check_fit_latency_bandwidth(namespace["fit_latency_bandwidth"])
     assert "relative" not in str(failed.value) and "lost the latency" in str(failed.value), str(failed.value)
+    for power in (1, 4):  # a weight of the wrong power is named, with no direction to move it in
+        exec("import numpy as np\ndef fit_latency_bandwidth(nbytes, seconds, world):\n"
+             f"    b, a = np.polyfit(nbytes, seconds, 1, w=[1 / t ** ({power} / 2) for t in seconds])\n"
+             "    return float(a) / (2 * (world - 1)), 2 * (world - 1) / (world * float(b))\n", namespace)
+        with pytest.raises(CheckFailed) as failed:
+            lesson07.check_fit_latency_bandwidth(namespace["fit_latency_bandwidth"])
+        said = str(failed.value)
+        assert "weighted by" in said and not re.search(r"steep|more|less|too|smaller|larger|higher|lower", said), said
     solution_cells("07_data_parallel")  # the solution still passes: tests/test_mutants runs it
 
 

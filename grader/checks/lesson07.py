@@ -170,8 +170,9 @@ def _as_pair(value: Any) -> tuple[float, float] | None:
 
 def _lost_intercept(label: str) -> None:
     fail(f"fit_latency_bandwidth{label} returned a latency of next to nothing (under 1% of the data's): the intercept "
-         "was lost to rounding. Was the fit done in float32 (torch.tensor's default)? With sizes up to 2.7e8 bytes "
-         "beside times of 1e-5 s, float32's 7 digits cannot hold the small intercept next to the large slope term. "
+         "was lost to rounding. Was the fit done in float32 (torch.tensor's default)? With sizes of hundreds of "
+         "megabytes beside times of microseconds, float32's 7 digits cannot hold the small intercept next to the large "
+         "slope term. "
          "Work in float64 (torch.float64, or plain Python floats, or np.polyfit, which computes in float64).")
 
 
